@@ -1,0 +1,300 @@
+//! One database handle over two backends.
+//!
+//! Every query is written once in `store/` against [`Tx`] and expanded for
+//! each backend by [`dispatch!`](crate::dispatch); writes run in
+//! [`write_tx!`](crate::write_tx), which opens `BEGIN IMMEDIATE` on SQLite (a
+//! deferred transaction that later needs the write lock fails with "database
+//! is locked" under concurrency) and an ordinary transaction on PostgreSQL.
+
+use std::path::Path;
+use std::time::Duration;
+
+use deadpool::managed::{PoolError, Timeouts};
+use deadpool::Runtime;
+use diesel::SqliteConnection;
+use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use futures_util::FutureExt;
+
+use crate::error::{StoreError, StoreResult};
+
+pub type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
+
+/// How long a caller waits for a pooled connection before the database is
+/// reported unavailable (503 at the edge) instead of queueing without bound.
+pub const POOL_WAIT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long SQLite waits for the write lock before failing a statement.
+pub const SQLITE_BUSY_TIMEOUT_MS: u32 = 10_000;
+pub const SQLITE_POOL_SIZE_MAX: usize = 8;
+pub const POSTGRES_POOL_SIZE_MAX: usize = 16;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// Where the database lives, parsed from `TERN_DATABASE_URL`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DatabaseUrl {
+    /// A file path; `:memory:` is refused because each pooled connection
+    /// would get a database of its own.
+    Sqlite(String),
+    Postgres(String),
+}
+
+impl DatabaseUrl {
+    pub fn parse(url: &str) -> StoreResult<Self> {
+        if let Some(path) = url.strip_prefix("sqlite://") {
+            if path.is_empty() || path.contains(":memory:") {
+                return Err(StoreError::Url(
+                    "sqlite:// needs a file path (in-memory databases are per connection)".into(),
+                ));
+            }
+            return Ok(DatabaseUrl::Sqlite(path.to_owned()));
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(DatabaseUrl::Postgres(url.to_owned()));
+        }
+        Err(StoreError::Url(
+            "expected sqlite://PATH or postgres://...".into(),
+        ))
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self {
+            DatabaseUrl::Sqlite(_) => Backend::Sqlite,
+            DatabaseUrl::Postgres(_) => Backend::Postgres,
+        }
+    }
+}
+
+#[derive(Clone)]
+enum DbPool {
+    Sqlite(Pool<SqliteConn>),
+    Pg(Pool<AsyncPgConnection>),
+}
+
+/// A cloneable handle to the connection pool of either backend.
+#[derive(Clone)]
+pub struct Db {
+    pool: DbPool,
+    url: DatabaseUrl,
+}
+
+/// A connection checked out of the pool.
+// It lives briefly on one stack frame per request; boxing the larger variant
+// would add an allocation to every checkout for no gain.
+#[allow(clippy::large_enum_variant)]
+pub enum Pooled {
+    Sqlite(Object<SqliteConn>),
+    Pg(Object<AsyncPgConnection>),
+}
+
+/// A borrowed connection, inside or outside a transaction: what every store
+/// function takes, so that an actor can compose one transaction per transition.
+pub enum Tx<'a> {
+    Sqlite(&'a mut SqliteConn),
+    Pg(&'a mut AsyncPgConnection),
+}
+
+impl Pooled {
+    pub fn tx(&mut self) -> Tx<'_> {
+        match self {
+            Pooled::Sqlite(conn) => Tx::Sqlite(conn),
+            Pooled::Pg(conn) => Tx::Pg(conn),
+        }
+    }
+}
+
+impl Tx<'_> {
+    pub fn backend(&self) -> Backend {
+        match self {
+            Tx::Sqlite(_) => Backend::Sqlite,
+            Tx::Pg(_) => Backend::Postgres,
+        }
+    }
+}
+
+/// Runs one query body against whichever backend `tx` holds; the body is
+/// type-checked once per backend. `$conn` is bound to the concrete connection.
+#[macro_export]
+macro_rules! dispatch {
+    ($tx:expr, $conn:ident => $body:expr) => {
+        match $tx {
+            $crate::db::Tx::Sqlite(inner) => {
+                let $conn = &mut **inner;
+                $body
+            }
+            $crate::db::Tx::Pg(inner) => {
+                let $conn = &mut **inner;
+                $body
+            }
+        }
+    };
+}
+
+/// Runs `$body` (an expression of type `Result<T, E>` with
+/// `E: From<StoreError> + From<diesel::result::Error>`) in one write
+/// transaction, with `$tx: &mut Tx` in scope. Commits on `Ok`, rolls back on
+/// `Err`. A dropped future leaves the connection marked broken, and the pool
+/// discards it rather than reuse an open transaction.
+#[macro_export]
+macro_rules! write_tx {
+    ($db:expr, |$tx:ident| $body:expr) => {{
+        use $crate::__private::AsyncConnection as _;
+        match $db.get().await {
+            Err(error) => Err(error.into()),
+            Ok(mut pooled) => match &mut pooled {
+                $crate::db::Pooled::Sqlite(conn) => {
+                    conn.immediate_transaction(async |conn| {
+                        let $tx = &mut $crate::db::Tx::Sqlite(conn);
+                        $body
+                    })
+                    .await
+                }
+                $crate::db::Pooled::Pg(conn) => {
+                    conn.transaction(async |conn| {
+                        let $tx = &mut $crate::db::Tx::Pg(conn);
+                        $body
+                    })
+                    .await
+                }
+            },
+        }
+    }};
+}
+
+impl Db {
+    /// Opens a pool. Does not run migrations (see [`crate::migrate`]).
+    pub async fn connect(url: &str) -> StoreResult<Db> {
+        let parsed = DatabaseUrl::parse(url)?;
+        let pool = match &parsed {
+            DatabaseUrl::Sqlite(path) => {
+                ensure_parent_dir(path)?;
+                let mut config = ManagerConfig::<SqliteConn>::default();
+                config.custom_setup = Box::new(|path| establish_sqlite(path.to_owned()).boxed());
+                let manager = AsyncDieselConnectionManager::new_with_config(path, config);
+                DbPool::Sqlite(build_pool(Pool::builder(manager), SQLITE_POOL_SIZE_MAX)?)
+            }
+            DatabaseUrl::Postgres(url) => {
+                let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(url);
+                DbPool::Pg(build_pool(Pool::builder(manager), POSTGRES_POOL_SIZE_MAX)?)
+            }
+        };
+        let db = Db { pool, url: parsed };
+        // Fail fast on a wrong URL instead of at the first request.
+        db.ping().await?;
+        Ok(db)
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.url.backend()
+    }
+
+    pub fn url(&self) -> &DatabaseUrl {
+        &self.url
+    }
+
+    pub async fn get(&self) -> StoreResult<Pooled> {
+        match &self.pool {
+            DbPool::Sqlite(pool) => pool.get().await.map(Pooled::Sqlite).map_err(pool_error),
+            DbPool::Pg(pool) => pool.get().await.map(Pooled::Pg).map_err(pool_error),
+        }
+    }
+
+    /// A round trip to the database, for readiness.
+    pub async fn ping(&self) -> StoreResult<()> {
+        let mut pooled = self.get().await?;
+        let tx = &mut pooled.tx();
+        dispatch!(tx, conn => conn.batch_execute("SELECT 1").await)?;
+        Ok(())
+    }
+
+    /// Closes the pool: every later `get` fails. Used at shutdown, and by
+    /// tests that simulate a database outage.
+    pub fn close(&self) {
+        match &self.pool {
+            DbPool::Sqlite(pool) => pool.close(),
+            DbPool::Pg(pool) => pool.close(),
+        }
+    }
+}
+
+fn build_pool<M: deadpool::managed::Manager>(
+    builder: deadpool::managed::PoolBuilder<M>,
+    size_max: usize,
+) -> StoreResult<deadpool::managed::Pool<M>> {
+    builder
+        .max_size(size_max)
+        .timeouts(Timeouts {
+            wait: Some(POOL_WAIT_TIMEOUT),
+            create: Some(POOL_WAIT_TIMEOUT),
+            recycle: Some(POOL_WAIT_TIMEOUT),
+        })
+        .runtime(Runtime::Tokio1)
+        .build()
+        .map_err(|error| StoreError::Unavailable(error.to_string()))
+}
+
+fn pool_error<E: std::fmt::Display>(error: PoolError<E>) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+fn ensure_parent_dir(path: &str) -> StoreResult<()> {
+    if let Some(parent) = Path::new(path).parent() {
+        if !parent.as_os_str().is_empty() {
+            std::fs::create_dir_all(parent).map_err(|error| {
+                StoreError::Unavailable(format!("{}: {error}", parent.display()))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Durable and concurrent SQLite: WAL with full fsync on commit, a busy
+/// timeout so writers queue for the lock, and enforced foreign keys.
+async fn establish_sqlite(path: String) -> diesel::ConnectionResult<SqliteConn> {
+    let mut conn = SqliteConn::establish(&path).await?;
+    let pragmas = format!(
+        "PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}; PRAGMA journal_mode = WAL; \
+         PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;"
+    );
+    conn.batch_execute(&pragmas)
+        .await
+        .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+    Ok(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_urls_parse_by_scheme() {
+        assert_eq!(
+            DatabaseUrl::parse("sqlite://data/tern.db").ok(),
+            Some(DatabaseUrl::Sqlite("data/tern.db".into()))
+        );
+        assert_eq!(
+            DatabaseUrl::parse("postgres://u@h/db")
+                .map(|u| u.backend())
+                .ok(),
+            Some(Backend::Postgres)
+        );
+        assert!(DatabaseUrl::parse("sqlite://:memory:").is_err());
+        assert!(DatabaseUrl::parse("sqlite://").is_err());
+        assert!(DatabaseUrl::parse("mysql://h/db").is_err());
+    }
+}

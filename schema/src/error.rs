@@ -1,0 +1,51 @@
+//! The store layer's one error type.
+
+use diesel::result::{DatabaseErrorKind, Error as DieselError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No connection could be had in time: the database is down or saturated.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    /// A unique constraint rejected the write (duplicate key, prefix, ...).
+    #[error("unique violation: {0}")]
+    UniqueViolation(String),
+    /// A version-guarded update found another writer had been first.
+    #[error("concurrent modification of {0}")]
+    Conflict(String),
+    #[error("migration failed: {0}")]
+    Migration(String),
+    #[error("invalid database url: {0}")]
+    Url(String),
+    #[error("query failed: {0}")]
+    Query(DieselError),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+impl From<DieselError> for StoreError {
+    fn from(error: DieselError) -> Self {
+        match error {
+            DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, info) => {
+                StoreError::UniqueViolation(info.message().to_owned())
+            }
+            DieselError::DatabaseError(DatabaseErrorKind::ClosedConnection, info) => {
+                StoreError::Unavailable(info.message().to_owned())
+            }
+            other => StoreError::Query(other),
+        }
+    }
+}
+
+impl From<diesel::ConnectionError> for StoreError {
+    fn from(error: diesel::ConnectionError) -> Self {
+        StoreError::Unavailable(error.to_string())
+    }
+}
+
+impl StoreError {
+    /// Whether retrying the same operation later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_) | StoreError::Conflict(_))
+    }
+}

@@ -1,0 +1,22 @@
+//! Tern's persistence: tables, rows, and the one store that runs every query
+//! on SQLite and on PostgreSQL. Knows nothing of HTTP or actors.
+
+pub mod db;
+pub mod error;
+pub mod migrate;
+pub mod models;
+pub mod money;
+pub mod schema;
+pub mod store;
+pub mod testing;
+pub mod types;
+
+pub use db::{Backend, Db, Pooled, Tx};
+pub use diesel::result::Error as DieselError;
+pub use error::{StoreError, StoreResult};
+
+/// Items the exported macros expand to; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use diesel_async::AsyncConnection;
+}

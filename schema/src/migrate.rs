@@ -1,0 +1,45 @@
+//! Embedded migrations, one tree per backend under identical names.
+
+use diesel::migration::MigrationVersion;
+use diesel::pg::Pg;
+use diesel::{Connection, SqliteConnection};
+use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+use diesel_async::AsyncPgConnection;
+use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
+
+use crate::db::DatabaseUrl;
+use crate::error::{StoreError, StoreResult};
+
+pub const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../migrations/sqlite");
+pub const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../migrations/postgres");
+
+/// Applies every pending migration and returns the versions applied.
+///
+/// Runs on a blocking thread: the harness is synchronous, and on PostgreSQL
+/// it drives the async connection through `AsyncConnectionWrapper`.
+pub async fn run_pending(url: &str) -> StoreResult<Vec<String>> {
+    let parsed = DatabaseUrl::parse(url)?;
+    tokio::task::spawn_blocking(move || match parsed {
+        DatabaseUrl::Sqlite(path) => {
+            let mut conn = SqliteConnection::establish(&path)?;
+            apply(&mut conn, SQLITE_MIGRATIONS)
+        }
+        DatabaseUrl::Postgres(url) => {
+            let mut conn: AsyncConnectionWrapper<AsyncPgConnection> =
+                AsyncConnectionWrapper::establish(&url)?;
+            apply::<Pg, _>(&mut conn, POSTGRES_MIGRATIONS)
+        }
+    })
+    .await
+    .map_err(|error| StoreError::Migration(error.to_string()))?
+}
+
+fn apply<DB: diesel::backend::Backend, C: MigrationHarness<DB>>(
+    conn: &mut C,
+    migrations: EmbeddedMigrations,
+) -> StoreResult<Vec<String>> {
+    let applied: Vec<MigrationVersion<'_>> = conn
+        .run_pending_migrations(migrations)
+        .map_err(|error| StoreError::Migration(error.to_string()))?;
+    Ok(applied.iter().map(ToString::to_string).collect())
+}

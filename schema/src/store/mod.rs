@@ -1,0 +1,6 @@
+//! Every query Tern runs, written once for both backends. Dialect differences
+//! live here and nowhere else, each with a comment saying why.
+
+pub mod api_keys;
+pub mod merchants;
+pub mod timers;

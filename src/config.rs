@@ -1,0 +1,360 @@
+//! Configuration from the environment (decisions §14), validated at start: a
+//! bad value stops the process with a message naming the variable.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Environment {
+    Development,
+    Sandbox,
+    Production,
+}
+
+impl Environment {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Environment::Development => "development",
+            Environment::Sandbox => "sandbox",
+            Environment::Production => "production",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SecureDetailsMode {
+    Disabled,
+    Demo,
+    Embed,
+}
+
+/// One rate limit: `burst` requests per `period`, refilled evenly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimit {
+    pub burst: u32,
+    pub period: Duration,
+}
+
+/// The named limits of decisions §13. `None` means limiting is off.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RateLimits {
+    pub limits: Option<BTreeMap<String, RateLimit>>,
+}
+
+/// The limit names TERN_RATE_LIMITS accepts, with their defaults.
+pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 5] = [
+    ("login", 10, Duration::from_secs(60)),
+    ("register", 10, Duration::from_secs(60)),
+    ("m2m_register", 5, Duration::from_secs(3_600)),
+    ("settlement_submit", 100, Duration::from_secs(1)),
+    ("resend", 3, Duration::from_secs(3_600)),
+];
+
+impl RateLimits {
+    pub fn get(&self, name: &str) -> Option<RateLimit> {
+        self.limits.as_ref().and_then(|limits| limits.get(name).copied())
+    }
+
+    pub fn off() -> RateLimits {
+        RateLimits { limits: None }
+    }
+
+    /// Parses `off` or `name=N/period,...`; names left out keep their default.
+    pub fn parse(spec: &str) -> Result<RateLimits, String> {
+        let spec = spec.trim();
+        if spec == "off" {
+            return Ok(RateLimits::off());
+        }
+        let mut limits: BTreeMap<String, RateLimit> = RATE_LIMIT_DEFAULTS
+            .iter()
+            .map(|(name, burst, period)| ((*name).to_owned(), RateLimit { burst: *burst, period: *period }))
+            .collect();
+        for item in spec.split(',').map(str::trim).filter(|item| !item.is_empty()) {
+            let (name, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("`{item}` is not name=N/period"))?;
+            if !limits.contains_key(name) {
+                let known: Vec<&str> = RATE_LIMIT_DEFAULTS.iter().map(|(name, _, _)| *name).collect();
+                return Err(format!("unknown limit `{name}` (known: {})", known.join(", ")));
+            }
+            let (count, period) = value
+                .split_once('/')
+                .ok_or_else(|| format!("`{value}` is not N/period"))?;
+            let burst: u32 = count
+                .parse()
+                .ok()
+                .filter(|burst| *burst > 0)
+                .ok_or_else(|| format!("`{count}` is not a positive count"))?;
+            let period = parse_duration(period)?;
+            limits.insert(name.to_owned(), RateLimit { burst, period });
+        }
+        Ok(RateLimits { limits: Some(limits) })
+    }
+}
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        RateLimits::parse("").unwrap_or_else(|_| RateLimits::off())
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub database_url: String,
+    pub bind: String,
+    pub public_url: String,
+    pub environment: Environment,
+    pub data_dir: PathBuf,
+    /// `None` when TERN_SANDBOX_BIND is `off`.
+    pub sandbox_bind: Option<String>,
+    pub quote_ttl: Duration,
+    pub settlement_retry_schedule: Vec<Duration>,
+    pub challenge_ttl: Duration,
+    pub webhook_retry_schedule: Vec<Duration>,
+    pub webhook_allow_private: bool,
+    pub webhook_ca_file: Option<PathBuf>,
+    pub smtp_url: Option<String>,
+    pub cookie_secure: bool,
+    pub session_ttl: Duration,
+    pub secure_details_mode: SecureDetailsMode,
+    pub dispatch_secret: Option<String>,
+    pub card_provider_webhook_secret: Option<String>,
+    pub rate_limits: RateLimits,
+    pub log: String,
+    pub self_service_registration: bool,
+    /// Test-only routes that exercise failure paths (a handler that panics).
+    /// Never read from the environment.
+    pub fault_routes: bool,
+}
+
+/// A configuration error names the variable and what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+#[error("{variable}: {message}")]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub message: String,
+}
+
+impl Config {
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads every variable through `lookup`, so tests need not touch the
+    /// process environment.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let get = |name: &'static str| lookup(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        let parsed = |name: &'static str, default: &str| get(name).unwrap_or_else(|| default.to_owned());
+
+        let environment = match parsed("TERN_ENVIRONMENT", "development").as_str() {
+            "development" => Environment::Development,
+            "sandbox" => Environment::Sandbox,
+            "production" => Environment::Production,
+            other => return Err(error("TERN_ENVIRONMENT", format!("`{other}` is not development, sandbox or production"))),
+        };
+        let data_dir = PathBuf::from(parsed("TERN_DATA_DIR", "data"));
+        let default_db = format!("sqlite://{}", data_dir.join("tern.db").display());
+        let database_url = parsed("TERN_DATABASE_URL", &default_db);
+        tern_schema::db::DatabaseUrl::parse(&database_url).map_err(|e| error("TERN_DATABASE_URL", e.to_string()))?;
+
+        let bind = parsed("TERN_BIND", "127.0.0.1:8080");
+        check_socket_addr("TERN_BIND", &bind)?;
+        let public_url = parsed("TERN_PUBLIC_URL", "http://127.0.0.1:8080").trim_end_matches('/').to_owned();
+        if !(public_url.starts_with("http://") || public_url.starts_with("https://")) {
+            return Err(error("TERN_PUBLIC_URL", "must start with http:// or https://".into()));
+        }
+        let sandbox_bind = match parsed("TERN_SANDBOX_BIND", "127.0.0.1:8081").as_str() {
+            "off" => None,
+            addr => {
+                check_socket_addr("TERN_SANDBOX_BIND", addr)?;
+                Some(addr.to_owned())
+            }
+        };
+        if environment == Environment::Production && sandbox_bind.is_some() {
+            return Err(error("TERN_SANDBOX_BIND", "production refuses the sandbox: set it to `off`".into()));
+        }
+
+        let duration = |name: &'static str, default: &str| parse_duration(&parsed(name, default)).map_err(|m| error(name, m));
+        let schedule = |name: &'static str, default: &str| parse_schedule(&parsed(name, default)).map_err(|m| error(name, m));
+        let boolean = |name: &'static str, default: bool| match get(name).as_deref() {
+            None => Ok(default),
+            Some("true" | "1" | "yes") => Ok(true),
+            Some("false" | "0" | "no") => Ok(false),
+            Some(other) => Err(error(name, format!("`{other}` is not true or false"))),
+        };
+
+        let cookie_secure = boolean("TERN_COOKIE_SECURE", true)?;
+        if environment == Environment::Production && !cookie_secure {
+            return Err(error("TERN_COOKIE_SECURE", "production refuses insecure cookies".into()));
+        }
+        let webhook_allow_private = boolean("TERN_WEBHOOK_ALLOW_PRIVATE", false)?;
+        if environment == Environment::Production && webhook_allow_private {
+            return Err(error("TERN_WEBHOOK_ALLOW_PRIVATE", "production refuses private webhook targets".into()));
+        }
+        let default_mode = if environment == Environment::Production { "disabled" } else { "demo" };
+        let secure_details_mode = match parsed("TERN_SECURE_DETAILS_MODE", default_mode).as_str() {
+            "disabled" => SecureDetailsMode::Disabled,
+            "demo" if environment != Environment::Production => SecureDetailsMode::Demo,
+            "demo" => return Err(error("TERN_SECURE_DETAILS_MODE", "production refuses demo mode".into())),
+            "embed" => SecureDetailsMode::Embed,
+            other => return Err(error("TERN_SECURE_DETAILS_MODE", format!("`{other}` is not disabled, demo or embed"))),
+        };
+        let smtp_url = get("TERN_SMTP_URL");
+        if let Some(url) = &smtp_url {
+            if !(url.starts_with("smtp://") || url.starts_with("smtps://")) {
+                return Err(error("TERN_SMTP_URL", "must be smtp://host:port".into()));
+            }
+        }
+        let rate_limits = RateLimits::parse(&parsed("TERN_RATE_LIMITS", "")).map_err(|m| error("TERN_RATE_LIMITS", m))?;
+        let log = parsed("TERN_LOG", "info");
+        tracing_subscriber::EnvFilter::try_new(&log).map_err(|e| error("TERN_LOG", e.to_string()))?;
+
+        Ok(Config {
+            database_url,
+            bind,
+            public_url,
+            environment,
+            data_dir,
+            sandbox_bind,
+            quote_ttl: duration("TERN_QUOTE_TTL", "60s")?,
+            settlement_retry_schedule: schedule("TERN_SETTLEMENT_RETRY_SCHEDULE", "1s,4s,16s,64s,256s")?,
+            challenge_ttl: duration("TERN_CHALLENGE_TTL", "15m")?,
+            webhook_retry_schedule: schedule("TERN_WEBHOOK_RETRY_SCHEDULE", "5s,5m,30m,2h,5h,10h,10h")?,
+            webhook_allow_private,
+            webhook_ca_file: get("TERN_WEBHOOK_CA_FILE").map(PathBuf::from),
+            smtp_url,
+            cookie_secure,
+            session_ttl: duration("TERN_SESSION_TTL", "24h")?,
+            secure_details_mode,
+            dispatch_secret: get("TERN_DISPATCH_SECRET"),
+            card_provider_webhook_secret: get("TERN_CARD_PROVIDER_WEBHOOK_SECRET"),
+            rate_limits,
+            log,
+            self_service_registration: boolean("TERN_SELF_SERVICE_REGISTRATION", true)?,
+            fault_routes: false,
+        })
+    }
+}
+
+fn error(variable: &'static str, message: String) -> ConfigError {
+    ConfigError { variable, message }
+}
+
+fn check_socket_addr(variable: &'static str, value: &str) -> Result<(), ConfigError> {
+    value
+        .parse::<SocketAddr>()
+        .map(|_| ())
+        .map_err(|_| error(variable, format!("`{value}` is not host:port with an IP address")))
+}
+
+/// Parses `500ms`, `5s`, `5m`, `2h`: a positive whole number and one unit.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let value: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration like 500ms, 5s, 5m or 2h"))?;
+    let millis_per_unit = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(format!("`{text}` is not a duration like 500ms, 5s, 5m or 2h")),
+    };
+    if value == 0 {
+        return Err(format!("`{text}` must be longer than zero"));
+    }
+    value
+        .checked_mul(millis_per_unit)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("`{text}` is too long"))
+}
+
+fn parse_schedule(text: &str) -> Result<Vec<Duration>, String> {
+    let steps: Vec<Duration> = text.split(',').map(parse_duration).collect::<Result<_, _>>()?;
+    if steps.len() > 32 {
+        return Err("at most 32 steps".into());
+    }
+    Ok(steps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+        Config::from_lookup(move |name| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn defaults_match_the_decisions() {
+        let config = config(&[]).expect("defaults are valid");
+        assert_eq!(config.database_url, "sqlite://data/tern.db");
+        assert_eq!(config.bind, "127.0.0.1:8080");
+        assert_eq!(config.sandbox_bind.as_deref(), Some("127.0.0.1:8081"));
+        assert_eq!(config.quote_ttl, Duration::from_secs(60));
+        assert_eq!(config.settlement_retry_schedule.len(), 5);
+        assert_eq!(config.webhook_retry_schedule[6], Duration::from_secs(36_000));
+        assert_eq!(config.secure_details_mode, SecureDetailsMode::Demo);
+        assert!(config.self_service_registration);
+        assert_eq!(
+            config.rate_limits.get("m2m_register"),
+            Some(RateLimit { burst: 5, period: Duration::from_secs(3_600) })
+        );
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7_200)));
+        for bad in ["", "5", "s", "0s", "-1s", "1.5s", "5d", "99999999999999999999h"] {
+            assert!(parse_duration(bad).is_err(), "{bad} should be rejected");
+        }
+    }
+
+    #[test]
+    fn each_bad_value_names_its_variable() {
+        let cases = [
+            ("TERN_BIND", "localhost"),
+            ("TERN_DATABASE_URL", "mysql://x"),
+            ("TERN_QUOTE_TTL", "soon"),
+            ("TERN_ENVIRONMENT", "staging"),
+            ("TERN_COOKIE_SECURE", "maybe"),
+            ("TERN_RATE_LIMITS", "login=ten/1m"),
+            ("TERN_RATE_LIMITS", "bogus=1/1s"),
+            ("TERN_SELF_SERVICE_REGISTRATION", "perhaps"),
+            ("TERN_SETTLEMENT_RETRY_SCHEDULE", "1s,,2s"),
+            ("TERN_SECURE_DETAILS_MODE", "peek"),
+            ("TERN_LOG", "info,[[["),
+        ];
+        for (variable, value) in cases {
+            let err = config(&[(variable, value)]).expect_err(value);
+            assert_eq!(err.variable, variable, "{value}");
+        }
+    }
+
+    #[test]
+    fn production_refuses_the_sandbox_and_insecure_settings() {
+        let err = config(&[("TERN_ENVIRONMENT", "production")]).expect_err("sandbox on");
+        assert_eq!(err.variable, "TERN_SANDBOX_BIND");
+        let err = config(&[("TERN_ENVIRONMENT", "production"), ("TERN_SANDBOX_BIND", "off"), ("TERN_COOKIE_SECURE", "false")])
+            .expect_err("insecure cookie");
+        assert_eq!(err.variable, "TERN_COOKIE_SECURE");
+        let ok = config(&[("TERN_ENVIRONMENT", "production"), ("TERN_SANDBOX_BIND", "off")]).expect("valid");
+        assert_eq!(ok.secure_details_mode, SecureDetailsMode::Disabled);
+    }
+
+    #[test]
+    fn rate_limits_override_by_name_or_turn_off() {
+        let limits = RateLimits::parse("login=3/1s").expect("valid");
+        assert_eq!(limits.get("login"), Some(RateLimit { burst: 3, period: Duration::from_secs(1) }));
+        assert_eq!(limits.get("resend").map(|l| l.burst), Some(3));
+        assert_eq!(RateLimits::parse("off").expect("valid").get("login"), None);
+    }
+}
