@@ -1,0 +1,5 @@
+//! Tern's actor runtime and entity actors. Knows nothing of HTTP: the edge
+//! holds a [`runtime::Runtime`], sends messages through its registries and
+//! maps [`runtime::RuntimeError`] to statuses.
+
+pub mod runtime;

@@ -1,0 +1,120 @@
+//! The runtime layer's one error type, and its conversions.
+
+use std::time::Duration;
+
+use tern_schema::{DieselError, StoreError};
+
+/// How long a caller is told to wait after an overload (the edge's
+/// Retry-After): a mailbox drains in well under this.
+pub const RETRY_AFTER_OVERLOAD: Duration = Duration::from_secs(1);
+/// Retry-After when the database or the runtime itself is unavailable.
+pub const RETRY_AFTER_UNAVAILABLE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The entity's mailbox holds its capacity of unhandled messages: 503
+    /// with Retry-After at the edge, never an unbounded queue.
+    #[error("the mailbox of {kind} {id} is full")]
+    MailboxFull { kind: &'static str, id: String },
+    /// The kind's live-actor limit is reached: 503 with Retry-After.
+    #[error("too many live {kind} actors")]
+    Saturated { kind: &'static str },
+    /// No row for this entity: 404 at the edge.
+    #[error("{kind} {id} not found")]
+    NotFound { kind: &'static str, id: String },
+    /// A version-guarded write lost to another writer (maybe on another
+    /// node). The actor has reloaded its state; the caller may retry: 409.
+    #[error("{kind} {id} was modified concurrently")]
+    Conflict { kind: &'static str, id: String },
+    /// The actor panicked while handling this message. It is restarted from
+    /// the database; whether the message took effect is unknown: 500.
+    #[error("{kind} {id} crashed while handling a message")]
+    Crashed { kind: &'static str, id: String },
+    /// No reply within the call timeout; the message may still take effect: 503.
+    #[error("{kind} {id} did not answer within {timeout_ms} ms")]
+    Timeout {
+        kind: &'static str,
+        id: String,
+        timeout_ms: u64,
+    },
+    /// The runtime cannot serve now (shutting down, no actix System, a kind
+    /// not registered): 503.
+    #[error("actor runtime unavailable: {0}")]
+    Unavailable(String),
+    /// The claim on a timer expired and may have passed to another node; the
+    /// transition that wanted to complete the timer must roll back.
+    #[error("the claim on timer {id} was lost")]
+    TimerClaimLost { id: String },
+    /// A persisted timer whose payload the kind cannot decode; the timer is
+    /// dropped with an error log rather than retried forever.
+    #[error("invalid timer {id}: {reason}")]
+    InvalidTimer { id: String, reason: String },
+    /// A database failure; `StoreError::Unavailable` is a 503, the rest 500.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub type RuntimeResult<T> = Result<T, RuntimeError>;
+
+/// Lets kinds run `tern_schema::write_tx!` with `RuntimeError` as the error.
+impl From<DieselError> for RuntimeError {
+    fn from(error: DieselError) -> Self {
+        RuntimeError::Store(StoreError::from(error))
+    }
+}
+
+impl RuntimeError {
+    /// Whether this is an overload or outage that clears by itself: the edge
+    /// answers 503 with [`RuntimeError::retry_after`].
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            RuntimeError::MailboxFull { .. }
+                | RuntimeError::Saturated { .. }
+                | RuntimeError::Timeout { .. }
+                | RuntimeError::Unavailable(_)
+                | RuntimeError::Store(StoreError::Unavailable(_))
+        )
+    }
+
+    /// The Retry-After to send with a 503, or `None` for other errors.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            RuntimeError::MailboxFull { .. } | RuntimeError::Saturated { .. } => {
+                Some(RETRY_AFTER_OVERLOAD)
+            }
+            RuntimeError::Timeout { .. }
+            | RuntimeError::Unavailable(_)
+            | RuntimeError::Store(StoreError::Unavailable(_)) => Some(RETRY_AFTER_UNAVAILABLE),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overloads_carry_a_retry_after_and_others_do_not() {
+        let full = RuntimeError::MailboxFull {
+            kind: "probe",
+            id: "p1".into(),
+        };
+        assert!(full.is_unavailable());
+        assert_eq!(full.retry_after(), Some(RETRY_AFTER_OVERLOAD));
+        let down = RuntimeError::Store(StoreError::Unavailable("pool".into()));
+        assert_eq!(down.retry_after(), Some(RETRY_AFTER_UNAVAILABLE));
+        let missing = RuntimeError::NotFound {
+            kind: "probe",
+            id: "p1".into(),
+        };
+        assert!(!missing.is_unavailable());
+        assert_eq!(missing.retry_after(), None);
+        let conflict = RuntimeError::Conflict {
+            kind: "probe",
+            id: "p1".into(),
+        };
+        assert_eq!(conflict.retry_after(), None);
+    }
+}

@@ -1,0 +1,197 @@
+//! The runtime's figures: what /health and /health/actors serve.
+//!
+//! Counters are atomics updated on the paths they count (send, handle,
+//! activate, passivate, crash); a snapshot reads them without stopping any
+//! actor, so figures of different kinds may be a few microseconds apart.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chrono::NaiveDateTime;
+use serde::Serialize;
+
+/// At most this many stuck entity ids are listed per kind; the count is exact.
+pub const STUCK_LISTED_MAX: usize = 20;
+/// Consecutive failed timer polls after which the runtime reports unhealthy
+/// (the database is likely down: due work is not moving).
+pub const TIMER_POLL_FAILURES_UNHEALTHY: u64 = 3;
+
+/// One kind's figures.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct KindFigures {
+    /// Actors in memory now.
+    pub live_actors: u64,
+    /// Messages admitted to a mailbox and not yet picked up by a handler,
+    /// over all actors of the kind (counted around send and handle).
+    pub mailbox_backlog: u64,
+    /// Per-actor bound of the mailbox.
+    pub mailbox_capacity: u64,
+    /// Requests refused because a mailbox was full (503 at the edge).
+    pub mailbox_full: u64,
+    /// Actor starts of every cause: on demand, at recovery, after a crash.
+    pub activations: u64,
+    /// Actors stopped after being idle (or terminal) for the idle timeout.
+    pub passivations: u64,
+    /// Actors that panicked.
+    pub crashes: u64,
+    /// Crashed actors re-activated from the database.
+    pub restarts: u64,
+    /// Age in ms of the oldest live, non-terminal entity, measured from when
+    /// its current piece of work began ([`super::EntityKind::in_flight_since`]);
+    /// 0 when none. Live actors only: a passivated entity waiting on a timer
+    /// is not counted.
+    pub oldest_in_flight_ms: u64,
+    /// Threshold of `oldest_in_flight_ms` past which an entity is stuck.
+    pub stuck_after_ms: u64,
+    /// Live entities in flight for longer than `stuck_after_ms`.
+    pub stuck_count: u64,
+    /// Ids of stuck entities, oldest first, at most [`STUCK_LISTED_MAX`].
+    pub stuck_entities: Vec<String>,
+}
+
+/// The timer service's figures on this node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TimerFigures {
+    pub running: bool,
+    /// Timers delivered and handled.
+    pub delivered: u64,
+    /// Deliveries that failed and were released for a later retry.
+    pub failed: u64,
+    /// Timers dropped: their entity is gone or their payload is unreadable.
+    pub discarded: u64,
+    /// Consecutive polls that could not claim (database errors).
+    pub poll_failures_in_a_row: u64,
+}
+
+/// Every kind's figures and the timer service's.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RuntimeFigures {
+    pub kinds: BTreeMap<String, KindFigures>,
+    pub timers: TimerFigures,
+}
+
+impl RuntimeFigures {
+    /// Healthy when no entity is stuck and due timers are being claimed.
+    /// A full mailbox is back-pressure working, not ill health.
+    pub fn healthy(&self) -> bool {
+        self.kinds.values().all(|kind| kind.stuck_count == 0)
+            && self.timers.poll_failures_in_a_row < TIMER_POLL_FAILURES_UNHEALTHY
+    }
+}
+
+/// Monotonic counters of one kind.
+#[derive(Debug, Default)]
+pub(crate) struct KindCounters {
+    pub backlog: AtomicU64,
+    pub mailbox_full: AtomicU64,
+    pub activations: AtomicU64,
+    pub passivations: AtomicU64,
+    pub crashes: AtomicU64,
+    pub restarts: AtomicU64,
+}
+
+impl KindCounters {
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Decrements without wrapping below zero.
+    pub fn drop_one(counter: &AtomicU64) {
+        let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
+    pub fn read(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
+/// Oldest age, stuck count and stuck ids from the in-flight start times of
+/// the live entities (`None` = terminal). Pure, so it is tested directly.
+pub(crate) fn summarize_in_flight(
+    now: NaiveDateTime,
+    entities: &[(String, Option<NaiveDateTime>)],
+    stuck_after_ms: u64,
+) -> (u64, u64, Vec<String>) {
+    let mut in_flight: Vec<(u64, &str)> = entities
+        .iter()
+        .filter_map(|(id, since)| {
+            let since = (*since)?;
+            // A start in the future (clock step) counts as age 0.
+            let age_ms = u64::try_from((now - since).num_milliseconds()).unwrap_or(0);
+            Some((age_ms, id.as_str()))
+        })
+        .collect();
+    in_flight.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    let oldest_ms = in_flight.first().map_or(0, |(age, _)| *age);
+    let stuck: Vec<&str> = in_flight
+        .iter()
+        .take_while(|(age, _)| *age > stuck_after_ms)
+        .map(|(_, id)| *id)
+        .collect();
+    let listed = stuck
+        .iter()
+        .take(STUCK_LISTED_MAX)
+        .map(|id| (*id).to_owned())
+        .collect();
+    (oldest_ms, stuck.len() as u64, listed)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Duration;
+
+    use super::*;
+
+    fn at(ms: i64) -> NaiveDateTime {
+        NaiveDateTime::default() + Duration::milliseconds(ms)
+    }
+
+    #[test]
+    fn terminal_entities_are_neither_oldest_nor_stuck() {
+        let now = at(100_000);
+        let entities = vec![
+            ("done".to_owned(), None),
+            ("young".to_owned(), Some(at(99_000))),
+            ("old".to_owned(), Some(at(10_000))),
+            ("older".to_owned(), Some(at(5_000))),
+        ];
+        let (oldest_ms, stuck_count, stuck) = summarize_in_flight(now, &entities, 60_000);
+        assert_eq!(oldest_ms, 95_000);
+        assert_eq!(stuck_count, 2);
+        assert_eq!(stuck, vec!["older".to_owned(), "old".to_owned()]);
+    }
+
+    #[test]
+    fn nothing_in_flight_is_zero_and_a_future_start_is_age_zero() {
+        assert_eq!(summarize_in_flight(at(0), &[], 1), (0, 0, Vec::new()));
+        let ahead = vec![("clock".to_owned(), Some(at(5_000)))];
+        assert_eq!(summarize_in_flight(at(0), &ahead, 1), (0, 0, Vec::new()));
+    }
+
+    #[test]
+    fn the_stuck_list_is_bounded_but_the_count_is_exact() {
+        let entities: Vec<_> = (0..STUCK_LISTED_MAX + 5)
+            .map(|i| (format!("e{i}"), Some(at(0))))
+            .collect();
+        let (_, stuck_count, stuck) = summarize_in_flight(at(10_000), &entities, 1_000);
+        assert_eq!(stuck_count, (STUCK_LISTED_MAX + 5) as u64);
+        assert_eq!(stuck.len(), STUCK_LISTED_MAX);
+    }
+
+    #[test]
+    fn health_follows_stuck_entities_and_timer_polls() {
+        let mut figures = RuntimeFigures::default();
+        assert!(figures.healthy());
+        figures.kinds.insert(
+            "probe".into(),
+            KindFigures {
+                stuck_count: 1,
+                ..KindFigures::default()
+            },
+        );
+        assert!(!figures.healthy());
+        figures.kinds.clear();
+        figures.timers.poll_failures_in_a_row = TIMER_POLL_FAILURES_UNHEALTHY;
+        assert!(!figures.healthy());
+    }
+}

@@ -1,0 +1,140 @@
+//! What an actor kind (transfer, settlement, card, webhook endpoint, ...)
+//! tells the runtime: how to load an entity, how to apply one message, when an
+//! entity is in flight, how to list the in-flight ones, and how to read a
+//! persisted timer.
+//!
+//! The runtime owns the actor shell ([`super::actor`]): mailbox bounds,
+//! serialisation, passivation, crash detection and figures are the same for
+//! every kind, so a kind cannot get them wrong.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use chrono::NaiveDateTime;
+use futures_util::future::LocalBoxFuture;
+use tern_schema::store::timers::TimerRow;
+use tern_schema::Db;
+
+use super::error::RuntimeResult;
+
+/// What a handler gets besides the state: the database and the entity's id.
+#[derive(Clone)]
+pub struct EntityEnv {
+    pub db: Db,
+    pub id: Arc<str>,
+}
+
+/// The result of one message: the state after it (already persisted by the
+/// handler), the reply to the sender, and follow-up work.
+pub struct Transition<K: EntityKind> {
+    pub state: K::State,
+    pub reply: K::Reply,
+    /// Work that runs after the transition committed, outside the entity's
+    /// serialisation (provider calls): each resolves to an optional message
+    /// that is fed back to the same actor. The actor is not passivated while
+    /// follow-ups are pending; if it stops anyway (crash, shutdown), the
+    /// persisted state must let the kind resume the work on activation (see
+    /// [`EntityKind::on_activate`]).
+    pub follow_ups: Vec<LocalBoxFuture<'static, Option<K::Command>>>,
+}
+
+impl<K: EntityKind> Transition<K> {
+    /// A transition with no follow-up work.
+    pub fn new(state: K::State, reply: K::Reply) -> Self {
+        Transition {
+            state,
+            reply,
+            follow_ups: Vec::new(),
+        }
+    }
+
+    pub fn with_follow_up(
+        mut self,
+        work: impl Future<Output = Option<K::Command>> + 'static,
+    ) -> Self {
+        self.follow_ups.push(Box::pin(work));
+        self
+    }
+}
+
+/// A persisted timer claimed by this node, on its way to the entity's actor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimerFiring {
+    pub id: String,
+    pub kind: String,
+    pub entity_id: String,
+    pub due_at: NaiveDateTime,
+    pub payload: String,
+    /// Proof of the claim: completing the timer with it fails once the lease
+    /// has passed to another node.
+    pub claim_token: String,
+    pub attempts: i32,
+}
+
+impl TimerFiring {
+    /// A firing from a row claimed by [`tern_schema::store::timers::claim_due`];
+    /// `None` for a row without a claim.
+    pub fn from_claimed(row: TimerRow) -> Option<TimerFiring> {
+        let claim_token = row.claim_token?;
+        Some(TimerFiring {
+            id: row.id,
+            kind: row.kind,
+            entity_id: row.entity_id,
+            due_at: row.due_at,
+            payload: row.payload,
+            claim_token,
+            attempts: row.attempts,
+        })
+    }
+}
+
+/// One kind of entity actor.
+///
+/// Handlers receive an owned copy of the state and answer the next state,
+/// so a handler that fails or panics never leaves half-applied state in
+/// memory; on any error the actor reloads from the database.
+pub trait EntityKind: Sized + 'static {
+    /// Stable name: registry key, figures key and `actor_timers.kind`.
+    const NAME: &'static str;
+    type State: Clone + Send + Unpin + 'static;
+    type Command: Send + 'static;
+    type Reply: Send + 'static;
+
+    /// Loads the entity's persisted state; `Ok(None)` when it does not exist.
+    fn load(env: EntityEnv) -> impl Future<Output = RuntimeResult<Option<Self::State>>> + 'static;
+
+    /// Applies one message: computes the transition, persists it in one
+    /// transaction with a version check (see [`super::version`]), and answers
+    /// the new state. Runs under `AtomicResponse`: no other message of this
+    /// entity runs until it resolves.
+    fn handle(
+        env: EntityEnv,
+        state: Self::State,
+        command: Self::Command,
+    ) -> impl Future<Output = RuntimeResult<Transition<Self>>> + 'static;
+
+    /// When the entity's current piece of work began, or `None` when it is
+    /// terminal. Feeds the oldest-in-flight age and the stuck list.
+    fn in_flight_since(state: &Self::State) -> Option<NaiveDateTime>;
+
+    /// Ids of at most `limit` non-terminal entities, oldest first: what
+    /// recovery re-activates at start.
+    fn list_in_flight(
+        db: Db,
+        limit: i64,
+    ) -> impl Future<Output = RuntimeResult<Vec<String>>> + 'static;
+
+    /// Turns a claimed timer into a message. The message should carry the
+    /// firing so the handler can complete the timer in its own transaction
+    /// ([`super::timers::complete_in`]): that makes the timer's effect and its
+    /// deletion atomic, hence exactly once.
+    fn timer_command(firing: TimerFiring) -> RuntimeResult<Self::Command>;
+
+    /// A message to send to the actor each time it is activated (on demand,
+    /// at recovery, after a restart), to resume work the persisted state says
+    /// is pending, e.g. ask a provider about an unknown outcome.
+    fn on_activate(state: &Self::State) -> Option<Self::Command> {
+        let _ = state;
+        None
+    }
+}
