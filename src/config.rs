@@ -54,7 +54,9 @@ pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 5] = [
 
 impl RateLimits {
     pub fn get(&self, name: &str) -> Option<RateLimit> {
-        self.limits.as_ref().and_then(|limits| limits.get(name).copied())
+        self.limits
+            .as_ref()
+            .and_then(|limits| limits.get(name).copied())
     }
 
     pub fn off() -> RateLimits {
@@ -69,15 +71,33 @@ impl RateLimits {
         }
         let mut limits: BTreeMap<String, RateLimit> = RATE_LIMIT_DEFAULTS
             .iter()
-            .map(|(name, burst, period)| ((*name).to_owned(), RateLimit { burst: *burst, period: *period }))
+            .map(|(name, burst, period)| {
+                (
+                    (*name).to_owned(),
+                    RateLimit {
+                        burst: *burst,
+                        period: *period,
+                    },
+                )
+            })
             .collect();
-        for item in spec.split(',').map(str::trim).filter(|item| !item.is_empty()) {
+        for item in spec
+            .split(',')
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+        {
             let (name, value) = item
                 .split_once('=')
                 .ok_or_else(|| format!("`{item}` is not name=N/period"))?;
             if !limits.contains_key(name) {
-                let known: Vec<&str> = RATE_LIMIT_DEFAULTS.iter().map(|(name, _, _)| *name).collect();
-                return Err(format!("unknown limit `{name}` (known: {})", known.join(", ")));
+                let known: Vec<&str> = RATE_LIMIT_DEFAULTS
+                    .iter()
+                    .map(|(name, _, _)| *name)
+                    .collect();
+                return Err(format!(
+                    "unknown limit `{name}` (known: {})",
+                    known.join(", ")
+                ));
             }
             let (count, period) = value
                 .split_once('/')
@@ -90,7 +110,9 @@ impl RateLimits {
             let period = parse_duration(period)?;
             limits.insert(name.to_owned(), RateLimit { burst, period });
         }
-        Ok(RateLimits { limits: Some(limits) })
+        Ok(RateLimits {
+            limits: Some(limits),
+        })
     }
 }
 
@@ -145,25 +167,41 @@ impl Config {
     /// Reads every variable through `lookup`, so tests need not touch the
     /// process environment.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        let get = |name: &'static str| lookup(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-        let parsed = |name: &'static str, default: &str| get(name).unwrap_or_else(|| default.to_owned());
+        let get = |name: &'static str| {
+            lookup(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let parsed =
+            |name: &'static str, default: &str| get(name).unwrap_or_else(|| default.to_owned());
 
         let environment = match parsed("TERN_ENVIRONMENT", "development").as_str() {
             "development" => Environment::Development,
             "sandbox" => Environment::Sandbox,
             "production" => Environment::Production,
-            other => return Err(error("TERN_ENVIRONMENT", format!("`{other}` is not development, sandbox or production"))),
+            other => {
+                return Err(error(
+                    "TERN_ENVIRONMENT",
+                    format!("`{other}` is not development, sandbox or production"),
+                ))
+            }
         };
         let data_dir = PathBuf::from(parsed("TERN_DATA_DIR", "data"));
         let default_db = format!("sqlite://{}", data_dir.join("tern.db").display());
         let database_url = parsed("TERN_DATABASE_URL", &default_db);
-        tern_schema::db::DatabaseUrl::parse(&database_url).map_err(|e| error("TERN_DATABASE_URL", e.to_string()))?;
+        tern_schema::db::DatabaseUrl::parse(&database_url)
+            .map_err(|e| error("TERN_DATABASE_URL", e.to_string()))?;
 
         let bind = parsed("TERN_BIND", "127.0.0.1:8080");
         check_socket_addr("TERN_BIND", &bind)?;
-        let public_url = parsed("TERN_PUBLIC_URL", "http://127.0.0.1:8080").trim_end_matches('/').to_owned();
+        let public_url = parsed("TERN_PUBLIC_URL", "http://127.0.0.1:8080")
+            .trim_end_matches('/')
+            .to_owned();
         if !(public_url.starts_with("http://") || public_url.starts_with("https://")) {
-            return Err(error("TERN_PUBLIC_URL", "must start with http:// or https://".into()));
+            return Err(error(
+                "TERN_PUBLIC_URL",
+                "must start with http:// or https://".into(),
+            ));
         }
         let sandbox_bind = match parsed("TERN_SANDBOX_BIND", "127.0.0.1:8081").as_str() {
             "off" => None,
@@ -173,11 +211,18 @@ impl Config {
             }
         };
         if environment == Environment::Production && sandbox_bind.is_some() {
-            return Err(error("TERN_SANDBOX_BIND", "production refuses the sandbox: set it to `off`".into()));
+            return Err(error(
+                "TERN_SANDBOX_BIND",
+                "production refuses the sandbox: set it to `off`".into(),
+            ));
         }
 
-        let duration = |name: &'static str, default: &str| parse_duration(&parsed(name, default)).map_err(|m| error(name, m));
-        let schedule = |name: &'static str, default: &str| parse_schedule(&parsed(name, default)).map_err(|m| error(name, m));
+        let duration = |name: &'static str, default: &str| {
+            parse_duration(&parsed(name, default)).map_err(|m| error(name, m))
+        };
+        let schedule = |name: &'static str, default: &str| {
+            parse_schedule(&parsed(name, default)).map_err(|m| error(name, m))
+        };
         let boolean = |name: &'static str, default: bool| match get(name).as_deref() {
             None => Ok(default),
             Some("true" | "1" | "yes") => Ok(true),
@@ -187,19 +232,39 @@ impl Config {
 
         let cookie_secure = boolean("TERN_COOKIE_SECURE", true)?;
         if environment == Environment::Production && !cookie_secure {
-            return Err(error("TERN_COOKIE_SECURE", "production refuses insecure cookies".into()));
+            return Err(error(
+                "TERN_COOKIE_SECURE",
+                "production refuses insecure cookies".into(),
+            ));
         }
         let webhook_allow_private = boolean("TERN_WEBHOOK_ALLOW_PRIVATE", false)?;
         if environment == Environment::Production && webhook_allow_private {
-            return Err(error("TERN_WEBHOOK_ALLOW_PRIVATE", "production refuses private webhook targets".into()));
+            return Err(error(
+                "TERN_WEBHOOK_ALLOW_PRIVATE",
+                "production refuses private webhook targets".into(),
+            ));
         }
-        let default_mode = if environment == Environment::Production { "disabled" } else { "demo" };
+        let default_mode = if environment == Environment::Production {
+            "disabled"
+        } else {
+            "demo"
+        };
         let secure_details_mode = match parsed("TERN_SECURE_DETAILS_MODE", default_mode).as_str() {
             "disabled" => SecureDetailsMode::Disabled,
             "demo" if environment != Environment::Production => SecureDetailsMode::Demo,
-            "demo" => return Err(error("TERN_SECURE_DETAILS_MODE", "production refuses demo mode".into())),
+            "demo" => {
+                return Err(error(
+                    "TERN_SECURE_DETAILS_MODE",
+                    "production refuses demo mode".into(),
+                ))
+            }
             "embed" => SecureDetailsMode::Embed,
-            other => return Err(error("TERN_SECURE_DETAILS_MODE", format!("`{other}` is not disabled, demo or embed"))),
+            other => {
+                return Err(error(
+                    "TERN_SECURE_DETAILS_MODE",
+                    format!("`{other}` is not disabled, demo or embed"),
+                ))
+            }
         };
         let smtp_url = get("TERN_SMTP_URL");
         if let Some(url) = &smtp_url {
@@ -207,9 +272,11 @@ impl Config {
                 return Err(error("TERN_SMTP_URL", "must be smtp://host:port".into()));
             }
         }
-        let rate_limits = RateLimits::parse(&parsed("TERN_RATE_LIMITS", "")).map_err(|m| error("TERN_RATE_LIMITS", m))?;
+        let rate_limits = RateLimits::parse(&parsed("TERN_RATE_LIMITS", ""))
+            .map_err(|m| error("TERN_RATE_LIMITS", m))?;
         let log = parsed("TERN_LOG", "info");
-        tracing_subscriber::EnvFilter::try_new(&log).map_err(|e| error("TERN_LOG", e.to_string()))?;
+        tracing_subscriber::EnvFilter::try_new(&log)
+            .map_err(|e| error("TERN_LOG", e.to_string()))?;
 
         Ok(Config {
             database_url,
@@ -219,9 +286,15 @@ impl Config {
             data_dir,
             sandbox_bind,
             quote_ttl: duration("TERN_QUOTE_TTL", "60s")?,
-            settlement_retry_schedule: schedule("TERN_SETTLEMENT_RETRY_SCHEDULE", "1s,4s,16s,64s,256s")?,
+            settlement_retry_schedule: schedule(
+                "TERN_SETTLEMENT_RETRY_SCHEDULE",
+                "1s,4s,16s,64s,256s",
+            )?,
             challenge_ttl: duration("TERN_CHALLENGE_TTL", "15m")?,
-            webhook_retry_schedule: schedule("TERN_WEBHOOK_RETRY_SCHEDULE", "5s,5m,30m,2h,5h,10h,10h")?,
+            webhook_retry_schedule: schedule(
+                "TERN_WEBHOOK_RETRY_SCHEDULE",
+                "5s,5m,30m,2h,5h,10h,10h",
+            )?,
             webhook_allow_private,
             webhook_ca_file: get("TERN_WEBHOOK_CA_FILE").map(PathBuf::from),
             smtp_url,
@@ -243,16 +316,20 @@ fn error(variable: &'static str, message: String) -> ConfigError {
 }
 
 fn check_socket_addr(variable: &'static str, value: &str) -> Result<(), ConfigError> {
-    value
-        .parse::<SocketAddr>()
-        .map(|_| ())
-        .map_err(|_| error(variable, format!("`{value}` is not host:port with an IP address")))
+    value.parse::<SocketAddr>().map(|_| ()).map_err(|_| {
+        error(
+            variable,
+            format!("`{value}` is not host:port with an IP address"),
+        )
+    })
 }
 
 /// Parses `500ms`, `5s`, `5m`, `2h`: a positive whole number and one unit.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
     let value: u64 = digits
         .parse()
@@ -262,7 +339,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
-        _ => return Err(format!("`{text}` is not a duration like 500ms, 5s, 5m or 2h")),
+        _ => {
+            return Err(format!(
+                "`{text}` is not a duration like 500ms, 5s, 5m or 2h"
+            ))
+        }
     };
     if value == 0 {
         return Err(format!("`{text}` must be longer than zero"));
@@ -274,7 +355,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 fn parse_schedule(text: &str) -> Result<Vec<Duration>, String> {
-    let steps: Vec<Duration> = text.split(',').map(parse_duration).collect::<Result<_, _>>()?;
+    let steps: Vec<Duration> = text
+        .split(',')
+        .map(parse_duration)
+        .collect::<Result<_, _>>()?;
     if steps.len() > 32 {
         return Err("at most 32 steps".into());
     }
@@ -286,8 +370,16 @@ mod tests {
     use super::*;
 
     fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
-        Config::from_lookup(move |name| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect();
+        Config::from_lookup(move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        })
     }
 
     #[test]
@@ -298,12 +390,18 @@ mod tests {
         assert_eq!(config.sandbox_bind.as_deref(), Some("127.0.0.1:8081"));
         assert_eq!(config.quote_ttl, Duration::from_secs(60));
         assert_eq!(config.settlement_retry_schedule.len(), 5);
-        assert_eq!(config.webhook_retry_schedule[6], Duration::from_secs(36_000));
+        assert_eq!(
+            config.webhook_retry_schedule[6],
+            Duration::from_secs(36_000)
+        );
         assert_eq!(config.secure_details_mode, SecureDetailsMode::Demo);
         assert!(config.self_service_registration);
         assert_eq!(
             config.rate_limits.get("m2m_register"),
-            Some(RateLimit { burst: 5, period: Duration::from_secs(3_600) })
+            Some(RateLimit {
+                burst: 5,
+                period: Duration::from_secs(3_600)
+            })
         );
     }
 
@@ -313,7 +411,16 @@ mod tests {
         assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7_200)));
-        for bad in ["", "5", "s", "0s", "-1s", "1.5s", "5d", "99999999999999999999h"] {
+        for bad in [
+            "",
+            "5",
+            "s",
+            "0s",
+            "-1s",
+            "1.5s",
+            "5d",
+            "99999999999999999999h",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad} should be rejected");
         }
     }
@@ -343,17 +450,31 @@ mod tests {
     fn production_refuses_the_sandbox_and_insecure_settings() {
         let err = config(&[("TERN_ENVIRONMENT", "production")]).expect_err("sandbox on");
         assert_eq!(err.variable, "TERN_SANDBOX_BIND");
-        let err = config(&[("TERN_ENVIRONMENT", "production"), ("TERN_SANDBOX_BIND", "off"), ("TERN_COOKIE_SECURE", "false")])
-            .expect_err("insecure cookie");
+        let err = config(&[
+            ("TERN_ENVIRONMENT", "production"),
+            ("TERN_SANDBOX_BIND", "off"),
+            ("TERN_COOKIE_SECURE", "false"),
+        ])
+        .expect_err("insecure cookie");
         assert_eq!(err.variable, "TERN_COOKIE_SECURE");
-        let ok = config(&[("TERN_ENVIRONMENT", "production"), ("TERN_SANDBOX_BIND", "off")]).expect("valid");
+        let ok = config(&[
+            ("TERN_ENVIRONMENT", "production"),
+            ("TERN_SANDBOX_BIND", "off"),
+        ])
+        .expect("valid");
         assert_eq!(ok.secure_details_mode, SecureDetailsMode::Disabled);
     }
 
     #[test]
     fn rate_limits_override_by_name_or_turn_off() {
         let limits = RateLimits::parse("login=3/1s").expect("valid");
-        assert_eq!(limits.get("login"), Some(RateLimit { burst: 3, period: Duration::from_secs(1) }));
+        assert_eq!(
+            limits.get("login"),
+            Some(RateLimit {
+                burst: 3,
+                period: Duration::from_secs(1)
+            })
+        );
         assert_eq!(limits.get("resend").map(|l| l.burst), Some(3));
         assert_eq!(RateLimits::parse("off").expect("valid").get("login"), None);
     }

@@ -1,0 +1,14 @@
+//! Tern: a payment settlement engine. This crate is the process and the HTTP
+//! edge; actors live in `tern-actors`, persistence in `tern-schema`.
+
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod http;
+pub mod openapi;
+pub mod rate_limit;
+pub mod sandbox;
+pub mod startup;
+pub mod state;
+pub mod telemetry;
+pub mod validate;

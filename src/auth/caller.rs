@@ -1,0 +1,148 @@
+//! Who is calling: the `Caller` extractor authenticates a merchant API key
+//! (Authorization: Bearer, or X-API-Key) and carries its merchant and scopes.
+
+use actix_web::dev::Payload;
+use actix_web::http::header::{HeaderMap, AUTHORIZATION};
+use actix_web::{web, FromRequest, HttpRequest};
+use futures_util::future::LocalBoxFuture;
+use tern_schema::types::{utc_now, MerchantStatus};
+
+use crate::auth::api_key;
+use crate::auth::scopes::Scopes;
+use crate::http::extract::request_id;
+use crate::http::problem::ApiError;
+use crate::state::AppState;
+
+pub const API_KEY_HEADER: &str = "x-api-key";
+
+/// An authenticated merchant credential.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub merchant_id: String,
+    pub api_key_id: String,
+    pub scopes: Scopes,
+    pub merchant_status: MerchantStatus,
+    pub request_id: String,
+}
+
+/// A resource that belongs to one merchant.
+pub trait MerchantOwned {
+    fn merchant_id(&self) -> &str;
+}
+
+impl MerchantOwned for tern_schema::models::ApiKeyRow {
+    fn merchant_id(&self) -> &str {
+        &self.merchant_id
+    }
+}
+
+impl Caller {
+    /// 403 naming the scope when the credential lacks it.
+    pub fn require(&self, scope: &str) -> Result<(), ApiError> {
+        if self.scopes.contains(scope) {
+            Ok(())
+        } else {
+            Err(ApiError::MissingScope(scope.to_owned()))
+        }
+    }
+
+    /// 403 unless the merchant is active (settlement operations).
+    pub fn require_active(&self) -> Result<(), ApiError> {
+        match self.merchant_status {
+            MerchantStatus::Active => Ok(()),
+            status => Err(ApiError::MerchantInactive(status.as_str())),
+        }
+    }
+
+    /// The resource when it is the caller's; another merchant's resource is
+    /// reported exactly like a missing one, so ids cannot be probed.
+    pub fn own<T: MerchantOwned>(&self, found: Option<T>, what: &str) -> Result<T, ApiError> {
+        match found {
+            Some(resource) if resource.merchant_id() == self.merchant_id => Ok(resource),
+            _ => Err(ApiError::NotFound(format!("no such {what}"))),
+        }
+    }
+}
+
+/// The presented key: `Authorization: Bearer <key>` or `X-API-Key: <key>`.
+fn presented_key(headers: &HeaderMap) -> Option<String> {
+    let bearer = headers
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| {
+            value
+                .strip_prefix("Bearer ")
+                .or_else(|| value.strip_prefix("bearer "))
+        })
+        .map(|key| key.trim().to_owned());
+    bearer.or_else(|| {
+        headers
+            .get(API_KEY_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .map(|key| key.trim().to_owned())
+    })
+}
+
+impl FromRequest for Caller {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let presented = presented_key(req.headers());
+        let state = req.app_data::<web::Data<AppState>>().cloned();
+        let request_id = request_id(req);
+        Box::pin(async move {
+            let state =
+                state.ok_or_else(|| ApiError::Internal("application state missing".into()))?;
+            let presented = presented.ok_or(ApiError::Unauthorized("an API key is required"))?;
+            authenticate(&state, &presented, request_id).await
+        })
+    }
+}
+
+async fn authenticate(
+    state: &AppState,
+    presented: &str,
+    request_id: String,
+) -> Result<Caller, ApiError> {
+    const UNKNOWN: &str = "the API key is not valid";
+    let (prefix, secret) = api_key::split(presented).ok_or(ApiError::Unauthorized(UNKNOWN))?;
+    let key = state
+        .keys
+        .lookup(prefix)
+        .await?
+        .ok_or(ApiError::Unauthorized(UNKNOWN))?;
+    if !api_key::secret_matches(secret, &key.secret_sha256) {
+        return Err(ApiError::Unauthorized(UNKNOWN));
+    }
+    if key.revoked {
+        return Err(ApiError::Unauthorized("the API key has been revoked"));
+    }
+    let now = utc_now();
+    if key.expires_at.is_some_and(|expires_at| expires_at <= now) {
+        return Err(ApiError::Unauthorized("the API key has expired"));
+    }
+    if state.keys.claim_last_used_write(prefix) {
+        record_last_used(state.db.clone(), key.key_id.clone());
+    }
+    Ok(Caller {
+        merchant_id: key.merchant_id,
+        api_key_id: key.key_id,
+        scopes: key.scopes,
+        merchant_status: key.merchant_status,
+        request_id,
+    })
+}
+
+/// Written off the request path: a slow or failing write must not delay or
+/// fail an authenticated read.
+fn record_last_used(db: tern_schema::Db, key_id: String) {
+    actix_web::rt::spawn(async move {
+        let written: Result<(), tern_schema::StoreError> = tern_schema::write_tx!(db, |tx| {
+            tern_schema::store::api_keys::touch_last_used(tx, &key_id, utc_now()).await
+        });
+        if let Err(error) = written {
+            tracing::warn!(%error, "could not record API key use");
+        }
+    });
+}

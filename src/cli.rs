@@ -1,0 +1,149 @@
+//! The `tern` command line.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tern_schema::store::merchants;
+use tern_schema::types::MerchantStatus;
+use tern_schema::{migrate, write_tx, Db, StoreError};
+
+use crate::config::Config;
+use crate::startup::Application;
+
+#[derive(Parser)]
+#[command(name = "tern", version, about = "Tern: a payment settlement engine")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API (the default), with the sandbox simulator unless TERN_SANDBOX_BIND=off.
+    Serve,
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Print the aggregated OpenAPI 3.0 document, or write every served document to a folder.
+    Openapi {
+        /// Write `openapi.json` and `<context>.json` here instead of printing.
+        #[arg(long)]
+        out_dir: Option<std::path::PathBuf>,
+    },
+    /// Change a merchant's status (operators' tool; takes effect within one second).
+    Merchant {
+        #[command(subcommand)]
+        action: MerchantAction,
+    },
+    /// Run the sandbox provider simulator alone on TERN_SANDBOX_BIND.
+    Sandbox,
+}
+
+#[derive(Subcommand)]
+enum MerchantAction {
+    /// Let the merchant operate again.
+    Activate { merchant_id: String },
+    /// Stop settlement operations (403) until activated again.
+    Suspend { merchant_id: String },
+    /// Stop settlement operations (403) for good.
+    Disable { merchant_id: String },
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("tern: configuration error: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    crate::telemetry::init(&config.log);
+    let outcome = match cli.command.unwrap_or(Command::Serve) {
+        Command::Openapi { out_dir } => write_openapi(&config, out_dir.as_deref()),
+        command => actix_web::rt::System::new().block_on(run(command, config)),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("tern: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command, config: Config) -> anyhow::Result<()> {
+    match command {
+        Command::Serve => serve(config).await,
+        Command::Migrate => {
+            let applied = migrate::run_pending(&config.database_url).await?;
+            println!(
+                "applied {} migration(s){}",
+                applied.len(),
+                if applied.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", applied.join(", "))
+                }
+            );
+            Ok(())
+        }
+        Command::Merchant { action } => set_merchant_status(&config, action).await,
+        Command::Sandbox => {
+            let bind = config
+                .sandbox_bind
+                .as_deref()
+                .context("TERN_SANDBOX_BIND is off")?;
+            let listener =
+                std::net::TcpListener::bind(bind).with_context(|| format!("binding {bind}"))?;
+            tracing::info!(bind, "sandbox simulator listening");
+            crate::sandbox::serve(listener)?.await?;
+            Ok(())
+        }
+        Command::Openapi { out_dir } => write_openapi(&config, out_dir.as_deref()),
+    }
+}
+
+fn write_openapi(config: &Config, out_dir: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let documents = crate::openapi::documents(&config.public_url);
+    let Some(dir) = out_dir else {
+        println!("{}", documents.aggregated_json());
+        return Ok(());
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (name, json) in documents.files() {
+        let path = dir.join(name);
+        std::fs::write(&path, &json).with_context(|| format!("writing {}", path.display()))?;
+        println!("{}", path.display());
+    }
+    Ok(())
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let bind = config.bind.clone();
+    let sandbox = config.sandbox_bind.clone();
+    let app = Application::build(config).await?;
+    tracing::info!(bind = %bind, sandbox = ?sandbox, port = app.port(), "tern listening");
+    app.run_until_stopped().await?;
+    Ok(())
+}
+
+async fn set_merchant_status(config: &Config, action: MerchantAction) -> anyhow::Result<()> {
+    let (merchant_id, status) = match action {
+        MerchantAction::Activate { merchant_id } => (merchant_id, MerchantStatus::Active),
+        MerchantAction::Suspend { merchant_id } => (merchant_id, MerchantStatus::Suspended),
+        MerchantAction::Disable { merchant_id } => (merchant_id, MerchantStatus::Disabled),
+    };
+    migrate::run_pending(&config.database_url).await?;
+    let db = Db::connect(&config.database_url).await?;
+    let before: Result<_, StoreError> =
+        write_tx!(db, |tx| merchants::set_status(tx, &merchant_id, status)
+            .await);
+    let before = before?.with_context(|| format!("no merchant {merchant_id}"))?;
+    println!(
+        "merchant {merchant_id}: {} -> {}",
+        before.status,
+        status.as_str()
+    );
+    Ok(())
+}

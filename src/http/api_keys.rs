@@ -1,0 +1,224 @@
+//! API key management (decisions §1a, extension): list, create, revoke.
+
+use actix_web::{web, HttpResponse};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tern_schema::models::ApiKeyRow;
+use tern_schema::store::api_keys::{self, KEYS_PER_MERCHANT_MAX};
+use tern_schema::types::{as_utc, truncate_micros, utc_now};
+use tern_schema::write_tx;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::auth::{api_key, Caller, Scopes};
+use crate::http::extract::OptionalJsonBody;
+use crate::http::problem::{ApiError, FieldErrors, Problem};
+use crate::state::AppState;
+use crate::validate;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApiKeyView {
+    pub api_key_id: Uuid,
+    pub api_key_prefix: String,
+    pub name: Option<String>,
+    pub scopes: Vec<String>,
+    pub created_at: DateTime<Utc>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApiKeyList {
+    pub data: Vec<ApiKeyView>,
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateApiKeyRequest {
+    #[schema(example = "reporting")]
+    pub name: Option<String>,
+    /// Defaults to the creating key's scopes; may not exceed them.
+    pub scopes: Option<Vec<String>>,
+    /// When the key stops working; must be in the future.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedApiKey {
+    pub api_key_id: Uuid,
+    /// The key in full: shown this once, never again.
+    pub api_key: String,
+    pub api_key_prefix: String,
+    pub scopes: Vec<String>,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+fn view(row: ApiKeyRow) -> ApiKeyView {
+    ApiKeyView {
+        api_key_id: Uuid::parse_str(&row.id).unwrap_or_default(),
+        api_key_prefix: row.prefix,
+        name: row.name,
+        scopes: Scopes::from_stored(&row.scopes).names(),
+        created_at: as_utc(row.created_at),
+        last_used_at: row.last_used_at.map(as_utc),
+        expires_at: row.expires_at.map(as_utc),
+        revoked_at: row.revoked_at.map(as_utc),
+    }
+}
+
+/// List the merchant's API keys, newest first. Secrets are never listed.
+#[utoipa::path(get, path = "/v1/api-keys", tag = "api-keys", security(("bearer" = []), ("api_key" = [])),
+    responses(
+        (status = 200, body = ApiKeyList),
+        (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope api_keys:read", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list(caller: Caller, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    caller.require("api_keys:read")?;
+    let mut pooled = state.db.get().await?;
+    let rows = api_keys::list_for_merchant(&mut pooled.tx(), &caller.merchant_id).await?;
+    Ok(HttpResponse::Ok().json(ApiKeyList {
+        data: rows.into_iter().map(view).collect(),
+    }))
+}
+
+/// Create an API key. The key is in the response once.
+#[utoipa::path(post, path = "/v1/api-keys", tag = "api-keys", request_body(content = Option<CreateApiKeyRequest>),
+    security(("bearer" = []), ("api_key" = [])),
+    responses(
+        (status = 201, body = CreatedApiKey),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope api_keys:write, scopes the creator lacks, or merchant not active", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The merchant holds the most keys allowed", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Unknown scopes, empty name or past expiry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn create(
+    caller: Caller,
+    state: web::Data<AppState>,
+    body: OptionalJsonBody<CreateApiKeyRequest>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require("api_keys:write")?;
+    // A suspended or disabled merchant keeps its keys but mints no new ones.
+    caller.require_active()?;
+    let request = body.0.unwrap_or_default();
+    let NewKey {
+        name,
+        scopes,
+        expires_at,
+    } = validate_create(&request)?;
+    let scopes = scopes.unwrap_or_else(|| caller.scopes.clone());
+    let beyond = scopes.missing_from(&caller.scopes);
+    if !beyond.is_empty() {
+        return Err(ApiError::Forbidden(format!(
+            "a key cannot grant scopes its creator lacks: {}",
+            beyond.join(", ")
+        )));
+    }
+
+    let now = utc_now();
+    let key = api_key::generate();
+    let row = ApiKeyRow {
+        id: Uuid::new_v4().to_string(),
+        merchant_id: caller.merchant_id.clone(),
+        prefix: key.prefix.clone(),
+        secret_sha256: key.secret_sha256.clone(),
+        name,
+        scopes: scopes.to_stored(),
+        created_at: now,
+        last_used_at: None,
+        expires_at: expires_at.map(|at| truncate_micros(at.naive_utc())),
+        revoked_at: None,
+    };
+    let created: Result<(), ApiError> = write_tx!(state.db, |tx| {
+        if api_keys::count_for_merchant(tx, &caller.merchant_id).await? >= KEYS_PER_MERCHANT_MAX {
+            return Err(ApiError::Conflict {
+                code: Some("API_KEY_LIMIT_REACHED"),
+                detail: format!(
+                    "a merchant holds at most {KEYS_PER_MERCHANT_MAX} keys, revoked ones included"
+                ),
+            });
+        }
+        api_keys::insert(tx, &row).await?;
+        Ok(())
+    });
+    created?;
+    tracing::info!(merchant_id = %caller.merchant_id, api_key_id = %row.id, "api key created");
+    Ok(HttpResponse::Created().json(CreatedApiKey {
+        api_key_id: Uuid::parse_str(&row.id).unwrap_or_default(),
+        api_key: key.plaintext,
+        api_key_prefix: key.prefix,
+        scopes: scopes.names(),
+        expires_at: row.expires_at.map(as_utc),
+    }))
+}
+
+/// A validated creation request.
+struct NewKey {
+    name: Option<String>,
+    /// `None`: inherit the creator's scopes.
+    scopes: Option<Scopes>,
+    expires_at: Option<DateTime<Utc>>,
+}
+
+fn validate_create(request: &CreateApiKeyRequest) -> Result<NewKey, ApiError> {
+    let mut errors = FieldErrors::new();
+    let name = match &request.name {
+        None => None,
+        Some(name) => validate::name(name)
+            .map_err(|m| errors.insert("name".into(), m.into()))
+            .ok(),
+    };
+    let scopes = match &request.scopes {
+        None => None,
+        Some(requested) if requested.is_empty() => {
+            errors.insert("scopes".into(), "must name at least one scope".into());
+            None
+        }
+        Some(requested) => Scopes::parse(requested)
+            .map_err(|unknown| {
+                errors.insert(
+                    "scopes".into(),
+                    format!("unknown scopes: {}", unknown.join(", ")),
+                )
+            })
+            .ok(),
+    };
+    if request.expires_at.is_some_and(|at| at <= Utc::now()) {
+        errors.insert("expires_at".into(), "must be in the future".into());
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    Ok(NewKey {
+        name,
+        scopes,
+        expires_at: request.expires_at,
+    })
+}
+
+/// Revoke an API key. It answers 401 within one second on every node.
+#[utoipa::path(delete, path = "/v1/api-keys/{id}", tag = "api-keys", security(("bearer" = []), ("api_key" = [])),
+    params(("id" = String, Path, description = "The api_key_id")),
+    responses(
+        (status = 204, description = "Revoked (also when it already was)"),
+        (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope api_keys:write", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such key for this merchant", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn revoke(
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require("api_keys:write")?;
+    let key_id = path.into_inner();
+    let revoked: Result<Option<ApiKeyRow>, ApiError> = write_tx!(state.db, |tx| {
+        Ok(api_keys::revoke(tx, &caller.merchant_id, &key_id, utc_now()).await?)
+    });
+    let row = caller.own(revoked?, "API key")?;
+    state.keys.invalidate(&row.prefix);
+    tracing::info!(merchant_id = %caller.merchant_id, api_key_id = %row.id, "api key revoked");
+    Ok(HttpResponse::NoContent().finish())
+}

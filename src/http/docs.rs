@@ -1,0 +1,104 @@
+//! The OpenAPI description of each context, generated from the handlers and
+//! their types. `crate::openapi` aggregates these and serves them as 3.0.
+
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::http::{api_keys, m2m, ops, problem};
+
+/// The three credential forms of the interface.
+pub struct SecuritySchemes;
+
+impl Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("svc_<prefix>_<secret>")
+                    .description(Some(
+                        "Merchant API key: Authorization: Bearer svc_<prefix>_<secret>",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-API-Key",
+                "The same merchant API key in the X-API-Key header",
+            ))),
+        );
+        components.add_security_scheme(
+            "session",
+            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
+                "svc_session",
+                "Human session cookie set by login and registration",
+            ))),
+        );
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(ops::root, ops::live, ops::ready, ops::version, ops::health, ops::actors),
+    components(schemas(problem::Problem)),
+    tags((name = "ops", description = "Operational endpoints: identity, liveness, readiness, health, version")),
+    modifiers(&SecuritySchemes)
+)]
+pub struct OpsApi;
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(m2m::register),
+    components(schemas(problem::Problem)),
+    tags((name = "auth-m2m", description = "Merchant self-service registration and the first API key")),
+    modifiers(&SecuritySchemes)
+)]
+pub struct AuthM2mApi;
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(m2m::register, api_keys::list, api_keys::create, api_keys::revoke),
+    components(schemas(problem::Problem)),
+    tags(
+        (name = "auth-m2m", description = "Merchant self-service registration and the first API key"),
+        (name = "api-keys", description = "Merchant API keys: list, create, revoke (extension)"),
+    ),
+    modifiers(&SecuritySchemes)
+)]
+pub struct AuthApi;
+
+#[derive(OpenApi)]
+#[openapi(
+    components(schemas(problem::Problem)),
+    tags((name = "settlements", description = "Durable settlement intents executed exactly once")),
+    modifiers(&SecuritySchemes)
+)]
+pub struct SettlementsApi;
+
+#[derive(OpenApi)]
+#[openapi(
+    components(schemas(problem::Problem)),
+    tags((name = "quotes", description = "Quotes valid for 60 seconds")),
+    modifiers(&SecuritySchemes)
+)]
+pub struct QuotesApi;
+
+#[derive(OpenApi)]
+#[openapi(
+    components(schemas(problem::Problem)),
+    tags((name = "transfers", description = "Card to chain transfers")),
+    modifiers(&SecuritySchemes)
+)]
+pub struct TransfersApi;
+
+#[derive(OpenApi)]
+#[openapi(
+    components(schemas(problem::Problem)),
+    tags((name = "webhooks", description = "Signed outbound webhooks")),
+    modifiers(&SecuritySchemes)
+)]
+pub struct WebhooksApi;

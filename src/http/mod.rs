@@ -1,0 +1,62 @@
+//! The HTTP edge: thin handlers per context, wired here.
+
+pub mod api_keys;
+pub mod docs;
+pub mod extract;
+pub mod m2m;
+pub mod middleware;
+pub mod ops;
+pub mod problem;
+
+use actix_web::{web, HttpRequest, HttpResponse};
+
+use crate::http::problem::ApiError;
+use crate::state::AppState;
+
+/// Registers every route of the API listener.
+pub fn routes(cfg: &mut web::ServiceConfig, state: &AppState) {
+    cfg.route("/", web::get().to(ops::root))
+        .route("/live", web::get().to(ops::live))
+        .route("/ready", web::get().to(ops::ready))
+        .route("/version", web::get().to(ops::version))
+        .route("/health", web::get().to(ops::health))
+        .route("/health/actors", web::get().to(ops::actors))
+        .route("/problems/{slug}", web::get().to(problem::problem_page))
+        .service(web::resource("/v1/auth/m2m/register").route(web::post().to(m2m::register)))
+        .service(
+            web::resource("/v1/api-keys")
+                .route(web::get().to(api_keys::list))
+                .route(web::post().to(api_keys::create)),
+        )
+        .service(web::resource("/v1/api-keys/{id}").route(web::delete().to(api_keys::revoke)));
+    crate::openapi::configure_docs(cfg, state.docs.clone());
+    if state.config.fault_routes {
+        cfg.route("/__fault/panic", web::get().to(panic_for_tests));
+    }
+}
+
+/// Unknown paths are 404; known paths with another method are 405 with Allow.
+pub async fn fallback(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    match state.docs.allowed_methods(req.path()) {
+        Some(methods)
+            if !methods
+                .iter()
+                .any(|m| m.eq_ignore_ascii_case(req.method().as_str())) =>
+        {
+            Err(ApiError::MethodNotAllowed(methods))
+        }
+        _ => Err(ApiError::NotFound(format!(
+            "no route for {} {}",
+            req.method(),
+            req.path()
+        ))),
+    }
+}
+
+/// Proves that a panicking handler answers a 500 problem without internals.
+async fn panic_for_tests() -> actix_web::HttpResponse {
+    panic!("deliberate panic with secret internals: sk_live_do_not_leak");
+}

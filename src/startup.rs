@@ -1,0 +1,130 @@
+//! Building and running the application: migrations, database, actor
+//! runtime, the API listener and the in-process sandbox listener.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::dev::Server;
+use actix_web::middleware::{from_fn, Compress};
+use actix_web::{web, App, HttpServer};
+use anyhow::Context;
+use tern_actors::runtime::Runtime;
+use tern_schema::{migrate, Db};
+
+use crate::auth::key_cache::KeyCache;
+use crate::config::Config;
+use crate::http::{self, middleware};
+use crate::rate_limit::Limiters;
+use crate::state::AppState;
+
+/// Time in-flight requests get to finish after a stop signal.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// Concurrent connections per worker before new ones wait.
+pub const CONNECTIONS_PER_WORKER_MAX: usize = 10_000;
+
+pub struct Application {
+    port: u16,
+    sandbox_port: Option<u16>,
+    server: Server,
+    sandbox: Option<Server>,
+    state: web::Data<AppState>,
+}
+
+impl Application {
+    /// Migrates, connects, recovers the actor runtime and binds the
+    /// listeners (port 0 picks a free port). Serving starts with
+    /// [`Application::run_until_stopped`].
+    pub async fn build(config: Config) -> anyhow::Result<Application> {
+        migrate::run_pending(&config.database_url)
+            .await
+            .context("running migrations")?;
+        let db = Db::connect(&config.database_url)
+            .await
+            .context("connecting to the database")?;
+        let runtime = Arc::new(Runtime::new(db.clone()));
+        runtime
+            .recover()
+            .await
+            .context("recovering the actor runtime")?;
+        let docs = Arc::new(crate::openapi::documents(&config.public_url));
+
+        let listener =
+            TcpListener::bind(&config.bind).with_context(|| format!("binding {}", config.bind))?;
+        let port = listener.local_addr()?.port();
+        let (sandbox, sandbox_port) = match &config.sandbox_bind {
+            Some(bind) => {
+                let listener = TcpListener::bind(bind)
+                    .with_context(|| format!("binding the sandbox on {bind}"))?;
+                let port = listener.local_addr()?.port();
+                (Some(crate::sandbox::serve(listener)?), Some(port))
+            }
+            None => (None, None),
+        };
+
+        let state = web::Data::new(AppState {
+            keys: KeyCache::new(db.clone()),
+            limits: Limiters::new(&config.rate_limits),
+            started_at: chrono::Utc::now(),
+            config,
+            db,
+            docs,
+            runtime,
+        });
+        let server = api_server(listener, state.clone())?;
+        Ok(Application {
+            port,
+            sandbox_port,
+            server,
+            sandbox,
+            state,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn sandbox_port(&self) -> Option<u16> {
+        self.sandbox_port
+    }
+
+    pub fn state(&self) -> web::Data<AppState> {
+        self.state.clone()
+    }
+
+    /// Handle to stop the API listener gracefully.
+    pub fn handle(&self) -> actix_web::dev::ServerHandle {
+        self.server.handle()
+    }
+
+    /// Serves until the API server stops (SIGINT/SIGTERM, or its handle).
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        let sandbox_handle = self.sandbox.as_ref().map(Server::handle);
+        if let Some(sandbox) = self.sandbox {
+            actix_web::rt::spawn(sandbox);
+        }
+        let served = self.server.await;
+        if let Some(handle) = sandbox_handle {
+            handle.stop(true).await;
+        }
+        self.state.db.close();
+        served
+    }
+}
+
+fn api_server(listener: TcpListener, state: web::Data<AppState>) -> anyhow::Result<Server> {
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .configure(|cfg| http::routes(cfg, &state))
+            .default_service(web::to(http::fallback))
+            .wrap(Compress::default())
+            .wrap(from_fn(middleware::edge))
+    })
+    .max_connections(CONNECTIONS_PER_WORKER_MAX)
+    .shutdown_timeout(SHUTDOWN_GRACE.as_secs())
+    .listen(listener)?
+    .run();
+    Ok(server)
+}

@@ -1,0 +1,29 @@
+//! What every handler can reach, shared across actix-web workers.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use tern_actors::runtime::Runtime;
+use tern_schema::Db;
+
+use crate::auth::key_cache::KeyCache;
+use crate::config::Config;
+use crate::openapi::Documents;
+use crate::rate_limit::Limiters;
+
+pub struct AppState {
+    pub config: Config,
+    pub db: Db,
+    pub keys: KeyCache,
+    pub limits: Limiters,
+    pub docs: Arc<Documents>,
+    pub runtime: Arc<Runtime>,
+    pub started_at: DateTime<Utc>,
+}
+
+/// The build's version and source revision.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub const BUILD: &str = match option_env!("TERN_BUILD") {
+    Some(build) => build,
+    None => "unknown",
+};

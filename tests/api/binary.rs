@@ -1,0 +1,204 @@
+//! The `tern` binary itself: configuration errors, the CLI, serving and
+//! stopping on SIGTERM.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tern_schema::testing::TestDatabase;
+
+use crate::helpers::{assert_problem, TestApp};
+
+const TERN: &str = env!("CARGO_BIN_EXE_tern");
+
+fn tern(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut command = Command::new(TERN);
+    command.args(args).env("TERN_LOG", "warn");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().expect("run tern")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+#[test]
+fn a_bad_setting_stops_the_process_naming_the_variable() {
+    for (variable, value) in [
+        ("TERN_BIND", "everywhere"),
+        ("TERN_QUOTE_TTL", "a while"),
+        ("TERN_RATE_LIMITS", "login=lots"),
+    ] {
+        let output = tern(&["serve"], &[(variable, value)]);
+        assert!(
+            !output.status.success(),
+            "{variable}={value} must stop the process"
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(variable), "{variable}: {stderr}");
+    }
+}
+
+#[test]
+fn openapi_prints_a_3_0_document() {
+    let output = tern(&["openapi"], &[]);
+    assert!(output.status.success());
+    let doc: Value = serde_json::from_slice(&output.stdout).expect("json");
+    assert!(
+        doc["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3.0.")),
+        "{}",
+        doc["openapi"]
+    );
+    assert_eq!(doc["info"]["version"], "1.0.0");
+    assert!(doc["paths"]["/v1/auth/m2m/register"]["post"].is_object());
+}
+
+#[actix_web::test]
+async fn merchant_status_commands_take_effect_within_a_second() {
+    let app = TestApp::spawn().await;
+    let merchant = app.merchant().await;
+    let url = app.database.url().to_owned();
+    let env = [("TERN_DATABASE_URL", url.as_str())];
+
+    let output = tern(&["merchant", "suspend", &merchant.merchant_id], &env);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("active -> suspended"));
+    let suspended_at = Instant::now();
+    loop {
+        let response = app
+            .post("/v1/api-keys")
+            .bearer_auth(&merchant.api_key)
+            .send()
+            .await
+            .expect("req");
+        if response.status() == 403 {
+            let problem = assert_problem(response, 403, "merchant-inactive").await;
+            assert_eq!(problem["code"], "MERCHANT_SUSPENDED");
+            break;
+        }
+        assert!(
+            suspended_at.elapsed() < Duration::from_secs(1),
+            "still {} after a second",
+            response.status()
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Reading stays allowed while suspended.
+    assert_eq!(
+        app.get("/v1/api-keys")
+            .bearer_auth(&merchant.api_key)
+            .send()
+            .await
+            .expect("req")
+            .status(),
+        200
+    );
+
+    assert!(tern(&["merchant", "disable", &merchant.merchant_id], &env)
+        .status
+        .success());
+    actix_web::rt::time::sleep(Duration::from_millis(600)).await;
+    let problem = assert_problem(
+        app.post("/v1/api-keys")
+            .bearer_auth(&merchant.api_key)
+            .send()
+            .await
+            .expect("req"),
+        403,
+        "merchant-inactive",
+    )
+    .await;
+    assert_eq!(problem["code"], "MERCHANT_DISABLED");
+
+    assert!(tern(&["merchant", "activate", &merchant.merchant_id], &env)
+        .status
+        .success());
+    actix_web::rt::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        app.post("/v1/api-keys")
+            .bearer_auth(&merchant.api_key)
+            .send()
+            .await
+            .expect("req")
+            .status(),
+        201
+    );
+
+    let unknown = tern(
+        &[
+            "merchant",
+            "suspend",
+            "00000000-0000-0000-0000-000000000000",
+        ],
+        &env,
+    );
+    assert!(!unknown.status.success(), "an unknown merchant is an error");
+}
+
+#[actix_web::test]
+async fn serve_becomes_ready_and_stops_on_sigterm() {
+    let database = TestDatabase::create().await;
+    let data_dir = tempfile::tempdir().expect("dir");
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+
+    let migrated = tern(&["migrate"], &[("TERN_DATABASE_URL", database.url())]);
+    assert!(
+        migrated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
+
+    let mut child = Command::new(TERN)
+        .env("TERN_DATABASE_URL", database.url())
+        .env("TERN_BIND", &bind)
+        .env("TERN_SANDBOX_BIND", format!("127.0.0.1:{}", free_port()))
+        .env("TERN_DATA_DIR", data_dir.path())
+        .env("TERN_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tern");
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    let ready = loop {
+        if let Ok(response) = client.get(format!("http://{bind}/ready")).send().await {
+            break response.status();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "not ready after 30 s"
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(25)).await;
+    };
+    assert_eq!(ready, 200);
+
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let stopping = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            stopping.elapsed() < Duration::from_secs(15),
+            "still running 15 s after SIGTERM"
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "exit status {status}");
+}

@@ -1,0 +1,207 @@
+//! Every bad request answers a problem document with the right status.
+
+use serde_json::{json, Value};
+
+use crate::helpers::{assert_problem, TestApp};
+
+const REGISTER: &str = "/v1/auth/m2m/register";
+
+#[actix_web::test]
+async fn unknown_route_is_404() {
+    let app = TestApp::spawn().await;
+    let body = assert_problem(
+        app.get("/v1/nothing-here").send().await.expect("req"),
+        404,
+        "not-found",
+    )
+    .await;
+    assert_eq!(body["instance"], "/v1/nothing-here");
+}
+
+#[actix_web::test]
+async fn wrong_method_is_405_with_allow() {
+    let app = TestApp::spawn().await;
+    let response = app
+        .client
+        .put(app.url("/v1/api-keys"))
+        .send()
+        .await
+        .expect("req");
+    let allow = response
+        .headers()
+        .get("allow")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        allow.contains("GET") && allow.contains("POST"),
+        "allow: {allow}"
+    );
+    assert_problem(response, 405, "method-not-allowed").await;
+
+    let response = app.get(REGISTER).send().await.expect("req");
+    let allow = response
+        .headers()
+        .get("allow")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(allow, "POST");
+    assert_problem(response, 405, "method-not-allowed").await;
+}
+
+#[actix_web::test]
+async fn malformed_json_is_400() {
+    let app = TestApp::spawn().await;
+    for body in ["{", "not json", "{\"organization_name\": }", ""] {
+        let response = app
+            .post(REGISTER)
+            .header("content-type", "application/json")
+            .body(body.to_owned())
+            .send()
+            .await
+            .expect("req");
+        assert_problem(response, 400, "malformed-json").await;
+    }
+}
+
+#[actix_web::test]
+async fn wrong_shapes_are_422_with_field_errors() {
+    let app = TestApp::spawn().await;
+    let cases = [
+        (
+            json!({"organization_name": "A", "email": "a@b.co", "surprise": 1}),
+            "surprise",
+        ),
+        (
+            json!({"organization_name": 42, "email": "a@b.co"}),
+            "organization_name",
+        ),
+        (json!({"email": "a@b.co"}), "organization_name"),
+        (
+            json!({"organization_name": "A", "email": "a@b.co", "scopes": "quotes:read"}),
+            "scopes",
+        ),
+        (json!([1, 2]), "body"),
+    ];
+    for (body, field) in cases {
+        let problem = assert_problem(
+            app.post(REGISTER).json(&body).send().await.expect("req"),
+            422,
+            "validation-error",
+        )
+        .await;
+        assert!(problem["errors"][field].is_string(), "{field} in {problem}");
+    }
+}
+
+#[actix_web::test]
+async fn bodies_over_64_kib_are_413() {
+    let app = TestApp::spawn().await;
+    let huge = json!({"organization_name": "x".repeat(70 * 1024), "email": "a@b.co"});
+    assert_problem(
+        app.post(REGISTER).json(&huge).send().await.expect("req"),
+        413,
+        "payload-too-large",
+    )
+    .await;
+
+    // A chunked body without Content-Length is cut off just the same.
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        (0..80).map(|_| Ok(vec![b' '; 1024])).collect();
+    let stream = reqwest::Body::wrap_stream(futures_util::stream::iter(chunks));
+    let response = app
+        .post(REGISTER)
+        .header("content-type", "application/json")
+        .body(stream)
+        .send()
+        .await
+        .expect("req");
+    assert_problem(response, 413, "payload-too-large").await;
+}
+
+#[actix_web::test]
+async fn wrong_content_type_is_415() {
+    let app = TestApp::spawn().await;
+    for content_type in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "application/xml",
+    ] {
+        let response = app
+            .post(REGISTER)
+            .header("content-type", content_type)
+            .body("{\"organization_name\":\"A\",\"email\":\"a@b.co\"}")
+            .send()
+            .await
+            .expect("req");
+        assert_problem(response, 415, "unsupported-media-type").await;
+    }
+    let missing = app.post(REGISTER).body("{}").send().await.expect("req");
+    assert_problem(missing, 415, "unsupported-media-type").await;
+}
+
+#[actix_web::test]
+async fn a_panicking_handler_is_500_without_internals() {
+    let app = TestApp::spawn().await;
+    let response = app.get("/__fault/panic").send().await.expect("req");
+    let text = format!("{:?}", response.headers());
+    let body = assert_problem(response, 500, "internal-error").await;
+    let rendered = body.to_string();
+    assert!(
+        !rendered.contains("sk_live") && !text.contains("sk_live"),
+        "{rendered}"
+    );
+    assert_eq!(body["detail"], "an internal error occurred");
+    // The worker survives and keeps serving.
+    assert_eq!(app.get("/live").send().await.expect("req").status(), 200);
+}
+
+#[actix_web::test]
+async fn problem_types_have_human_pages() {
+    let app = TestApp::spawn().await;
+    let page = app
+        .get("/problems/validation-error")
+        .send()
+        .await
+        .expect("req");
+    assert_eq!(page.status(), 200);
+    assert!(page.headers()["content-type"]
+        .to_str()
+        .expect("ascii")
+        .starts_with("text/html"));
+    assert!(page
+        .text()
+        .await
+        .expect("text")
+        .contains("Validation failed"));
+    assert_problem(
+        app.get("/problems/no-such-thing")
+            .send()
+            .await
+            .expect("req"),
+        404,
+        "not-found",
+    )
+    .await;
+}
+
+#[actix_web::test]
+async fn bad_requests_store_nothing() {
+    let app = TestApp::spawn().await;
+    let bad_bodies: [Value; 3] = [
+        json!({"organization_name": "", "email": "a@b.co"}),
+        json!({"organization_name": "A", "email": "nope"}),
+        json!({"organization_name": "A", "email": "a@b.co", "scopes": ["root"]}),
+    ];
+    for body in bad_bodies {
+        assert_eq!(app.register(body).await.status(), 422);
+    }
+    let mut pooled = app.state.db.get().await.expect("connection");
+    assert_eq!(
+        tern_schema::store::merchants::count(&mut pooled.tx())
+            .await
+            .expect("count"),
+        0
+    );
+}

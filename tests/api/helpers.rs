@@ -1,0 +1,167 @@
+//! `TestApp`: one running Tern per test.
+
+use std::time::Duration;
+
+use actix_web::dev::ServerHandle;
+use reqwest::{Client, RequestBuilder, Response};
+use serde_json::{json, Value};
+use tern::config::{Config, RateLimits};
+use tern::startup::Application;
+use tern::state::AppState;
+use tern_schema::testing::TestDatabase;
+
+pub struct TestApp {
+    pub address: String,
+    pub sandbox_address: Option<String>,
+    pub client: Client,
+    pub state: actix_web::web::Data<AppState>,
+    pub database: TestDatabase,
+    handle: ServerHandle,
+    _data_dir: tempfile::TempDir,
+}
+
+/// A registered merchant and its first key.
+pub struct Merchant {
+    pub merchant_id: String,
+    pub api_key: String,
+    pub api_key_id: String,
+}
+
+pub fn test_config(database_url: &str, data_dir: &std::path::Path) -> Config {
+    let mut config = Config::from_lookup(|_| None).expect("default configuration is valid");
+    config.database_url = database_url.to_owned();
+    config.data_dir = data_dir.to_path_buf();
+    config.bind = "127.0.0.1:0".into();
+    config.sandbox_bind = Some("127.0.0.1:0".into());
+    config.public_url = "http://tern.test".into();
+    config.rate_limits =
+        RateLimits::parse("m2m_register=10000/1s,register=10000/1s,login=10000/1s")
+            .expect("valid limits");
+    config.fault_routes = true;
+    config
+}
+
+impl TestApp {
+    pub async fn spawn() -> TestApp {
+        TestApp::spawn_with(|_| {}).await
+    }
+
+    /// Spawns with configuration changes applied over the test defaults.
+    pub async fn spawn_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
+        if std::env::var("TERN_TEST_LOG").is_ok() {
+            tern::telemetry::init("info");
+        }
+        let database = TestDatabase::create().await;
+        let data_dir = tempfile::tempdir().expect("data dir");
+        let mut config = test_config(database.url(), data_dir.path());
+        tweak(&mut config);
+        let app = Application::build(config)
+            .await
+            .expect("the application starts");
+        let address = format!("http://127.0.0.1:{}", app.port());
+        let sandbox_address = app
+            .sandbox_port()
+            .map(|port| format!("http://127.0.0.1:{port}"));
+        let handle = app.handle();
+        let state = app.state();
+        actix_web::rt::spawn(app.run_until_stopped());
+        let client = Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("http client");
+        TestApp {
+            address,
+            sandbox_address,
+            client,
+            state,
+            database,
+            handle,
+            _data_dir: data_dir,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    pub fn get(&self, path: &str) -> RequestBuilder {
+        self.client.get(self.url(path))
+    }
+
+    pub fn post(&self, path: &str) -> RequestBuilder {
+        self.client.post(self.url(path))
+    }
+
+    pub fn delete(&self, path: &str) -> RequestBuilder {
+        self.client.delete(self.url(path))
+    }
+
+    pub async fn register(&self, body: Value) -> Response {
+        self.post("/v1/auth/m2m/register")
+            .json(&body)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    /// Registers a fresh merchant with every scope.
+    pub async fn merchant(&self) -> Merchant {
+        let response = self
+            .register(json!({"organization_name": "Acme Test", "email": "ops@acme.example"}))
+            .await;
+        assert_eq!(response.status(), 201);
+        let body: Value = response.json().await.expect("json");
+        Merchant {
+            merchant_id: body["merchant_id"]
+                .as_str()
+                .expect("merchant_id")
+                .to_owned(),
+            api_key: body["api_key"].as_str().expect("api_key").to_owned(),
+            api_key_id: body["api_key_id"].as_str().expect("api_key_id").to_owned(),
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        // Sends the stop command at once; the returned future only awaits it.
+        drop(self.handle.stop(false));
+    }
+}
+
+/// Asserts a problem document with this status and slug; answers its body.
+pub async fn assert_problem(response: Response, status: u16, slug: &str) -> Value {
+    assert_eq!(response.status(), status, "status of {}", response.url());
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(content_type, "application/problem+json");
+    let request_id = response
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .expect("x-request-id on every response");
+    let body: Value = response.json().await.expect("problem json");
+    assert_eq!(
+        body["type"],
+        format!("http://tern.test/problems/{slug}"),
+        "{body}"
+    );
+    assert_eq!(body["status"], status, "{body}");
+    assert!(
+        body["title"].as_str().is_some_and(|t| !t.is_empty()),
+        "{body}"
+    );
+    assert!(
+        body["instance"]
+            .as_str()
+            .is_some_and(|i| i.starts_with('/')),
+        "{body}"
+    );
+    assert_eq!(body["request_id"], request_id.as_str(), "{body}");
+    body
+}

@@ -1,0 +1,13 @@
+//! Black-box tests: the real application on a free port, spoken to over
+//! HTTP. Each test owns its database and merchants, so tests run in
+//! parallel. Set TERN_TEST_DATABASE_URL to run them on PostgreSQL.
+
+mod helpers;
+
+mod api_keys;
+mod binary;
+mod docs;
+mod errors;
+mod m2m;
+mod migrations;
+mod ops;
