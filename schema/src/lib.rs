@@ -1,8 +1,10 @@
 //! Tern's persistence: tables, rows, and the one store that runs every query
 //! on SQLite and on PostgreSQL. Knows nothing of HTTP or actors.
 
+pub mod audit;
 pub mod db;
 pub mod error;
+pub mod ledger;
 pub mod migrate;
 pub mod models;
 pub mod money;

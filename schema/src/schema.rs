@@ -42,3 +42,73 @@ diesel::table! {
         created_at -> Timestamp,
     }
 }
+
+diesel::table! {
+    ledger_accounts (id) {
+        id -> Text,
+        merchant_id -> Nullable<Text>,
+        kind -> Text,
+        currency -> Text,
+        posted_debits_minor -> BigInt,
+        posted_credits_minor -> BigInt,
+        pending_debits_minor -> BigInt,
+        pending_credits_minor -> BigInt,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    ledger_transactions (id) {
+        id -> Text,
+        status -> Text,
+        merchant_id -> Nullable<Text>,
+        settlement_key -> Nullable<Text>,
+        description -> Text,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    ledger_entries (id) {
+        id -> Text,
+        transaction_id -> Text,
+        account_id -> Text,
+        direction -> Text,
+        amount_minor -> BigInt,
+        currency -> Text,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::joinable!(ledger_entries -> ledger_transactions (transaction_id));
+diesel::joinable!(ledger_entries -> ledger_accounts (account_id));
+diesel::allow_tables_to_appear_in_same_query!(ledger_accounts, ledger_transactions, ledger_entries);
+
+diesel::table! {
+    audit_heads (merchant_id) {
+        merchant_id -> Text,
+        seq -> BigInt,
+        hash -> Text,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    audit_events (merchant_id, seq) {
+        merchant_id -> Text,
+        seq -> BigInt,
+        id -> Text,
+        occurred_at -> Timestamp,
+        actor_type -> Text,
+        actor_id -> Text,
+        action -> Text,
+        resource_type -> Text,
+        resource_id -> Text,
+        request_id -> Text,
+        data -> Text,
+        prev_hash -> Text,
+        hash -> Text,
+    }
+}

@@ -2,5 +2,7 @@
 //! live here and nowhere else, each with a comment saying why.
 
 pub mod api_keys;
+pub mod audit;
+pub mod ledger;
 pub mod merchants;
 pub mod timers;

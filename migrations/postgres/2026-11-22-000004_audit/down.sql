@@ -1,0 +1,2 @@
+DROP TABLE audit_events;
+DROP TABLE audit_heads;

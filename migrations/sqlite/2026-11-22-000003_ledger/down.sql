@@ -1,0 +1,3 @@
+DROP TABLE ledger_entries;
+DROP TABLE ledger_transactions;
+DROP TABLE ledger_accounts;

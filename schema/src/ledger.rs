@@ -1,0 +1,473 @@
+//! How money is posted: balanced journal entries over accounts of one
+//! currency each, two-phase (pending, then posted or voided, never edited),
+//! always inside the caller's transaction so that every movement commits
+//! with the state change that causes it.
+
+use std::collections::BTreeMap;
+
+use crate::models::{LedgerAccountRow, LedgerEntryRow, LedgerTransactionRow};
+use crate::money::Currency;
+use crate::store::ledger::{self as store, Bucket};
+use crate::types::utc_now;
+use crate::{DieselError, StoreError, Tx};
+
+/// The kind of a merchant's spendable account.
+pub const FUNDING: &str = "funding";
+/// Most lines one journal entry may have.
+pub const LINES_PER_ENTRY_MAX: usize = 16;
+
+/// The system's counterparty accounts, one per currency: where money comes
+/// from and goes to outside the merchants' books.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SystemAccount {
+    /// Card charges collected through the acquirer (and refunds paid back).
+    CardAcquirer,
+    /// Pushes paid out to cards.
+    CardPush,
+    /// On-chain payouts through the custodian.
+    Custodian,
+}
+
+impl SystemAccount {
+    pub fn kind(self) -> &'static str {
+        match self {
+            SystemAccount::CardAcquirer => "card_acquirer",
+            SystemAccount::CardPush => "card_push",
+            SystemAccount::Custodian => "custodian",
+        }
+    }
+
+    /// Deterministic, so every node names the same row.
+    pub fn account_id(self, currency: &str) -> String {
+        format!("sys_{}_{}", self.kind(), currency.to_ascii_lowercase())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Debit,
+    Credit,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Debit => "debit",
+            Direction::Credit => "credit",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Reserved: counts against available, not yet in the balance.
+    Pending,
+    Posted,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    pub account_id: String,
+    pub direction: Direction,
+    pub amount_minor: i64,
+    pub currency: String,
+}
+
+/// A journal entry to record.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub merchant_id: Option<String>,
+    pub settlement_key: Option<String>,
+    pub description: String,
+    pub lines: Vec<Line>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// A programming error: the entry would not balance. Nothing is written.
+    #[error("unbalanced entry: {0}")]
+    Unbalanced(String),
+    #[error("insufficient available funds on {account_id}")]
+    InsufficientFunds { account_id: String },
+    #[error("no ledger account {0}")]
+    UnknownAccount(String),
+    #[error("account {account_id} holds {account_currency}, not {line_currency}")]
+    CurrencyMismatch {
+        account_id: String,
+        account_currency: String,
+        line_currency: String,
+    },
+    #[error("transaction {id} is {status}, not pending")]
+    NotPending { id: String, status: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<DieselError> for LedgerError {
+    fn from(error: DieselError) -> Self {
+        LedgerError::Store(error.into())
+    }
+}
+
+/// Every entry balances per currency, has at least two lines, and only
+/// positive amounts.
+pub fn check_balanced(lines: &[Line]) -> Result<(), LedgerError> {
+    if lines.len() < 2 || lines.len() > LINES_PER_ENTRY_MAX {
+        return Err(LedgerError::Unbalanced(format!("{} lines", lines.len())));
+    }
+    let mut sums: BTreeMap<&str, i128> = BTreeMap::new();
+    for line in lines {
+        if line.amount_minor <= 0 {
+            return Err(LedgerError::Unbalanced(format!(
+                "amount {} on {}",
+                line.amount_minor, line.account_id
+            )));
+        }
+        let signed = i128::from(line.amount_minor);
+        *sums.entry(&line.currency).or_default() += match line.direction {
+            Direction::Debit => signed,
+            Direction::Credit => -signed,
+        };
+    }
+    match sums.iter().find(|(_, sum)| **sum != 0) {
+        Some((currency, sum)) => Err(LedgerError::Unbalanced(format!("{currency} off by {sum}"))),
+        None => Ok(()),
+    }
+}
+
+/// Opens one funding account per fiat currency for a new merchant.
+pub async fn open_funding_accounts(tx: &mut Tx<'_>, merchant_id: &str) -> Result<(), LedgerError> {
+    let now = utc_now();
+    for currency in Currency::fiat() {
+        let row = LedgerAccountRow {
+            id: format!("acct_{}", uuid::Uuid::now_v7().simple()),
+            merchant_id: Some(merchant_id.to_owned()),
+            kind: FUNDING.to_owned(),
+            currency: currency.code.to_owned(),
+            posted_debits_minor: 0,
+            posted_credits_minor: 0,
+            pending_debits_minor: 0,
+            pending_credits_minor: 0,
+            created_at: now,
+            updated_at: now,
+        };
+        store::insert_account(tx, &row).await?;
+    }
+    Ok(())
+}
+
+/// The system account of this kind and currency, created on first use.
+pub async fn system_account(
+    tx: &mut Tx<'_>,
+    account: SystemAccount,
+    currency: &str,
+) -> Result<String, LedgerError> {
+    let id = account.account_id(currency);
+    let now = utc_now();
+    let row = LedgerAccountRow {
+        id: id.clone(),
+        merchant_id: None,
+        kind: account.kind().to_owned(),
+        currency: currency.to_owned(),
+        posted_debits_minor: 0,
+        posted_credits_minor: 0,
+        pending_debits_minor: 0,
+        pending_credits_minor: 0,
+        created_at: now,
+        updated_at: now,
+    };
+    store::insert_account_if_absent(tx, &row).await?;
+    Ok(id)
+}
+
+/// Records a balanced entry and applies it to the balances. Debits of a
+/// funding account must be covered by its available balance, checked by the
+/// database in the same statement, or nothing is applied (the caller's
+/// transaction rolls back on the error). Answers the transaction id.
+pub async fn record(tx: &mut Tx<'_>, entry: &Entry, phase: Phase) -> Result<String, LedgerError> {
+    check_balanced(&entry.lines)?;
+    let now = utc_now();
+    let transaction_id = format!("ltx_{}", uuid::Uuid::now_v7().simple());
+    let status = match phase {
+        Phase::Pending => "pending",
+        Phase::Posted => "posted",
+    };
+    store::insert_transaction(
+        tx,
+        &LedgerTransactionRow {
+            id: transaction_id.clone(),
+            status: status.to_owned(),
+            merchant_id: entry.merchant_id.clone(),
+            settlement_key: entry.settlement_key.clone(),
+            description: entry.description.clone(),
+            created_at: now,
+            updated_at: now,
+        },
+    )
+    .await?;
+    let rows: Vec<LedgerEntryRow> = entry
+        .lines
+        .iter()
+        .map(|line| LedgerEntryRow {
+            id: format!("len_{}", uuid::Uuid::now_v7().simple()),
+            transaction_id: transaction_id.clone(),
+            account_id: line.account_id.clone(),
+            direction: line.direction.as_str().to_owned(),
+            amount_minor: line.amount_minor,
+            currency: line.currency.clone(),
+            created_at: now,
+        })
+        .collect();
+    store::insert_entries(tx, &rows).await?;
+
+    // A fixed lock order (by account id) keeps concurrent entries on
+    // PostgreSQL from deadlocking on each other's rows.
+    let mut lines: Vec<&Line> = entry.lines.iter().collect();
+    lines.sort_by(|a, b| a.account_id.cmp(&b.account_id));
+    for line in lines {
+        let account = store::find_account(tx, &line.account_id)
+            .await?
+            .ok_or_else(|| LedgerError::UnknownAccount(line.account_id.clone()))?;
+        if account.currency != line.currency {
+            return Err(LedgerError::CurrencyMismatch {
+                account_id: account.id,
+                account_currency: account.currency,
+                line_currency: line.currency.clone(),
+            });
+        }
+        let bucket = match (phase, line.direction) {
+            (Phase::Pending, Direction::Debit) => Bucket::PendingDebits,
+            (Phase::Pending, Direction::Credit) => Bucket::PendingCredits,
+            (Phase::Posted, Direction::Debit) => Bucket::PostedDebits,
+            (Phase::Posted, Direction::Credit) => Bucket::PostedCredits,
+        };
+        let guarded = account.kind == FUNDING && line.direction == Direction::Debit;
+        if !store::add_to_bucket(tx, &line.account_id, bucket, line.amount_minor, guarded).await? {
+            return Err(LedgerError::InsufficientFunds {
+                account_id: line.account_id.clone(),
+            });
+        }
+    }
+    Ok(transaction_id)
+}
+
+/// Posts a pending entry: its amounts move from pending to posted.
+pub async fn post(tx: &mut Tx<'_>, transaction_id: &str) -> Result<(), LedgerError> {
+    settle(tx, transaction_id, true).await
+}
+
+/// Voids a pending entry: its reservations are released.
+pub async fn void(tx: &mut Tx<'_>, transaction_id: &str) -> Result<(), LedgerError> {
+    settle(tx, transaction_id, false).await
+}
+
+async fn settle(tx: &mut Tx<'_>, transaction_id: &str, posting: bool) -> Result<(), LedgerError> {
+    let to = if posting { "posted" } else { "voided" };
+    if !store::transition_transaction(tx, transaction_id, "pending", to).await? {
+        let status = store::find_transaction(tx, transaction_id)
+            .await?
+            .map(|row| row.status)
+            .unwrap_or_else(|| "missing".to_owned());
+        return Err(LedgerError::NotPending {
+            id: transaction_id.to_owned(),
+            status,
+        });
+    }
+    let mut lines = store::transaction_entries(tx, transaction_id).await?;
+    lines.sort_by(|a, b| a.account_id.cmp(&b.account_id));
+    for line in lines {
+        let (pending, posted) = if line.direction == Direction::Debit.as_str() {
+            (Bucket::PendingDebits, Bucket::PostedDebits)
+        } else {
+            (Bucket::PendingCredits, Bucket::PostedCredits)
+        };
+        store::add_to_bucket(tx, &line.account_id, pending, -line.amount_minor, false).await?;
+        if posting {
+            store::add_to_bucket(tx, &line.account_id, posted, line.amount_minor, false).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Totals of one currency across every account.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CurrencyTotals {
+    pub posted_sum_minor: i128,
+    pub pending_debits_minor: i128,
+    pub pending_credits_minor: i128,
+}
+
+/// What `tern ledger check` found.
+#[derive(Clone, Debug, Default)]
+pub struct CheckReport {
+    pub accounts: u64,
+    pub entries: u64,
+    pub currencies: BTreeMap<String, CurrencyTotals>,
+    pub violations: Vec<String>,
+}
+
+impl CheckReport {
+    pub fn is_ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// Verifies the whole ledger: every entry balanced per currency, every
+/// account's balances equal to the sum of its lines, per-currency sums zero,
+/// and no funding account below zero.
+pub async fn check(tx: &mut Tx<'_>) -> Result<CheckReport, LedgerError> {
+    let mut report = CheckReport::default();
+    let mut from_lines: BTreeMap<String, [i128; 4]> = BTreeMap::new();
+    let mut per_transaction: BTreeMap<String, BTreeMap<String, i128>> = BTreeMap::new();
+    let mut after = String::new();
+    loop {
+        let page = store::entries_page(tx, &after).await?;
+        let Some((last, _)) = page.last() else { break };
+        after = last.id.clone();
+        for (line, status) in page {
+            report.entries += 1;
+            let amount = i128::from(line.amount_minor);
+            let debit = line.direction == Direction::Debit.as_str();
+            let sums = from_lines.entry(line.account_id.clone()).or_default();
+            match (status.as_str(), debit) {
+                ("pending", true) => sums[0] += amount,
+                ("pending", false) => sums[1] += amount,
+                ("posted", true) => sums[2] += amount,
+                ("posted", false) => sums[3] += amount,
+                _ => {}
+            }
+            *per_transaction
+                .entry(line.transaction_id)
+                .or_default()
+                .entry(line.currency)
+                .or_default() += if debit { amount } else { -amount };
+        }
+    }
+    for (transaction, sums) in &per_transaction {
+        for (currency, sum) in sums.iter().filter(|(_, sum)| **sum != 0) {
+            report.violations.push(format!(
+                "transaction {transaction} is unbalanced in {currency} by {sum}"
+            ));
+        }
+    }
+    let mut after = String::new();
+    loop {
+        let page = store::accounts_page(tx, &after).await?;
+        let Some(last) = page.last() else { break };
+        after = last.id.clone();
+        for account in page {
+            check_account(
+                &mut report,
+                &account,
+                from_lines.get(&account.id).copied().unwrap_or_default(),
+            );
+        }
+    }
+    for (currency, totals) in &report.currencies {
+        if totals.posted_sum_minor != 0 {
+            report.violations.push(format!(
+                "{currency}: posted balances sum to {}",
+                totals.posted_sum_minor
+            ));
+        }
+        if totals.pending_debits_minor != totals.pending_credits_minor {
+            report.violations.push(format!(
+                "{currency}: pending debits {} differ from pending credits {}",
+                totals.pending_debits_minor, totals.pending_credits_minor
+            ));
+        }
+    }
+    Ok(report)
+}
+
+fn check_account(report: &mut CheckReport, account: &LedgerAccountRow, lines: [i128; 4]) {
+    report.accounts += 1;
+    let stored = [
+        account.pending_debits_minor,
+        account.pending_credits_minor,
+        account.posted_debits_minor,
+        account.posted_credits_minor,
+    ]
+    .map(i128::from);
+    if stored != lines {
+        report.violations.push(format!(
+            "account {} balances {stored:?} differ from its lines {lines:?}",
+            account.id
+        ));
+    }
+    if account.kind == FUNDING && account.available_minor() < 0 {
+        report.violations.push(format!(
+            "funding account {} is below zero: {}",
+            account.id,
+            account.available_minor()
+        ));
+    }
+    let totals = report
+        .currencies
+        .entry(account.currency.clone())
+        .or_default();
+    totals.posted_sum_minor += i128::from(account.balance_minor());
+    totals.pending_debits_minor += i128::from(account.pending_debits_minor);
+    totals.pending_credits_minor += i128::from(account.pending_credits_minor);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(account: &str, direction: Direction, amount_minor: i64, currency: &str) -> Line {
+        Line {
+            account_id: account.into(),
+            direction,
+            amount_minor,
+            currency: currency.into(),
+        }
+    }
+
+    #[test]
+    fn balance_table() {
+        use Direction::{Credit, Debit};
+        let cases: [(Vec<Line>, bool); 6] = [
+            (
+                vec![line("a", Debit, 100, "USD"), line("b", Credit, 100, "USD")],
+                true,
+            ),
+            (
+                vec![
+                    line("a", Debit, 100, "USD"),
+                    line("b", Credit, 60, "USD"),
+                    line("c", Credit, 40, "USD"),
+                ],
+                true,
+            ),
+            (
+                vec![line("a", Debit, 100, "USD"), line("b", Credit, 99, "USD")],
+                false,
+            ),
+            (
+                vec![line("a", Debit, 100, "USD"), line("b", Credit, 100, "EUR")],
+                false,
+            ),
+            (
+                vec![line("a", Debit, 0, "USD"), line("b", Credit, 0, "USD")],
+                false,
+            ),
+            (vec![line("a", Debit, 100, "USD")], false),
+        ];
+        for (lines, balanced) in cases {
+            assert_eq!(check_balanced(&lines).is_ok(), balanced, "{lines:?}");
+        }
+    }
+
+    #[test]
+    fn system_accounts_are_named_deterministically() {
+        assert_eq!(
+            SystemAccount::CardAcquirer.account_id("USD"),
+            "sys_card_acquirer_usd"
+        );
+        assert_eq!(
+            SystemAccount::Custodian.account_id("EUR"),
+            "sys_custodian_eur"
+        );
+    }
+}

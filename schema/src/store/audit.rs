@@ -1,0 +1,109 @@
+//! Audit chain queries.
+
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+use crate::db::Tx;
+use crate::dispatch;
+use crate::models::{AuditEventRow, AuditHeadRow};
+use crate::schema::{audit_events, audit_heads};
+use crate::StoreResult;
+
+pub async fn insert_head(tx: &mut Tx<'_>, row: &AuditHeadRow) -> StoreResult<()> {
+    dispatch!(tx, conn => diesel::insert_into(audit_heads::table).values(row).execute(conn).await)?;
+    Ok(())
+}
+
+/// The merchant's chain head, locked until the transaction ends so that
+/// appends to one chain take turns while other chains proceed. PostgreSQL
+/// needs FOR UPDATE for that; SQLite already holds the database's write lock
+/// in every write transaction (BEGIN IMMEDIATE) and has no FOR UPDATE.
+pub async fn lock_head(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Option<AuditHeadRow>> {
+    let row = match tx {
+        Tx::Sqlite(conn) => audit_heads::table
+            .find(merchant_id)
+            .select(AuditHeadRow::as_select())
+            .first(&mut **conn)
+            .await
+            .optional()?,
+        Tx::Pg(conn) => audit_heads::table
+            .find(merchant_id)
+            .select(AuditHeadRow::as_select())
+            .for_update()
+            .first(&mut **conn)
+            .await
+            .optional()?,
+    };
+    Ok(row)
+}
+
+pub async fn find_head(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Option<AuditHeadRow>> {
+    let row = dispatch!(tx, conn => audit_heads::table
+        .find(merchant_id)
+        .select(AuditHeadRow::as_select())
+        .first(conn)
+        .await
+        .optional())?;
+    Ok(row)
+}
+
+pub async fn update_head(tx: &mut Tx<'_>, row: &AuditHeadRow) -> StoreResult<()> {
+    dispatch!(tx, conn => diesel::update(audit_heads::table.find(&row.merchant_id))
+        .set((audit_heads::seq.eq(row.seq), audit_heads::hash.eq(&row.hash), audit_heads::updated_at.eq(row.updated_at)))
+        .execute(conn)
+        .await)?;
+    Ok(())
+}
+
+pub async fn insert_event(tx: &mut Tx<'_>, row: &AuditEventRow) -> StoreResult<()> {
+    dispatch!(tx, conn => diesel::insert_into(audit_events::table).values(row).execute(conn).await)?;
+    Ok(())
+}
+
+/// Events with seq > `after_seq`, oldest first.
+pub async fn events_after(
+    tx: &mut Tx<'_>,
+    merchant_id: &str,
+    after_seq: i64,
+    limit: i64,
+) -> StoreResult<Vec<AuditEventRow>> {
+    let rows = dispatch!(tx, conn => audit_events::table
+        .filter(audit_events::merchant_id.eq(merchant_id))
+        .filter(audit_events::seq.gt(after_seq))
+        .order(audit_events::seq.asc())
+        .limit(limit)
+        .select(AuditEventRow::as_select())
+        .load(conn)
+        .await)?;
+    Ok(rows)
+}
+
+/// Events with seq < `before_seq` (all when `None`), newest first.
+pub async fn events_before(
+    tx: &mut Tx<'_>,
+    merchant_id: &str,
+    before_seq: Option<i64>,
+    limit: i64,
+) -> StoreResult<Vec<AuditEventRow>> {
+    let rows = dispatch!(tx, conn => audit_events::table
+        .filter(audit_events::merchant_id.eq(merchant_id))
+        .filter(audit_events::seq.lt(before_seq.unwrap_or(i64::MAX)))
+        .order(audit_events::seq.desc())
+        .limit(limit)
+        .select(AuditEventRow::as_select())
+        .load(conn)
+        .await)?;
+    Ok(rows)
+}
+
+/// Merchant ids with a chain, after `after` in id order.
+pub async fn chains_after(tx: &mut Tx<'_>, after: &str, limit: i64) -> StoreResult<Vec<String>> {
+    let ids = dispatch!(tx, conn => audit_heads::table
+        .filter(audit_heads::merchant_id.gt(after))
+        .order(audit_heads::merchant_id.asc())
+        .limit(limit)
+        .select(audit_heads::merchant_id)
+        .load(conn)
+        .await)?;
+    Ok(ids)
+}

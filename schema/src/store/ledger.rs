@@ -1,0 +1,236 @@
+//! Ledger queries. Balance changes are single UPDATE statements so that the
+//! funding guard (available may not go below zero) is checked and applied
+//! atomically by the database, whoever else is writing.
+
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+use crate::dispatch;
+use crate::models::{LedgerAccountRow, LedgerEntryRow, LedgerTransactionRow};
+use crate::schema::{ledger_accounts, ledger_entries, ledger_transactions};
+use crate::types::utc_now;
+use crate::{StoreResult, Tx};
+
+/// Rows the offline check reads per query.
+pub const CHECK_PAGE_ROWS: i64 = 5_000;
+
+pub async fn insert_account(tx: &mut Tx<'_>, row: &LedgerAccountRow) -> StoreResult<()> {
+    dispatch!(tx, conn => diesel::insert_into(ledger_accounts::table).values(row).execute(conn).await)?;
+    Ok(())
+}
+
+/// Inserts unless an account with this id exists (system accounts are made
+/// on first use, possibly by two writers at once).
+pub async fn insert_account_if_absent(tx: &mut Tx<'_>, row: &LedgerAccountRow) -> StoreResult<()> {
+    dispatch!(tx, conn => diesel::insert_into(ledger_accounts::table)
+        .values(row)
+        .on_conflict_do_nothing()
+        .execute(conn)
+        .await)?;
+    Ok(())
+}
+
+pub async fn find_account(
+    tx: &mut Tx<'_>,
+    account_id: &str,
+) -> StoreResult<Option<LedgerAccountRow>> {
+    let row = dispatch!(tx, conn => ledger_accounts::table
+        .find(account_id)
+        .select(LedgerAccountRow::as_select())
+        .first(conn)
+        .await
+        .optional())?;
+    Ok(row)
+}
+
+pub async fn merchant_accounts(
+    tx: &mut Tx<'_>,
+    merchant_id: &str,
+) -> StoreResult<Vec<LedgerAccountRow>> {
+    let rows = dispatch!(tx, conn => ledger_accounts::table
+        .filter(ledger_accounts::merchant_id.eq(merchant_id))
+        .order((ledger_accounts::currency.asc(), ledger_accounts::id.asc()))
+        .select(LedgerAccountRow::as_select())
+        .load(conn)
+        .await)?;
+    Ok(rows)
+}
+
+/// Accounts in id order after `after`, for the offline check.
+pub async fn accounts_page(tx: &mut Tx<'_>, after: &str) -> StoreResult<Vec<LedgerAccountRow>> {
+    let rows = dispatch!(tx, conn => ledger_accounts::table
+        .filter(ledger_accounts::id.gt(after))
+        .order(ledger_accounts::id.asc())
+        .limit(CHECK_PAGE_ROWS)
+        .select(LedgerAccountRow::as_select())
+        .load(conn)
+        .await)?;
+    Ok(rows)
+}
+
+pub async fn insert_transaction(tx: &mut Tx<'_>, row: &LedgerTransactionRow) -> StoreResult<()> {
+    dispatch!(tx, conn => diesel::insert_into(ledger_transactions::table).values(row).execute(conn).await)?;
+    Ok(())
+}
+
+/// One statement per line: an entry has at most a handful, and diesel's
+/// multi-row insert does not build for SQLite through the async wrapper.
+pub async fn insert_entries(tx: &mut Tx<'_>, rows: &[LedgerEntryRow]) -> StoreResult<()> {
+    for row in rows {
+        dispatch!(tx, conn => diesel::insert_into(ledger_entries::table).values(row).execute(conn).await)?;
+    }
+    Ok(())
+}
+
+/// Moves a transaction from `from` to `to`; false when it was not in `from`.
+pub async fn transition_transaction(
+    tx: &mut Tx<'_>,
+    id: &str,
+    from: &str,
+    to: &str,
+) -> StoreResult<bool> {
+    let now = utc_now();
+    let changed = dispatch!(tx, conn => diesel::update(
+            ledger_transactions::table
+                .filter(ledger_transactions::id.eq(id))
+                .filter(ledger_transactions::status.eq(from)),
+        )
+        .set((ledger_transactions::status.eq(to), ledger_transactions::updated_at.eq(now)))
+        .execute(conn)
+        .await)?;
+    Ok(changed == 1)
+}
+
+pub async fn find_transaction(
+    tx: &mut Tx<'_>,
+    id: &str,
+) -> StoreResult<Option<LedgerTransactionRow>> {
+    let row = dispatch!(tx, conn => ledger_transactions::table
+        .find(id)
+        .select(LedgerTransactionRow::as_select())
+        .first(conn)
+        .await
+        .optional())?;
+    Ok(row)
+}
+
+pub async fn transaction_entries(
+    tx: &mut Tx<'_>,
+    transaction_id: &str,
+) -> StoreResult<Vec<LedgerEntryRow>> {
+    let rows = dispatch!(tx, conn => ledger_entries::table
+        .filter(ledger_entries::transaction_id.eq(transaction_id))
+        .order(ledger_entries::id.asc())
+        .select(LedgerEntryRow::as_select())
+        .load(conn)
+        .await)?;
+    Ok(rows)
+}
+
+/// An account's lines with their transaction's status and settlement key,
+/// newest first, strictly before the entry `before` when given.
+pub async fn account_entries(
+    tx: &mut Tx<'_>,
+    account_id: &str,
+    before: Option<&LedgerEntryRow>,
+    limit: i64,
+) -> StoreResult<Vec<(LedgerEntryRow, String, Option<String>)>> {
+    let rows = dispatch!(tx, conn => {
+        let mut query = ledger_entries::table
+            .inner_join(ledger_transactions::table)
+            .filter(ledger_entries::account_id.eq(account_id))
+            .into_boxed();
+        if let Some(before) = before {
+            query = query.filter(
+                ledger_entries::created_at.lt(before.created_at).or(ledger_entries::created_at
+                    .eq(before.created_at)
+                    .and(ledger_entries::id.lt(before.id.clone()))),
+            );
+        }
+        query
+            .order((ledger_entries::created_at.desc(), ledger_entries::id.desc()))
+            .limit(limit)
+            .select((LedgerEntryRow::as_select(), ledger_transactions::status, ledger_transactions::settlement_key))
+            .load(conn)
+            .await
+    })?;
+    Ok(rows)
+}
+
+pub async fn find_entry(tx: &mut Tx<'_>, entry_id: &str) -> StoreResult<Option<LedgerEntryRow>> {
+    let row = dispatch!(tx, conn => ledger_entries::table
+        .find(entry_id)
+        .select(LedgerEntryRow::as_select())
+        .first(conn)
+        .await
+        .optional())?;
+    Ok(row)
+}
+
+/// Every line after `after` in id order with its transaction's status, for
+/// the offline check.
+pub async fn entries_page(
+    tx: &mut Tx<'_>,
+    after: &str,
+) -> StoreResult<Vec<(LedgerEntryRow, String)>> {
+    let rows = dispatch!(tx, conn => ledger_entries::table
+        .inner_join(ledger_transactions::table)
+        .filter(ledger_entries::id.gt(after))
+        .order(ledger_entries::id.asc())
+        .limit(CHECK_PAGE_ROWS)
+        .select((LedgerEntryRow::as_select(), ledger_transactions::status))
+        .load(conn)
+        .await)?;
+    Ok(rows)
+}
+
+/// Which balance column a change touches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bucket {
+    PendingDebits,
+    PendingCredits,
+    PostedDebits,
+    PostedCredits,
+}
+
+/// Adds `amount_minor` (negative to release) to one bucket. With `guarded`,
+/// the change applies only while available (posted credits - posted debits -
+/// pending debits) covers the amount; answers whether it applied.
+pub async fn add_to_bucket(
+    tx: &mut Tx<'_>,
+    account_id: &str,
+    bucket: Bucket,
+    amount_minor: i64,
+    guarded: bool,
+) -> StoreResult<bool> {
+    use ledger_accounts::{
+        id, pending_credits_minor, pending_debits_minor, posted_credits_minor, posted_debits_minor,
+        updated_at,
+    };
+    let now = utc_now();
+    let changed = dispatch!(tx, conn => {
+        let mut target = diesel::update(ledger_accounts::table).filter(id.eq(account_id)).into_boxed();
+        if guarded {
+            target = target.filter((posted_credits_minor - posted_debits_minor - pending_debits_minor).ge(amount_minor));
+        }
+        match bucket {
+            Bucket::PendingDebits => target
+                .set((pending_debits_minor.eq(pending_debits_minor + amount_minor), updated_at.eq(now)))
+                .execute(conn)
+                .await,
+            Bucket::PendingCredits => target
+                .set((pending_credits_minor.eq(pending_credits_minor + amount_minor), updated_at.eq(now)))
+                .execute(conn)
+                .await,
+            Bucket::PostedDebits => target
+                .set((posted_debits_minor.eq(posted_debits_minor + amount_minor), updated_at.eq(now)))
+                .execute(conn)
+                .await,
+            Bucket::PostedCredits => target
+                .set((posted_credits_minor.eq(posted_credits_minor + amount_minor), updated_at.eq(now)))
+                .execute(conn)
+                .await,
+        }
+    })?;
+    Ok(changed == 1)
+}

@@ -1,0 +1,268 @@
+//! The ledger on a real database (SQLite, or PostgreSQL with
+//! TERN_TEST_DATABASE_URL): balanced two-phase entries, the funding guard
+//! under concurrency, and the offline check.
+
+use std::sync::Arc;
+
+use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
+use tern_schema::models::MerchantRow;
+use tern_schema::store::{ledger as store, merchants};
+use tern_schema::testing::TestDatabase;
+use tern_schema::types::utc_now;
+use tern_schema::{dispatch, migrate, write_tx, Db};
+
+async fn setup() -> (TestDatabase, Db) {
+    let database = TestDatabase::create().await;
+    migrate::run_pending(database.url())
+        .await
+        .expect("migrations");
+    let db = Db::connect(database.url()).await.expect("connect");
+    (database, db)
+}
+
+/// A merchant with its funding accounts; answers (merchant id, USD account id).
+async fn merchant(db: &Db) -> (String, String) {
+    let id = uuid::Uuid::new_v4().to_string();
+    let now = utc_now();
+    let row = MerchantRow {
+        id: id.clone(),
+        organization_name: "M".into(),
+        status: "active".into(),
+        created_at: now,
+        updated_at: now,
+    };
+    let made: Result<(), LedgerError> = write_tx!(db, |tx| {
+        merchants::insert(tx, &row).await?;
+        ledger::open_funding_accounts(tx, &row.id).await
+    });
+    made.expect("merchant");
+    let mut pooled = db.get().await.expect("conn");
+    let accounts = store::merchant_accounts(&mut pooled.tx(), &id)
+        .await
+        .expect("accounts");
+    assert_eq!(accounts.len(), 4, "one funding account per fiat currency");
+    let usd = accounts
+        .into_iter()
+        .find(|a| a.currency == "USD")
+        .expect("usd account");
+    (id, usd.id)
+}
+
+fn lines(debit: &str, credit: &str, amount_minor: i64) -> Vec<Line> {
+    vec![
+        Line {
+            account_id: debit.into(),
+            direction: Direction::Debit,
+            amount_minor,
+            currency: "USD".into(),
+        },
+        Line {
+            account_id: credit.into(),
+            direction: Direction::Credit,
+            amount_minor,
+            currency: "USD".into(),
+        },
+    ]
+}
+
+async fn fund(db: &Db, merchant_id: &str, account: &str, amount_minor: i64) {
+    let funded: Result<String, LedgerError> = write_tx!(db, |tx| {
+        let acquirer = ledger::system_account(tx, SystemAccount::CardAcquirer, "USD").await?;
+        let entry = Entry {
+            merchant_id: Some(merchant_id.into()),
+            settlement_key: None,
+            description: "fund".into(),
+            lines: lines(&acquirer, account, amount_minor),
+        };
+        ledger::record(tx, &entry, Phase::Posted).await
+    });
+    funded.expect("funded");
+}
+
+async fn check(db: &Db) -> ledger::CheckReport {
+    let mut pooled = db.get().await.expect("conn");
+    ledger::check(&mut pooled.tx()).await.expect("check runs")
+}
+
+async fn account(db: &Db, id: &str) -> tern_schema::models::LedgerAccountRow {
+    let mut pooled = db.get().await.expect("conn");
+    store::find_account(&mut pooled.tx(), id)
+        .await
+        .expect("query")
+        .expect("account")
+}
+
+#[tokio::test]
+async fn holds_post_and_void_and_the_books_balance() {
+    let (_database, db) = setup().await;
+    let (merchant_id, usd) = merchant(&db).await;
+    fund(&db, &merchant_id, &usd, 10_000).await;
+
+    let hold = |amount| {
+        let db = db.clone();
+        let merchant_id = merchant_id.clone();
+        let usd = usd.clone();
+        async move {
+            let held: Result<String, LedgerError> = write_tx!(db, |tx| {
+                let push = ledger::system_account(tx, SystemAccount::CardPush, "USD").await?;
+                let entry = Entry {
+                    merchant_id: Some(merchant_id.clone()),
+                    settlement_key: Some("k".into()),
+                    description: "push".into(),
+                    lines: lines(&usd, &push, amount),
+                };
+                ledger::record(tx, &entry, Phase::Pending).await
+            });
+            held
+        }
+    };
+    let posted = hold(3_000).await.expect("hold");
+    let voided = hold(2_000).await.expect("hold");
+    let funding = account(&db, &usd).await;
+    assert_eq!(
+        (funding.balance_minor(), funding.available_minor()),
+        (10_000, 5_000)
+    );
+
+    let settled: Result<(), LedgerError> = write_tx!(db, |tx| {
+        ledger::post(tx, &posted).await?;
+        ledger::void(tx, &voided).await
+    });
+    settled.expect("settle");
+    let funding = account(&db, &usd).await;
+    assert_eq!(
+        (
+            funding.balance_minor(),
+            funding.available_minor(),
+            funding.pending_debits_minor
+        ),
+        (7_000, 7_000, 0)
+    );
+
+    let twice: Result<(), LedgerError> = write_tx!(db, |tx| ledger::post(tx, &posted).await);
+    assert!(
+        matches!(twice, Err(LedgerError::NotPending { .. })),
+        "an entry is posted once"
+    );
+
+    let report = check(&db).await;
+    assert!(report.is_ok(), "{:?}", report.violations);
+    assert_eq!(report.currencies["USD"].posted_sum_minor, 0);
+}
+
+#[tokio::test]
+async fn unbalanced_and_mismatched_entries_write_nothing() {
+    let (_database, db) = setup().await;
+    let (merchant_id, usd) = merchant(&db).await;
+    fund(&db, &merchant_id, &usd, 500).await;
+    let attempt: Result<String, LedgerError> = write_tx!(db, |tx| {
+        let push = ledger::system_account(tx, SystemAccount::CardPush, "EUR").await?;
+        let entry = Entry {
+            merchant_id: None,
+            settlement_key: None,
+            description: "bad".into(),
+            lines: vec![
+                Line {
+                    account_id: usd.clone(),
+                    direction: Direction::Debit,
+                    amount_minor: 100,
+                    currency: "USD".into(),
+                },
+                Line {
+                    account_id: push,
+                    direction: Direction::Credit,
+                    amount_minor: 100,
+                    currency: "USD".into(),
+                },
+            ],
+        };
+        ledger::record(tx, &entry, Phase::Posted).await
+    });
+    assert!(
+        matches!(attempt, Err(LedgerError::CurrencyMismatch { .. })),
+        "{attempt:?}"
+    );
+    let attempt: Result<String, LedgerError> = write_tx!(db, |tx| {
+        let entry = Entry {
+            merchant_id: None,
+            settlement_key: None,
+            description: "bad".into(),
+            lines: vec![Line {
+                account_id: usd.clone(),
+                direction: Direction::Debit,
+                amount_minor: 100,
+                currency: "USD".into(),
+            }],
+        };
+        ledger::record(tx, &entry, Phase::Posted).await
+    });
+    assert!(matches!(attempt, Err(LedgerError::Unbalanced(_))));
+    assert_eq!(account(&db, &usd).await.balance_minor(), 500);
+    assert!(check(&db).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_holds_never_overdraw_a_funding_account() {
+    let (_database, db) = setup().await;
+    let (merchant_id, usd) = merchant(&db).await;
+    fund(&db, &merchant_id, &usd, 1_000).await;
+    let db = Arc::new(db);
+    let mut tasks = Vec::new();
+    for _ in 0..40 {
+        let (db, merchant_id, usd) = (db.clone(), merchant_id.clone(), usd.clone());
+        tasks.push(tokio::spawn(async move {
+            let held: Result<String, LedgerError> = write_tx!(db, |tx| {
+                let push = ledger::system_account(tx, SystemAccount::CardPush, "USD").await?;
+                let entry = Entry {
+                    merchant_id: Some(merchant_id.clone()),
+                    settlement_key: None,
+                    description: "push".into(),
+                    lines: lines(&usd, &push, 100),
+                };
+                ledger::record(tx, &entry, Phase::Pending).await
+            });
+            held
+        }));
+    }
+    let mut succeeded = 0;
+    for task in tasks {
+        match task.await.expect("task") {
+            Ok(_) => succeeded += 1,
+            Err(LedgerError::InsufficientFunds { .. }) => {}
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(succeeded, 10, "exactly the funded amount is held");
+    let funding = account(&db, &usd).await;
+    assert_eq!(funding.available_minor(), 0);
+    assert!(check(&db).await.is_ok());
+}
+
+#[tokio::test]
+async fn the_check_finds_tampered_balances() {
+    let (_database, db) = setup().await;
+    let (merchant_id, usd) = merchant(&db).await;
+    fund(&db, &merchant_id, &usd, 700).await;
+    assert!(check(&db).await.is_ok());
+    let mut pooled = db.get().await.expect("conn");
+    let tx = &mut pooled.tx();
+    let sql = format!("UPDATE ledger_accounts SET posted_credits_minor = posted_credits_minor + 1 WHERE id = '{usd}'");
+    dispatch!(tx, conn => diesel_async::SimpleAsyncConnection::batch_execute(conn, &sql).await)
+        .expect("tamper");
+    drop(pooled);
+    let report = check(&db).await;
+    assert!(!report.is_ok());
+    assert!(
+        report.violations.iter().any(|v| v.contains(&usd)),
+        "{:?}",
+        report.violations
+    );
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| v.contains("USD: posted balances sum to 1")),
+        "{:?}",
+        report.violations
+    );
+}
