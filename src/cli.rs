@@ -4,9 +4,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::store::merchants;
 use tern_schema::types::MerchantStatus;
-use tern_schema::{migrate, write_tx, Db, StoreError};
+use tern_schema::{ledger, migrate, write_tx, Db, StoreError};
 
 use crate::config::Config;
 use crate::startup::Application;
@@ -37,6 +38,31 @@ enum Command {
     },
     /// Run the sandbox provider simulator alone on TERN_SANDBOX_BIND.
     Sandbox,
+    /// Ledger tools.
+    Ledger {
+        #[command(subcommand)]
+        action: LedgerAction,
+    },
+    /// Audit chain tools.
+    Audit {
+        #[command(subcommand)]
+        action: AuditAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum LedgerAction {
+    /// Verify the whole ledger; exits non-zero on a violation.
+    Check,
+}
+
+#[derive(Subcommand)]
+enum AuditAction {
+    /// Verify every merchant's audit chain (or one); exits non-zero when any is broken.
+    Verify {
+        #[arg(long)]
+        merchant: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -89,6 +115,12 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Merchant { action } => set_merchant_status(&config, action).await,
+        Command::Ledger {
+            action: LedgerAction::Check,
+        } => ledger_check(&config).await,
+        Command::Audit {
+            action: AuditAction::Verify { merchant },
+        } => audit_verify(&config, merchant).await,
         Command::Sandbox => {
             let bind = config
                 .sandbox_bind
@@ -136,14 +168,91 @@ async fn set_merchant_status(config: &Config, action: MerchantAction) -> anyhow:
     };
     migrate::run_pending(&config.database_url).await?;
     let db = Db::connect(&config.database_url).await?;
-    let before: Result<_, StoreError> =
-        write_tx!(db, |tx| merchants::set_status(tx, &merchant_id, status)
-            .await);
+    let request_id = format!("cli-{}", uuid::Uuid::new_v4());
+    let before: Result<_, StoreError> = write_tx!(db, |tx| {
+        let Some(before) = merchants::set_status(tx, &merchant_id, status).await? else {
+            return Ok(None);
+        };
+        let changed = AuditRecord {
+            merchant_id: merchant_id.clone(),
+            actor: AuditActor::Operator,
+            action: "merchant.status_changed",
+            resource_type: "merchant",
+            resource_id: merchant_id.clone(),
+            request_id: request_id.clone(),
+            data: serde_json::json!({"from": before.status, "to": status.as_str()}),
+        };
+        audit::append(tx, changed).await?;
+        Ok(Some(before))
+    });
     let before = before?.with_context(|| format!("no merchant {merchant_id}"))?;
     println!(
         "merchant {merchant_id}: {} -> {}",
         before.status,
         status.as_str()
     );
+    Ok(())
+}
+
+async fn ledger_check(config: &Config) -> anyhow::Result<()> {
+    let db = Db::connect(&config.database_url).await?;
+    let mut pooled = db.get().await?;
+    let report = ledger::check(&mut pooled.tx()).await?;
+    println!(
+        "checked {} accounts and {} entries",
+        report.accounts, report.entries
+    );
+    for (currency, totals) in &report.currencies {
+        println!(
+            "{currency}: posted balances sum to {}, pending debits {}, pending credits {}",
+            totals.posted_sum_minor, totals.pending_debits_minor, totals.pending_credits_minor
+        );
+    }
+    if report.is_ok() {
+        println!("ledger ok");
+        return Ok(());
+    }
+    for violation in &report.violations {
+        println!("VIOLATION {violation}");
+    }
+    anyhow::bail!("{} ledger violation(s)", report.violations.len())
+}
+
+/// Chains verified per query while listing merchants.
+const AUDIT_CHAINS_PAGE: i64 = 500;
+
+async fn audit_verify(config: &Config, merchant: Option<String>) -> anyhow::Result<()> {
+    let db = Db::connect(&config.database_url).await?;
+    let mut pooled = db.get().await?;
+    let tx = &mut pooled.tx();
+    let mut merchants = match merchant {
+        Some(id) => vec![id],
+        None => Vec::new(),
+    };
+    if merchants.is_empty() {
+        let mut after = String::new();
+        loop {
+            let page =
+                tern_schema::store::audit::chains_after(tx, &after, AUDIT_CHAINS_PAGE).await?;
+            let Some(last) = page.last() else { break };
+            after = last.clone();
+            merchants.extend(page);
+        }
+    }
+    let mut broken = 0;
+    for merchant_id in &merchants {
+        let result = audit::verify(tx, merchant_id).await?;
+        if !result.valid {
+            broken += 1;
+            println!(
+                "BROKEN {merchant_id}: first invalid seq {:?} ({} checked)",
+                result.first_invalid_seq, result.checked
+            );
+        }
+    }
+    println!("verified {} chain(s), {broken} broken", merchants.len());
+    if broken > 0 {
+        anyhow::bail!("{broken} broken audit chain(s)");
+    }
     Ok(())
 }

@@ -3,6 +3,8 @@
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::models::ApiKeyRow;
 use tern_schema::store::api_keys::{self, KEYS_PER_MERCHANT_MAX};
 use tern_schema::types::{as_utc, truncate_micros, utc_now};
@@ -52,6 +54,19 @@ pub struct CreatedApiKey {
     pub api_key_prefix: String,
     pub scopes: Vec<String>,
     pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// The audit record of a new key (never its secret).
+pub fn key_created(row: &ApiKeyRow, actor: AuditActor, request_id: &str) -> AuditRecord {
+    AuditRecord {
+        merchant_id: row.merchant_id.clone(),
+        actor,
+        action: "api_key.created",
+        resource_type: "api_key",
+        resource_id: row.id.clone(),
+        request_id: request_id.to_owned(),
+        data: json!({"api_key_prefix": row.prefix, "name": row.name, "scopes": row.scopes, "expires_at": row.expires_at.map(as_utc)}),
+    }
 }
 
 fn view(row: ApiKeyRow) -> ApiKeyView {
@@ -141,6 +156,15 @@ pub async fn create(
             });
         }
         api_keys::insert(tx, &row).await?;
+        audit::append(
+            tx,
+            key_created(
+                &row,
+                AuditActor::ApiKey(caller.api_key_id.clone()),
+                &caller.request_id,
+            ),
+        )
+        .await?;
         Ok(())
     });
     created?;
@@ -215,7 +239,20 @@ pub async fn revoke(
     caller.require("api_keys:write")?;
     let key_id = path.into_inner();
     let revoked: Result<Option<ApiKeyRow>, ApiError> = write_tx!(state.db, |tx| {
-        Ok(api_keys::revoke(tx, &caller.merchant_id, &key_id, utc_now()).await?)
+        let found = api_keys::revoke(tx, &caller.merchant_id, &key_id, utc_now()).await?;
+        if let Some(row) = found.as_ref().filter(|row| row.revoked_at.is_none()) {
+            let revoked = AuditRecord {
+                merchant_id: caller.merchant_id.clone(),
+                actor: AuditActor::ApiKey(caller.api_key_id.clone()),
+                action: "api_key.revoked",
+                resource_type: "api_key",
+                resource_id: row.id.clone(),
+                request_id: caller.request_id.clone(),
+                data: json!({"api_key_prefix": row.prefix}),
+            };
+            audit::append(tx, revoked).await?;
+        }
+        Ok(found)
     });
     let row = caller.own(revoked?, "API key")?;
     state.keys.invalidate(&row.prefix);

@@ -4,7 +4,7 @@
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::http::{api_keys, m2m, ops, problem};
+use crate::http::{api_keys, audit, ledger, m2m, ops, problem};
 
 /// The three credential forms of the interface.
 pub struct SecuritySchemes;
@@ -102,3 +102,21 @@ pub struct TransfersApi;
     modifiers(&SecuritySchemes)
 )]
 pub struct WebhooksApi;
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(ledger::accounts, ledger::entries),
+    components(schemas(problem::Problem)),
+    tags((name = "ledger", description = "The merchant's funding accounts and their double-entry lines (extension)")),
+    modifiers(&SecuritySchemes)
+)]
+pub struct LedgerApi;
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(audit::events, audit::verify),
+    components(schemas(problem::Problem)),
+    tags((name = "audit", description = "The merchant's tamper-evident audit chain")),
+    modifiers(&SecuritySchemes)
+)]
+pub struct AuditApi;

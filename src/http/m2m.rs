@@ -2,6 +2,9 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tern_schema::audit::{self, AuditActor, AuditRecord};
+use tern_schema::ledger;
 use tern_schema::models::{ApiKeyRow, MerchantRow};
 use tern_schema::store::{api_keys, merchants};
 use tern_schema::types::{utc_now, MerchantStatus};
@@ -11,7 +14,8 @@ use uuid::Uuid;
 
 use crate::auth::api_key;
 use crate::auth::Scopes;
-use crate::http::extract::{client_ip, JsonBody};
+use crate::http::api_keys::key_created;
+use crate::http::extract::{client_ip, request_id, JsonBody};
 use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
 use crate::validate;
@@ -94,9 +98,23 @@ pub async fn register(
         expires_at: None,
         revoked_at: None,
     };
+    let request_id = request_id(&req);
     let stored: Result<(), ApiError> = write_tx!(state.db, |tx| {
         merchants::insert(tx, &merchant).await?;
         api_keys::insert(tx, &key_row).await?;
+        ledger::open_funding_accounts(tx, &merchant.id).await?;
+        audit::open_chain(tx, &merchant.id).await?;
+        let registered = AuditRecord {
+            merchant_id: merchant.id.clone(),
+            actor: AuditActor::System,
+            action: "merchant.registered",
+            resource_type: "merchant",
+            resource_id: merchant.id.clone(),
+            request_id: request_id.clone(),
+            data: json!({"organization_name": merchant.organization_name, "status": merchant.status}),
+        };
+        audit::append(tx, registered).await?;
+        audit::append(tx, key_created(&key_row, AuditActor::System, &request_id)).await?;
         Ok(())
     });
     stored?;

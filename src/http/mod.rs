@@ -1,8 +1,10 @@
 //! The HTTP edge: thin handlers per context, wired here.
 
 pub mod api_keys;
+pub mod audit;
 pub mod docs;
 pub mod extract;
+pub mod ledger;
 pub mod m2m;
 pub mod middleware;
 pub mod ops;
@@ -28,7 +30,13 @@ pub fn routes(cfg: &mut web::ServiceConfig, state: &AppState) {
                 .route(web::get().to(api_keys::list))
                 .route(web::post().to(api_keys::create)),
         )
-        .service(web::resource("/v1/api-keys/{id}").route(web::delete().to(api_keys::revoke)));
+        .service(web::resource("/v1/api-keys/{id}").route(web::delete().to(api_keys::revoke)))
+        .service(web::resource("/v1/ledger/accounts").route(web::get().to(ledger::accounts)))
+        .service(
+            web::resource("/v1/ledger/accounts/{id}/entries").route(web::get().to(ledger::entries)),
+        )
+        .service(web::resource("/v1/audit/events").route(web::get().to(audit::events)))
+        .service(web::resource("/v1/audit/verify").route(web::get().to(audit::verify)));
     crate::openapi::configure_docs(cfg, state.docs.clone());
     if state.config.fault_routes {
         cfg.route("/__fault/panic", web::get().to(panic_for_tests));

@@ -248,6 +248,20 @@ impl From<RuntimeError> for ApiError {
     }
 }
 
+impl From<tern_schema::ledger::LedgerError> for ApiError {
+    fn from(error: tern_schema::ledger::LedgerError) -> Self {
+        use tern_schema::ledger::LedgerError;
+        match error {
+            LedgerError::InsufficientFunds { .. } => ApiError::field(
+                "amount",
+                "exceeds the available balance of the source account",
+            ),
+            LedgerError::Store(store) => store.into(),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
 impl From<tern_schema::DieselError> for ApiError {
     fn from(error: tern_schema::DieselError) -> Self {
         StoreError::from(error).into()

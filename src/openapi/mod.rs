@@ -78,6 +78,9 @@ fn contexts() -> Vec<(&'static str, &'static str, OpenApi)> {
 /// Builds every document for a deployment reachable at `public_url`.
 pub fn documents(public_url: &str) -> Documents {
     let mut aggregated = with_info(docs::OpsApi::openapi(), public_url);
+    // Contexts without a document of their own in the interface.
+    aggregated.merge(docs::LedgerApi::openapi());
+    aggregated.merge(docs::AuditApi::openapi());
     let mut contexts_out = Vec::new();
     for (name, path, doc) in contexts() {
         aggregated.merge(doc.clone());

@@ -202,3 +202,48 @@ async fn serve_becomes_ready_and_stops_on_sigterm() {
     };
     assert!(status.success(), "exit status {status}");
 }
+
+#[actix_web::test]
+async fn ledger_check_and_audit_verify_report_tampering() {
+    let app = TestApp::spawn().await;
+    let merchant = app.merchant().await;
+    let url = app.database.url().to_owned();
+    let env = [("TERN_DATABASE_URL", url.as_str())];
+    let check = tern(&["ledger", "check"], &env);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    assert!(String::from_utf8_lossy(&check.stdout).contains("ledger ok"));
+    let verify = tern(&["audit", "verify"], &env);
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+
+    let sql = format!(
+        "UPDATE ledger_accounts SET posted_credits_minor = 5 WHERE merchant_id = '{id}' AND currency = 'USD'; \
+         DELETE FROM audit_events WHERE merchant_id = '{id}' AND seq = 2",
+        id = merchant.merchant_id
+    );
+    let mut pooled = app.state.db.get().await.expect("conn");
+    let tx = &mut pooled.tx();
+    tern_schema::dispatch!(tx, conn => diesel_async::SimpleAsyncConnection::batch_execute(conn, &sql).await).expect("tamper");
+    drop(pooled);
+
+    let check = tern(&["ledger", "check"], &env);
+    assert!(!check.status.success(), "a tampered ledger fails the check");
+    assert!(String::from_utf8_lossy(&check.stdout).contains("VIOLATION"));
+    let verify = tern(
+        &["audit", "verify", "--merchant", &merchant.merchant_id],
+        &env,
+    );
+    assert!(!verify.status.success());
+    assert!(
+        String::from_utf8_lossy(&verify.stdout).contains("first invalid seq Some(2)"),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+}

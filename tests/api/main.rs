@@ -5,9 +5,11 @@
 mod helpers;
 
 mod api_keys;
+mod audit;
 mod binary;
 mod docs;
 mod errors;
+mod ledger;
 mod m2m;
 mod migrations;
 mod ops;

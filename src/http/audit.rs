@@ -1,0 +1,135 @@
+//! The merchant's audit chain: its events and their verification.
+
+use actix_web::{web, HttpResponse};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tern_schema::audit;
+use tern_schema::store::audit as store;
+use tern_schema::types::as_utc;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::auth::Caller;
+use crate::http::extract::Query;
+use crate::http::problem::{ApiError, Problem};
+use crate::state::AppState;
+
+pub const LIST_LIMIT_DEFAULT: i64 = 50;
+pub const LIST_LIMIT_MAX: i64 = 200;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AuditEvent {
+    pub id: String,
+    /// Position in the merchant's chain, from 1.
+    pub seq: i64,
+    pub occurred_at: DateTime<Utc>,
+    /// `api_key`, `user`, `operator` or `system`.
+    pub actor_type: String,
+    pub actor_id: String,
+    #[schema(example = "api_key.created")]
+    pub action: String,
+    pub resource_type: String,
+    pub resource_id: String,
+    pub request_id: String,
+    #[schema(value_type = Object)]
+    pub data: serde_json::Value,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AuditEventList {
+    pub data: Vec<AuditEvent>,
+    /// Older events exist; pass the last seq as `before_seq`.
+    pub has_more: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AuditVerification {
+    pub valid: bool,
+    pub checked: i64,
+    pub head_hash: String,
+    pub first_invalid_seq: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// 1 to 200, default 50.
+    pub limit: Option<i64>,
+    /// List events older than this seq.
+    pub before_seq: Option<i64>,
+}
+
+/// List the merchant's audit events, newest first.
+#[utoipa::path(get, path = "/v1/audit/events", tag = "audit", params(EventsQuery), security(("bearer" = []), ("api_key" = [])),
+    responses(
+        (status = 200, body = AuditEventList),
+        (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope audit:read", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid limit or cursor", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn events(
+    caller: Caller,
+    state: web::Data<AppState>,
+    Query(query): Query<EventsQuery>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require("audit:read")?;
+    let limit = query.limit.unwrap_or(LIST_LIMIT_DEFAULT);
+    if !(1..=LIST_LIMIT_MAX).contains(&limit) {
+        return Err(ApiError::field(
+            "limit",
+            format!("must be 1 to {LIST_LIMIT_MAX}"),
+        ));
+    }
+    if query.before_seq.is_some_and(|seq| seq < 1) {
+        return Err(ApiError::field("before_seq", "must be at least 1"));
+    }
+    let mut pooled = state.db.get().await?;
+    let mut rows = store::events_before(
+        &mut pooled.tx(),
+        &caller.merchant_id,
+        query.before_seq,
+        limit + 1,
+    )
+    .await?;
+    let has_more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    let data = rows
+        .into_iter()
+        .map(|row| AuditEvent {
+            data: serde_json::from_str(&row.data).unwrap_or(serde_json::Value::Null),
+            id: row.id,
+            seq: row.seq,
+            occurred_at: as_utc(row.occurred_at),
+            actor_type: row.actor_type,
+            actor_id: row.actor_id,
+            action: row.action,
+            resource_type: row.resource_type,
+            resource_id: row.resource_id,
+            request_id: row.request_id,
+            prev_hash: row.prev_hash,
+            hash: row.hash,
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(AuditEventList { data, has_more }))
+}
+
+/// Verify the merchant's audit hash chain from its first event.
+#[utoipa::path(get, path = "/v1/audit/verify", tag = "audit", security(("bearer" = []), ("api_key" = [])),
+    responses(
+        (status = 200, body = AuditVerification),
+        (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope audit:read", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn verify(caller: Caller, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    caller.require("audit:read")?;
+    let mut pooled = state.db.get().await?;
+    let result = audit::verify(&mut pooled.tx(), &caller.merchant_id).await?;
+    Ok(HttpResponse::Ok().json(AuditVerification {
+        valid: result.valid,
+        checked: result.checked,
+        head_hash: result.head_hash,
+        first_invalid_seq: result.first_invalid_seq,
+    }))
+}
