@@ -3,3 +3,4 @@
 //! maps [`runtime::RuntimeError`] to statuses.
 
 pub mod runtime;
+pub mod settlement;

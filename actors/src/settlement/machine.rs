@@ -1,0 +1,813 @@
+//! The settlement state machine (decisions §5), pure: no I/O, no clock, no
+//! randomness. Time and provider results arrive inside events; effects are
+//! data the actor applies (one database transaction per transition, then
+//! provider calls whose results come back as events).
+//!
+//! Status moves: pending -> in_flight -> succeeded | failed | retrying;
+//! retrying -> in_flight | failed; succeeded -> reversed. failed and reversed
+//! are terminal.
+
+use chrono::{DateTime, Duration, Utc};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    CardCharge,
+    CardPush,
+    OnChain,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::CardCharge => "card_charge",
+            Method::CardPush => "card_push",
+            Method::OnChain => "on_chain",
+        }
+    }
+
+    pub fn parse(code: &str) -> Option<Method> {
+        [Method::CardCharge, Method::CardPush, Method::OnChain]
+            .into_iter()
+            .find(|m| m.as_str() == code)
+    }
+
+    /// card_push and on_chain hold the amount on the source at creation;
+    /// card_charge credits it on success.
+    pub fn holds_funds(self) -> bool {
+        !matches!(self, Method::CardCharge)
+    }
+
+    /// Only charges (refund) and pushes (reversal) can be reversed.
+    pub fn reversible(self) -> bool {
+        !matches!(self, Method::OnChain)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Pending,
+    InFlight,
+    Retrying,
+    Succeeded,
+    Failed,
+    Reversed,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::InFlight => "in_flight",
+            Status::Retrying => "retrying",
+            Status::Succeeded => "succeeded",
+            Status::Failed => "failed",
+            Status::Reversed => "reversed",
+        }
+    }
+
+    pub fn parse(code: &str) -> Option<Status> {
+        [
+            Status::Pending,
+            Status::InFlight,
+            Status::Retrying,
+            Status::Succeeded,
+            Status::Failed,
+            Status::Reversed,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == code)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Failed | Status::Reversed)
+    }
+}
+
+/// What the provider reported for the settlement's operation.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Execution {
+    pub provider_id: Option<String>,
+    pub stan: Option<String>,
+    pub retrieval_reference_number: Option<String>,
+    pub transaction_identifier: Option<String>,
+    pub approval_code: Option<String>,
+    pub action_code: Option<String>,
+}
+
+/// Where a reversal stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reversal {
+    None,
+    /// Sent (or to be sent) to the provider; the outcome is not known yet.
+    InFlight,
+    /// The provider accepted it and will finish later.
+    PendingAtProvider,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct State {
+    pub status: Status,
+    pub method: Method,
+    /// Provider attempts made so far (the first is 1).
+    pub attempt: u32,
+    /// After a timeout or dropped connection the outcome is unknown: the next
+    /// attempt asks the provider before sending again.
+    pub outcome_unknown: bool,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub execution: Execution,
+    pub failure_reason: Option<String>,
+    pub reversal: Reversal,
+}
+
+impl State {
+    pub fn new(method: Method) -> State {
+        State {
+            status: Status::Pending,
+            method,
+            attempt: 0,
+            outcome_unknown: false,
+            next_attempt_at: None,
+            execution: Execution::default(),
+            failure_reason: None,
+            reversal: Reversal::None,
+        }
+    }
+}
+
+/// The retry policy, from TERN_SETTLEMENT_RETRY_SCHEDULE: the wait before
+/// attempt n+1 is `delays[n-1]`; after `delays.len() + 1` attempts, give up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub delays: Vec<Duration>,
+}
+
+impl RetryPolicy {
+    pub fn attempts_max(&self) -> u32 {
+        self.delays.len() as u32 + 1
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The intent is durable: make the first attempt.
+    Start,
+    Succeeded(Execution),
+    /// A definite refusal (decline, bad destination, authentication needed).
+    Declined {
+        reason: String,
+        execution: Execution,
+    },
+    /// Definitely not executed (5xx, refused connection, action code 91).
+    Transient {
+        now: DateTime<Utc>,
+    },
+    /// Maybe executed (timeout, dropped connection).
+    Unknown {
+        now: DateTime<Utc>,
+    },
+    /// The persisted retry timer fired.
+    RetryDue,
+    /// The inquiry after an unknown outcome found nothing under the key.
+    InquiryFoundNothing,
+    ReverseRequested,
+    ReversalSucceeded(Execution),
+    ReversalPending,
+    ReversalDeclined {
+        action_code: Option<String>,
+    },
+    ReversalTransient,
+}
+
+/// Provider work and bookkeeping the actor performs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Send the operation under the settlement's provider key.
+    Execute,
+    /// Ask the provider what happened under the key before sending again.
+    Inquire,
+    ScheduleRetry {
+        at: DateTime<Utc>,
+    },
+    /// card_charge success: credit the source funding account.
+    CreditFunding,
+    /// card_push / on_chain success: post the hold made at creation.
+    PostHold,
+    /// card_push / on_chain failure: release the hold.
+    VoidHold,
+    /// Send the reversal (refund or push reversal) under its own key.
+    ExecuteReversal,
+    /// The reversal completed: post the opposite entry.
+    PostReversal,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Rejected {
+    #[error("a {method} settlement cannot be reversed")]
+    NotReversible { method: &'static str },
+    #[error("a {status} settlement cannot be reversed")]
+    NotReversibleInStatus { status: &'static str },
+    #[error("a reversal is already under way")]
+    ReversalUnderWay,
+    #[error("event {event} does not apply to a {status} settlement")]
+    Inapplicable {
+        event: &'static str,
+        status: &'static str,
+    },
+}
+
+pub type Outcome = Result<(State, Vec<Effect>), Rejected>;
+
+fn event_name(event: &Event) -> &'static str {
+    match event {
+        Event::Start => "start",
+        Event::Succeeded(_) => "succeeded",
+        Event::Declined { .. } => "declined",
+        Event::Transient { .. } => "transient",
+        Event::Unknown { .. } => "unknown",
+        Event::RetryDue => "retry_due",
+        Event::InquiryFoundNothing => "inquiry_found_nothing",
+        Event::ReverseRequested => "reverse_requested",
+        Event::ReversalSucceeded(_) => "reversal_succeeded",
+        Event::ReversalPending => "reversal_pending",
+        Event::ReversalDeclined { .. } => "reversal_declined",
+        Event::ReversalTransient => "reversal_transient",
+    }
+}
+
+pub fn transition(state: &State, event: Event, policy: &RetryPolicy) -> Outcome {
+    let inapplicable = |event: &Event| Rejected::Inapplicable {
+        event: event_name(event),
+        status: state.status.as_str(),
+    };
+    let mut next = state.clone();
+    match (state.status, event) {
+        (Status::Pending, Event::Start) => {
+            next.status = Status::InFlight;
+            next.attempt = 1;
+            Ok((next, vec![Effect::Execute]))
+        }
+        (Status::InFlight, Event::Succeeded(execution)) => {
+            next.status = Status::Succeeded;
+            next.execution = execution;
+            next.outcome_unknown = false;
+            next.next_attempt_at = None;
+            let book = if state.method.holds_funds() {
+                Effect::PostHold
+            } else {
+                Effect::CreditFunding
+            };
+            Ok((next, vec![book]))
+        }
+        (Status::InFlight, Event::Declined { reason, execution }) => {
+            Ok(fail(next, reason, execution))
+        }
+        (Status::InFlight, Event::Transient { now }) => Ok(retry_or_fail(next, now, false, policy)),
+        (Status::InFlight, Event::Unknown { now }) => Ok(retry_or_fail(next, now, true, policy)),
+        (Status::InFlight, Event::InquiryFoundNothing) if state.outcome_unknown => {
+            // Nothing was executed under the key: sending again is safe.
+            next.outcome_unknown = false;
+            Ok((next, vec![Effect::Execute]))
+        }
+        (Status::Retrying, Event::RetryDue) => {
+            next.status = Status::InFlight;
+            next.attempt += 1;
+            next.next_attempt_at = None;
+            let effect = if state.outcome_unknown {
+                Effect::Inquire
+            } else {
+                Effect::Execute
+            };
+            Ok((next, vec![effect]))
+        }
+        (Status::Succeeded, Event::ReverseRequested) => {
+            if !state.method.reversible() {
+                return Err(Rejected::NotReversible {
+                    method: state.method.as_str(),
+                });
+            }
+            if state.reversal != Reversal::None {
+                return Err(Rejected::ReversalUnderWay);
+            }
+            next.reversal = Reversal::InFlight;
+            Ok((next, vec![Effect::ExecuteReversal]))
+        }
+        (Status::Succeeded, Event::ReversalSucceeded(execution))
+            if state.reversal != Reversal::None =>
+        {
+            next.status = Status::Reversed;
+            next.reversal = Reversal::None;
+            merge_reversal(&mut next.execution, execution);
+            Ok((next, vec![Effect::PostReversal]))
+        }
+        (Status::Succeeded, Event::ReversalPending) if state.reversal != Reversal::None => {
+            next.reversal = Reversal::PendingAtProvider;
+            Ok((next, vec![]))
+        }
+        (Status::Succeeded, Event::ReversalDeclined { action_code })
+            if state.reversal != Reversal::None =>
+        {
+            // The original stands; the decline is the caller's answer (409).
+            next.reversal = Reversal::None;
+            if action_code.is_some() {
+                next.execution.action_code = action_code;
+            }
+            Ok((next, vec![]))
+        }
+        (Status::Succeeded, Event::ReversalTransient) if state.reversal != Reversal::None => {
+            next.reversal = Reversal::None;
+            Ok((next, vec![]))
+        }
+        (
+            Status::Pending
+            | Status::InFlight
+            | Status::Retrying
+            | Status::Failed
+            | Status::Reversed,
+            Event::ReverseRequested,
+        ) => Err(Rejected::NotReversibleInStatus {
+            status: state.status.as_str(),
+        }),
+        (
+            Status::Pending
+            | Status::InFlight
+            | Status::Retrying
+            | Status::Succeeded
+            | Status::Failed
+            | Status::Reversed,
+            event,
+        ) => Err(inapplicable(&event)),
+    }
+}
+
+fn fail(mut next: State, reason: String, execution: Execution) -> (State, Vec<Effect>) {
+    next.status = Status::Failed;
+    next.failure_reason = Some(reason);
+    next.next_attempt_at = None;
+    next.outcome_unknown = false;
+    if execution != Execution::default() {
+        next.execution = execution;
+    }
+    let effects = if next.method.holds_funds() {
+        vec![Effect::VoidHold]
+    } else {
+        vec![]
+    };
+    (next, effects)
+}
+
+fn retry_or_fail(
+    mut next: State,
+    now: DateTime<Utc>,
+    unknown: bool,
+    policy: &RetryPolicy,
+) -> (State, Vec<Effect>) {
+    // An unknown outcome is never forgotten: it stays until an inquiry
+    // settles it, whatever later attempts report.
+    next.outcome_unknown = next.outcome_unknown || unknown;
+    match policy.delays.get(next.attempt.saturating_sub(1) as usize) {
+        Some(delay) => {
+            let at = now + *delay;
+            next.status = Status::Retrying;
+            next.next_attempt_at = Some(at);
+            (next, vec![Effect::ScheduleRetry { at }])
+        }
+        None if next.outcome_unknown => {
+            // Out of attempts but maybe executed: keep asking, never guess.
+            let at = now
+                + policy
+                    .delays
+                    .last()
+                    .copied()
+                    .unwrap_or_else(|| Duration::seconds(60));
+            next.status = Status::Retrying;
+            next.next_attempt_at = Some(at);
+            (next, vec![Effect::ScheduleRetry { at }])
+        }
+        None => fail(
+            next,
+            "provider_unavailable".to_owned(),
+            Execution::default(),
+        ),
+    }
+}
+
+fn merge_reversal(execution: &mut Execution, reversal: Execution) {
+    if reversal.action_code.is_some() {
+        execution.action_code = reversal.action_code;
+    }
+    if reversal.approval_code.is_some() {
+        execution.approval_code = reversal.approval_code;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> RetryPolicy {
+        RetryPolicy {
+            delays: vec![Duration::seconds(1), Duration::seconds(4)],
+        }
+    }
+
+    fn now() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000, 0).expect("time")
+    }
+
+    fn state(status: Status, method: Method) -> State {
+        State {
+            status,
+            attempt: if status == Status::Pending { 0 } else { 1 },
+            ..State::new(method)
+        }
+    }
+
+    fn approved() -> Execution {
+        Execution {
+            transaction_identifier: Some("123456789012345".into()),
+            action_code: Some("00".into()),
+            ..Execution::default()
+        }
+    }
+
+    fn all_events() -> Vec<Event> {
+        vec![
+            Event::Start,
+            Event::Succeeded(approved()),
+            Event::Declined {
+                reason: "card_declined".into(),
+                execution: Execution::default(),
+            },
+            Event::Transient { now: now() },
+            Event::Unknown { now: now() },
+            Event::RetryDue,
+            Event::InquiryFoundNothing,
+            Event::ReverseRequested,
+            Event::ReversalSucceeded(Execution::default()),
+            Event::ReversalPending,
+            Event::ReversalDeclined {
+                action_code: Some("05".into()),
+            },
+            Event::ReversalTransient,
+        ]
+    }
+
+    const ALL_STATUSES: [Status; 6] = [
+        Status::Pending,
+        Status::InFlight,
+        Status::Retrying,
+        Status::Succeeded,
+        Status::Failed,
+        Status::Reversed,
+    ];
+    const ALL_METHODS: [Method; 3] = [Method::CardCharge, Method::CardPush, Method::OnChain];
+
+    /// (status, method, event) -> (status after, effects), or `None`: rejected.
+    type Row = (Status, Method, Event, Option<(Status, Vec<Effect>)>);
+
+    #[test]
+    fn transition_table() {
+        let at = |secs| now() + Duration::seconds(secs);
+        let rows: Vec<Row> = vec![
+            (
+                Status::Pending,
+                Method::CardPush,
+                Event::Start,
+                Some((Status::InFlight, vec![Effect::Execute])),
+            ),
+            (
+                Status::InFlight,
+                Method::CardPush,
+                Event::Succeeded(approved()),
+                Some((Status::Succeeded, vec![Effect::PostHold])),
+            ),
+            (
+                Status::InFlight,
+                Method::OnChain,
+                Event::Succeeded(approved()),
+                Some((Status::Succeeded, vec![Effect::PostHold])),
+            ),
+            (
+                Status::InFlight,
+                Method::CardCharge,
+                Event::Succeeded(approved()),
+                Some((Status::Succeeded, vec![Effect::CreditFunding])),
+            ),
+            (
+                Status::InFlight,
+                Method::CardPush,
+                Event::Declined {
+                    reason: "x".into(),
+                    execution: Execution::default(),
+                },
+                Some((Status::Failed, vec![Effect::VoidHold])),
+            ),
+            (
+                Status::InFlight,
+                Method::CardCharge,
+                Event::Declined {
+                    reason: "x".into(),
+                    execution: Execution::default(),
+                },
+                Some((Status::Failed, vec![])),
+            ),
+            (
+                Status::InFlight,
+                Method::CardPush,
+                Event::Transient { now: now() },
+                Some((Status::Retrying, vec![Effect::ScheduleRetry { at: at(1) }])),
+            ),
+            (
+                Status::InFlight,
+                Method::CardPush,
+                Event::Unknown { now: now() },
+                Some((Status::Retrying, vec![Effect::ScheduleRetry { at: at(1) }])),
+            ),
+            (
+                Status::Retrying,
+                Method::CardPush,
+                Event::RetryDue,
+                Some((Status::InFlight, vec![Effect::Execute])),
+            ),
+            (
+                Status::Succeeded,
+                Method::CardPush,
+                Event::ReverseRequested,
+                Some((Status::Succeeded, vec![Effect::ExecuteReversal])),
+            ),
+            (
+                Status::Succeeded,
+                Method::CardCharge,
+                Event::ReverseRequested,
+                Some((Status::Succeeded, vec![Effect::ExecuteReversal])),
+            ),
+            (
+                Status::Succeeded,
+                Method::OnChain,
+                Event::ReverseRequested,
+                None,
+            ),
+            (
+                Status::InFlight,
+                Method::CardPush,
+                Event::ReverseRequested,
+                None,
+            ),
+            (
+                Status::Failed,
+                Method::CardPush,
+                Event::ReverseRequested,
+                None,
+            ),
+            (
+                Status::Reversed,
+                Method::CardPush,
+                Event::ReverseRequested,
+                None,
+            ),
+            (
+                Status::Pending,
+                Method::CardPush,
+                Event::Succeeded(approved()),
+                None,
+            ),
+            (
+                Status::Succeeded,
+                Method::CardPush,
+                Event::Succeeded(approved()),
+                None,
+            ),
+            (Status::Failed, Method::CardPush, Event::RetryDue, None),
+            (Status::InFlight, Method::CardPush, Event::RetryDue, None),
+            (
+                Status::InFlight,
+                Method::CardPush,
+                Event::InquiryFoundNothing,
+                None,
+            ),
+            (
+                Status::Succeeded,
+                Method::CardPush,
+                Event::ReversalSucceeded(Execution::default()),
+                None,
+            ),
+        ];
+        for (status, method, event, expected) in rows {
+            let label = format!("{status:?} {method:?} {event:?}");
+            match (
+                transition(&state(status, method), event, &policy()),
+                expected,
+            ) {
+                (Ok((next, effects)), Some((expected_status, expected_effects))) => {
+                    assert_eq!(
+                        (next.status, effects),
+                        (expected_status, expected_effects),
+                        "{label}"
+                    );
+                }
+                (Err(_), None) => {}
+                (outcome, expected) => panic!("{label}: got {outcome:?}, expected {expected:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn terminal_states_stay_terminal_and_execute_nothing() {
+        for status in [Status::Failed, Status::Reversed] {
+            for method in ALL_METHODS {
+                for event in all_events() {
+                    if let Ok((next, effects)) =
+                        transition(&state(status, method), event.clone(), &policy())
+                    {
+                        panic!("{status:?} accepted {event:?}: {next:?} {effects:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn transient_failures_retry_on_schedule_then_fail_and_release_the_hold() {
+        let policy = policy();
+        let mut current = transition(&State::new(Method::CardPush), Event::Start, &policy)
+            .expect("start")
+            .0;
+        for expected_delay in [1, 4] {
+            let (next, effects) =
+                transition(&current, Event::Transient { now: now() }, &policy).expect("transient");
+            assert_eq!(
+                effects,
+                vec![Effect::ScheduleRetry {
+                    at: now() + Duration::seconds(expected_delay)
+                }]
+            );
+            assert_eq!(
+                next.next_attempt_at,
+                Some(now() + Duration::seconds(expected_delay))
+            );
+            let (next, effects) = transition(&next, Event::RetryDue, &policy).expect("retry");
+            assert_eq!(
+                effects,
+                vec![Effect::Execute],
+                "the same operation, the same key"
+            );
+            current = next;
+        }
+        assert_eq!(current.attempt, policy.attempts_max());
+        let (last, effects) =
+            transition(&current, Event::Transient { now: now() }, &policy).expect("exhausted");
+        assert_eq!(
+            (last.status, effects),
+            (Status::Failed, vec![Effect::VoidHold])
+        );
+        assert_eq!(last.failure_reason.as_deref(), Some("provider_unavailable"));
+    }
+
+    #[test]
+    fn an_unknown_outcome_is_inquired_before_any_resend() {
+        let policy = policy();
+        let started = transition(&State::new(Method::CardPush), Event::Start, &policy)
+            .expect("start")
+            .0;
+        let (unknown, _) =
+            transition(&started, Event::Unknown { now: now() }, &policy).expect("unknown");
+        assert!(unknown.outcome_unknown);
+        let (retry, effects) = transition(&unknown, Event::RetryDue, &policy).expect("due");
+        assert_eq!(effects, vec![Effect::Inquire], "ask before sending again");
+        // A transient failure of the inquiry keeps the outcome unknown.
+        let (again, _) =
+            transition(&retry, Event::Transient { now: now() }, &policy).expect("transient");
+        let (retry, effects) = transition(&again, Event::RetryDue, &policy).expect("due");
+        assert_eq!(effects, vec![Effect::Inquire]);
+        // Even out of attempts, an unknown outcome is never guessed.
+        let (waiting, effects) =
+            transition(&retry, Event::Unknown { now: now() }, &policy).expect("unknown again");
+        assert_eq!(waiting.status, Status::Retrying);
+        assert!(matches!(effects.as_slice(), [Effect::ScheduleRetry { .. }]));
+        // The provider found nothing under the key: now a resend is safe.
+        let (inquiring, _) = transition(&waiting, Event::RetryDue, &policy).expect("due");
+        let (resend, effects) =
+            transition(&inquiring, Event::InquiryFoundNothing, &policy).expect("nothing");
+        assert_eq!(effects, vec![Effect::Execute]);
+        assert!(!resend.outcome_unknown);
+        // The inquiry may instead find the earlier execution.
+        let (found, effects) =
+            transition(&inquiring, Event::Succeeded(approved()), &policy).expect("found");
+        assert_eq!(
+            (found.status, effects),
+            (Status::Succeeded, vec![Effect::PostHold])
+        );
+    }
+
+    #[test]
+    fn reversals_complete_later_or_are_declined_and_the_original_stands() {
+        let policy = policy();
+        let succeeded = State {
+            status: Status::Succeeded,
+            execution: approved(),
+            ..State::new(Method::CardPush)
+        };
+        let (reversing, _) =
+            transition(&succeeded, Event::ReverseRequested, &policy).expect("reverse");
+        assert_eq!(
+            transition(&reversing, Event::ReverseRequested, &policy),
+            Err(Rejected::ReversalUnderWay)
+        );
+        let (pending, effects) =
+            transition(&reversing, Event::ReversalPending, &policy).expect("pending");
+        assert_eq!(
+            (pending.status, pending.reversal, effects),
+            (Status::Succeeded, Reversal::PendingAtProvider, vec![])
+        );
+        let (reversed, effects) = transition(
+            &pending,
+            Event::ReversalSucceeded(Execution::default()),
+            &policy,
+        )
+        .expect("done");
+        assert_eq!(
+            (reversed.status, effects),
+            (Status::Reversed, vec![Effect::PostReversal])
+        );
+        let (declined, effects) = transition(
+            &reversing,
+            Event::ReversalDeclined {
+                action_code: Some("05".into()),
+            },
+            &policy,
+        )
+        .expect("declined");
+        assert_eq!(
+            (declined.status, declined.reversal, effects),
+            (Status::Succeeded, Reversal::None, vec![])
+        );
+        assert_eq!(declined.execution.action_code.as_deref(), Some("05"));
+    }
+
+    /// Every hold made at creation is either posted or voided, exactly once,
+    /// whatever the provider says along the way.
+    #[test]
+    fn holds_are_settled_exactly_once_on_every_path() {
+        let policy = policy();
+        let outcomes = [
+            Event::Succeeded(approved()),
+            Event::Declined {
+                reason: "x".into(),
+                execution: Execution::default(),
+            },
+            Event::Transient { now: now() },
+            Event::Unknown { now: now() },
+            Event::InquiryFoundNothing,
+            Event::RetryDue,
+        ];
+        // Explore every sequence of up to 7 provider events.
+        let mut frontier = vec![(
+            transition(&State::new(Method::CardPush), Event::Start, &policy)
+                .expect("start")
+                .0,
+            0usize,
+        )];
+        for _ in 0..7 {
+            let mut next_frontier = Vec::new();
+            for (current, settled) in frontier {
+                for event in &outcomes {
+                    let Ok((next, effects)) = transition(&current, event.clone(), &policy) else {
+                        continue;
+                    };
+                    let settles = effects
+                        .iter()
+                        .filter(|e| matches!(e, Effect::PostHold | Effect::VoidHold))
+                        .count();
+                    let settled = settled + settles;
+                    assert!(settled <= 1, "a hold settled twice: {current:?} {event:?}");
+                    if matches!(next.status, Status::Succeeded | Status::Failed) {
+                        assert_eq!(
+                            settled, 1,
+                            "reached {:?} without settling the hold",
+                            next.status
+                        );
+                    }
+                    if effects.contains(&Effect::Execute) {
+                        assert!(
+                            !current.outcome_unknown || *event == Event::InquiryFoundNothing,
+                            "blind resend after {current:?}"
+                        );
+                    }
+                    next_frontier.push((next, settled));
+                }
+            }
+            frontier = next_frontier;
+        }
+    }
+
+    #[test]
+    fn codes_round_trip() {
+        for status in ALL_STATUSES {
+            assert_eq!(Status::parse(status.as_str()), Some(status));
+        }
+        for method in ALL_METHODS {
+            assert_eq!(Method::parse(method.as_str()), Some(method));
+        }
+        assert_eq!(Method::parse("wire"), None);
+    }
+}
