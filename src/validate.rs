@@ -52,6 +52,15 @@ pub fn name(value: &str) -> Result<String, &'static str> {
     Ok(value.to_owned())
 }
 
+/// Requested scope names: at least one, all known.
+pub fn scopes(requested: &[String]) -> Result<crate::auth::Scopes, String> {
+    if requested.is_empty() {
+        return Err("must name at least one scope".to_owned());
+    }
+    crate::auth::Scopes::parse(requested)
+        .map_err(|unknown| format!("unknown scopes: {}", unknown.join(", ")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +83,19 @@ mod tests {
             assert!(email(bad).is_err(), "{bad}");
         }
         assert!(email(&format!("{}@example.com", "a".repeat(250))).is_err());
+    }
+
+    #[test]
+    fn scope_lists() {
+        assert!(scopes(&["quotes:read".into()]).is_ok());
+        assert_eq!(
+            scopes(&[]).err().as_deref(),
+            Some("must name at least one scope")
+        );
+        assert_eq!(
+            scopes(&["root".into()]).err().as_deref(),
+            Some("unknown scopes: root")
+        );
     }
 
     #[test]

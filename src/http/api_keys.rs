@@ -194,21 +194,11 @@ fn validate_create(request: &CreateApiKeyRequest) -> Result<NewKey, ApiError> {
             .map_err(|m| errors.insert("name".into(), m.into()))
             .ok(),
     };
-    let scopes = match &request.scopes {
-        None => None,
-        Some(requested) if requested.is_empty() => {
-            errors.insert("scopes".into(), "must name at least one scope".into());
-            None
-        }
-        Some(requested) => Scopes::parse(requested)
-            .map_err(|unknown| {
-                errors.insert(
-                    "scopes".into(),
-                    format!("unknown scopes: {}", unknown.join(", ")),
-                )
-            })
-            .ok(),
-    };
+    let scopes = request.scopes.as_deref().and_then(|requested| {
+        validate::scopes(requested)
+            .map_err(|m| errors.insert("scopes".into(), m))
+            .ok()
+    });
     if request.expires_at.is_some_and(|at| at <= Utc::now()) {
         errors.insert("expires_at".into(), "must be in the future".into());
     }

@@ -136,19 +136,10 @@ fn validate_registration(body: &RegisterRequest) -> Result<(String, Scopes), Api
     if let Err(message) = validate::email(&body.email) {
         errors.insert("email".into(), message.into());
     }
-    let scopes = match &body.scopes {
+    let scopes = match body.scopes.as_deref() {
         None => Some(Scopes::all()),
-        Some(requested) if requested.is_empty() => {
-            errors.insert("scopes".into(), "must name at least one scope".into());
-            None
-        }
-        Some(requested) => Scopes::parse(requested)
-            .map_err(|unknown| {
-                errors.insert(
-                    "scopes".into(),
-                    format!("unknown scopes: {}", unknown.join(", ")),
-                )
-            })
+        Some(requested) => validate::scopes(requested)
+            .map_err(|m| errors.insert("scopes".into(), m))
             .ok(),
     };
     match (name, scopes) {

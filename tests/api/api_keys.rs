@@ -261,17 +261,9 @@ async fn another_merchants_key_is_404() {
 async fn a_key_cannot_grant_more_than_its_creator_has() {
     let app = TestApp::spawn().await;
     let merchant = app.merchant().await;
-    let limited: Value = app
-        .post("/v1/api-keys")
-        .bearer_auth(&merchant.api_key)
-        .json(&json!({"scopes": ["api_keys:write", "quotes:read"]}))
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
-    let limited = limited["api_key"].as_str().expect("key").to_owned();
+    let limited = app
+        .key_with_scopes(&merchant, &["api_keys:write", "quotes:read"])
+        .await;
     let escalation = app
         .post("/v1/api-keys")
         .bearer_auth(&limited)

@@ -152,17 +152,7 @@ async fn audit_needs_its_scope_and_valid_queries() {
         let problem = assert_problem(response, 422, "validation-error").await;
         assert!(problem["errors"][field].is_string(), "{query}");
     }
-    let created: Value = app
-        .post("/v1/api-keys")
-        .bearer_auth(&merchant.api_key)
-        .json(&serde_json::json!({"scopes": ["quotes:read"]}))
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
-    let narrow = created["api_key"].as_str().expect("key");
+    let narrow = &app.key_with_scopes(&merchant, &["quotes:read"]).await;
     assert_problem(
         app.get("/v1/audit/verify")
             .bearer_auth(narrow)

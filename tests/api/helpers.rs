@@ -122,6 +122,22 @@ impl TestApp {
     }
 }
 
+impl TestApp {
+    /// A new key of `merchant` with only these scopes.
+    pub async fn key_with_scopes(&self, merchant: &Merchant, scopes: &[&str]) -> String {
+        let response = self
+            .post("/v1/api-keys")
+            .bearer_auth(&merchant.api_key)
+            .json(&json!({"scopes": scopes}))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(response.status(), 201);
+        let body: Value = response.json().await.expect("json");
+        body["api_key"].as_str().expect("api_key").to_owned()
+    }
+}
+
 impl Drop for TestApp {
     fn drop(&mut self) {
         // Sends the stop command at once; the returned future only awaits it.

@@ -181,17 +181,7 @@ async fn another_merchants_account_is_404_and_bad_queries_are_422() {
 async fn the_ledger_needs_settlements_read() {
     let app = TestApp::spawn().await;
     let merchant = app.merchant().await;
-    let created: Value = app
-        .post("/v1/api-keys")
-        .bearer_auth(&merchant.api_key)
-        .json(&serde_json::json!({"scopes": ["quotes:read"]}))
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
-    let narrow = created["api_key"].as_str().expect("key");
+    let narrow = &app.key_with_scopes(&merchant, &["quotes:read"]).await;
     let problem = assert_problem(
         app.get("/v1/ledger/accounts")
             .bearer_auth(narrow)
