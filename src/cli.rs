@@ -77,6 +77,7 @@ enum MerchantAction {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    tern_actors::adapters::install_crypto_provider();
     let config = match Config::from_env() {
         Ok(config) => config,
         Err(error) => {
@@ -129,7 +130,13 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             let listener =
                 std::net::TcpListener::bind(bind).with_context(|| format!("binding {bind}"))?;
             tracing::info!(bind, "sandbox simulator listening");
-            crate::sandbox::serve(listener)?.await?;
+            let secret = config
+                .card_provider_webhook_secret
+                .clone()
+                .context("TERN_CARD_PROVIDER_WEBHOOK_SECRET is required: Tern verifies the simulator's webhooks with it")?;
+            let sandbox =
+                crate::sandbox::SandboxConfig::new(Some(config.public_url.clone()), secret);
+            crate::sandbox::serve(listener, sandbox)?.await?;
             Ok(())
         }
         Command::Openapi { out_dir } => write_openapi(&config, out_dir.as_deref()),

@@ -16,6 +16,7 @@ use crate::auth::key_cache::KeyCache;
 use crate::config::Config;
 use crate::http::{self, middleware};
 use crate::rate_limit::Limiters;
+use crate::sandbox::SandboxConfig;
 use crate::state::AppState;
 
 /// Time in-flight requests get to finish after a stop signal.
@@ -35,7 +36,13 @@ impl Application {
     /// Migrates, connects, recovers the actor runtime and binds the
     /// listeners (port 0 picks a free port). Serving starts with
     /// [`Application::run_until_stopped`].
-    pub async fn build(config: Config) -> anyhow::Result<Application> {
+    pub async fn build(mut config: Config) -> anyhow::Result<Application> {
+        tern_actors::adapters::install_crypto_provider();
+        // One secret for both ends of the sandbox's signed webhooks.
+        let webhook_secret = config
+            .card_provider_webhook_secret
+            .get_or_insert_with(|| uuid::Uuid::new_v4().simple().to_string())
+            .clone();
         migrate::run_pending(&config.database_url)
             .await
             .context("running migrations")?;
@@ -57,7 +64,13 @@ impl Application {
                 let listener = TcpListener::bind(bind)
                     .with_context(|| format!("binding the sandbox on {bind}"))?;
                 let port = listener.local_addr()?.port();
-                (Some(crate::sandbox::serve(listener)?), Some(port))
+                let callback = format!("http://127.0.0.1:{port_api}", port_api = port);
+                let sandbox = SandboxConfig::new(Some(callback), webhook_secret);
+                let sandbox_port = listener.local_addr()?.port();
+                (
+                    Some(crate::sandbox::serve(listener, sandbox)?),
+                    Some(sandbox_port),
+                )
             }
             None => (None, None),
         };

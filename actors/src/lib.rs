@@ -2,5 +2,7 @@
 //! holds a [`runtime::Runtime`], sends messages through its registries and
 //! maps [`runtime::RuntimeError`] to statuses.
 
+pub mod adapters;
+pub mod ports;
 pub mod runtime;
 pub mod settlement;

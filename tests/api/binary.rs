@@ -170,6 +170,7 @@ async fn serve_becomes_ready_and_stops_on_sigterm() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn tern");
+    tern_actors::adapters::install_crypto_provider();
     let client = reqwest::Client::new();
     let started = Instant::now();
     let ready = loop {

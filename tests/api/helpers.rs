@@ -48,6 +48,7 @@ impl TestApp {
 
     /// Spawns with configuration changes applied over the test defaults.
     pub async fn spawn_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
+        tern_actors::adapters::install_crypto_provider();
         if std::env::var("TERN_TEST_LOG").is_ok() {
             tern::telemetry::init("info");
         }

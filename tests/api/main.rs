@@ -13,3 +13,4 @@ mod ledger;
 mod m2m;
 mod migrations;
 mod ops;
+mod providers;

@@ -1,0 +1,267 @@
+//! reqwest adapters for the provider ports. Each adapter is a base URL plus
+//! timeouts; which provider answers (a real one, or the simulator on its own
+//! listener) is only a matter of configuration.
+
+pub mod acquirer;
+pub mod card_push;
+pub mod control;
+pub mod custodian;
+pub mod wire;
+
+use std::time::Duration;
+
+use reqwest::{Client, Method, RequestBuilder, Response, StatusCode, Url};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+pub use acquirer::HttpCardAcquirer;
+pub use card_push::HttpCardPush;
+pub use control::SandboxControl;
+pub use custodian::HttpCustodian;
+
+use crate::ports::ProviderError;
+
+/// Time to establish a TCP connection; refusal or expiry here means the
+/// request was never sent, so it is a transient error.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Time for a whole request; expiry here means the outcome is unknown.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Error bodies longer than this are cut before they reach error messages.
+pub const ERROR_MESSAGE_CHARS_MAX: usize = 200;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterConfigError {
+    #[error("invalid provider base URL `{url}`: {reason}")]
+    BaseUrl { url: String, reason: String },
+    #[error("building the HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+}
+
+/// Where a provider lives and how long to wait for it.
+#[derive(Debug, Clone)]
+pub struct HttpProviderConfig {
+    /// `http(s)://host:port` with an optional path prefix.
+    pub base_url: String,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+}
+
+impl HttpProviderConfig {
+    /// `base_url` with the default timeouts.
+    pub fn new(base_url: impl Into<String>) -> HttpProviderConfig {
+        HttpProviderConfig {
+            base_url: base_url.into(),
+            connect_timeout: CONNECT_TIMEOUT,
+            request_timeout: REQUEST_TIMEOUT,
+        }
+    }
+
+    pub fn with_request_timeout(mut self, timeout: Duration) -> HttpProviderConfig {
+        self.request_timeout = timeout;
+        self
+    }
+}
+
+/// The shared client of every adapter: base URL, timeouts, error mapping.
+#[derive(Debug, Clone)]
+pub(crate) struct ProviderClient {
+    base: Url,
+    client: Client,
+}
+
+impl ProviderClient {
+    pub(crate) fn new(config: &HttpProviderConfig) -> Result<ProviderClient, AdapterConfigError> {
+        let bad = |reason: &str| AdapterConfigError::BaseUrl {
+            url: config.base_url.clone(),
+            reason: reason.to_owned(),
+        };
+        let mut base = Url::parse(&config.base_url).map_err(|e| bad(&e.to_string()))?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(bad("the scheme must be http or https"));
+        }
+        // Joining relative paths needs the prefix to end in a slash.
+        if !base.path().ends_with('/') {
+            let path = format!("{}/", base.path());
+            base.set_path(&path);
+        }
+        let client = Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .timeout(config.request_timeout)
+            .build()?;
+        Ok(ProviderClient { base, client })
+    }
+
+    fn url(&self, path: &str, key_query: Option<&str>) -> Result<Url, ProviderError> {
+        let mut url = self
+            .base
+            .join(path.trim_start_matches('/'))
+            .map_err(|e| permanent_local(format!("bad provider path {path}: {e}")))?;
+        if let Some(key) = key_query {
+            url.query_pairs_mut()
+                .append_pair(wire::IDEMPOTENCY_KEY_QUERY, key);
+        }
+        Ok(url)
+    }
+
+    /// POSTs `body` under `idempotency_key` and decodes a 2xx answer.
+    pub(crate) async fn execute<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        idempotency_key: &str,
+        body: &B,
+    ) -> Result<T, ProviderError> {
+        let request = self
+            .client
+            .request(Method::POST, self.url(path, None)?)
+            .header(wire::IDEMPOTENCY_KEY_HEADER, idempotency_key)
+            .json(body);
+        let response = send(request).await?;
+        decode(response).await
+    }
+
+    /// GETs the record stored under `idempotency_key`; `None` on 404.
+    pub(crate) async fn lookup<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        idempotency_key: &str,
+    ) -> Result<Option<T>, ProviderError> {
+        let request = self.client.get(self.url(path, Some(idempotency_key))?);
+        let response = send(request).await?;
+        if response.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        decode(response).await.map(Some)
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub(crate) fn endpoint(&self, path: &str) -> Result<Url, ProviderError> {
+        self.url(path, None)
+    }
+}
+
+fn permanent_local(message: String) -> ProviderError {
+    ProviderError::Permanent {
+        status: 0,
+        code: "client_error".into(),
+        message,
+    }
+}
+
+/// Sends and classifies failures that happen before a status arrives.
+pub(crate) async fn send(request: RequestBuilder) -> Result<Response, ProviderError> {
+    let response = request.send().await.map_err(classify_send_error)?;
+    let status = response.status();
+    if status.is_success() || status == StatusCode::NOT_FOUND {
+        return Ok(response);
+    }
+    Err(status_error(response).await)
+}
+
+/// A connect failure never reached the provider; anything after that
+/// (timeout, reset mid-response) may have executed.
+fn classify_send_error(error: reqwest::Error) -> ProviderError {
+    if error.is_connect() {
+        ProviderError::Transient {
+            reason: format!("connection failed: {error}"),
+        }
+    } else if error.is_builder() {
+        permanent_local(error.to_string())
+    } else {
+        ProviderError::Unknown {
+            timed_out: error.is_timeout(),
+            reason: error.to_string(),
+        }
+    }
+}
+
+async fn status_error(response: Response) -> ProviderError {
+    let status = response.status();
+    // The body may be cut by a timeout too; it is only for the message.
+    let body = response.text().await.unwrap_or_default();
+    let (code, message) = match serde_json::from_str::<wire::ErrorBody>(&body) {
+        Ok(parsed) => (parsed.error.code, parsed.error.message),
+        Err(_) => (
+            status.as_str().to_owned(),
+            body.chars().take(ERROR_MESSAGE_CHARS_MAX).collect(),
+        ),
+    };
+    if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+        ProviderError::Transient {
+            reason: format!("{status} {code}: {message}"),
+        }
+    } else if status == StatusCode::REQUEST_TIMEOUT {
+        ProviderError::Unknown {
+            timed_out: true,
+            reason: format!("{status} {code}: {message}"),
+        }
+    } else {
+        ProviderError::Permanent {
+            status: status.as_u16(),
+            code,
+            message,
+        }
+    }
+}
+
+/// A 2xx whose body cannot be read or decoded may still mean the request
+/// executed: unknown, so the caller inquires rather than resends.
+async fn decode<T: DeserializeOwned>(response: Response) -> Result<T, ProviderError> {
+    let status = response.status();
+    if status == StatusCode::NOT_FOUND {
+        return Err(ProviderError::Permanent {
+            status: status.as_u16(),
+            code: wire::CODE_NOT_FOUND.into(),
+            message: "the provider has no such endpoint or record".into(),
+        });
+    }
+    let bytes = response.bytes().await.map_err(|e| ProviderError::Unknown {
+        timed_out: e.is_timeout(),
+        reason: format!("reading the response: {e}"),
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| ProviderError::Unknown {
+        timed_out: false,
+        reason: format!("undecodable {status} response: {e}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_are_checked_and_joined_under_their_prefix() {
+        crate::adapters::install_crypto_provider();
+        let client = ProviderClient::new(&HttpProviderConfig::new("http://127.0.0.1:9/prov"))
+            .expect("valid");
+        let url = client
+            .url(wire::PATH_CHARGE_LOOKUP, Some("key &1"))
+            .expect("url");
+        assert_eq!(
+            url.as_str(),
+            "http://127.0.0.1:9/prov/acquirer/charges/lookup?idempotency_key=key+%261"
+        );
+        assert!(ProviderClient::new(&HttpProviderConfig::new("ftp://x")).is_err());
+        assert!(ProviderClient::new(&HttpProviderConfig::new("not a url")).is_err());
+    }
+
+    #[actix_rt::test]
+    async fn connection_refused_is_transient() {
+        crate::adapters::install_crypto_provider();
+        // Bind then drop: the port is (almost certainly) closed now.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("port")
+            .port();
+        let client =
+            ProviderClient::new(&HttpProviderConfig::new(format!("http://127.0.0.1:{port}")))
+                .expect("client");
+        let err = client
+            .lookup::<wire::Charge>(wire::PATH_CHARGE_LOOKUP, "k")
+            .await
+            .expect_err("refused");
+        assert!(matches!(err, ProviderError::Transient { .. }), "{err:?}");
+    }
+}

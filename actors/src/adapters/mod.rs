@@ -1,0 +1,19 @@
+//! Adapters behind the provider ports: HTTP clients (reqwest over rustls)
+//! and the webhook signature scheme shared with the simulator.
+
+pub mod http;
+pub mod signature;
+
+pub use signature::{
+    sign_sandbox_payload, verify_sandbox_signature, SignatureError, SANDBOX_SIGNATURE_HEADER,
+    SIGNATURE_TOLERANCE_DEFAULT,
+};
+
+/// Installs rustls' ring crypto provider as the process default. reqwest is
+/// built with `rustls-no-provider` (no aws-lc, no C toolchain needed) and
+/// panics when building a client without one, so call this once at start,
+/// before any adapter is built. Calling it again is harmless.
+pub fn install_crypto_provider() {
+    // Err means a provider is already installed, which is what we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
