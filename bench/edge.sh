@@ -14,7 +14,15 @@ runs=${3:-3}
 port=18080
 bin=target/release/tern
 work=$(mktemp -d)
-trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$work"' EXIT
+db=""
+cleanup() {
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  [ -n "$db" ] && psql -q -h 127.0.0.1 -U postgres -c "DROP DATABASE IF EXISTS $db" postgres
+  rm -rf "$work"
+}
+pid=""
+trap cleanup EXIT
 
 case $backend in
   sqlite) url="sqlite://$work/tern.db" ;;
@@ -37,10 +45,12 @@ key=$(curl -sf -X POST "http://127.0.0.1:$port/v1/auth/m2m/register" -H 'Content
 rss_kb() { awk '/VmHWM/ {print $2}' /proc/$pid/status; }
 idle_rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)
 
-run() { # name, path, extra wrk args...
+run() { # name, path, extra wrk args... (CONNECTIONS overrides 32)
   local name=$1 path=$2; shift 2
+  local connections=${CONNECTIONS:-32} threads=2
+  [ "$connections" -lt 2 ] && threads=1
   for i in $(seq 1 "$runs"); do
-    wrk -t2 -c32 -d"${seconds}s" --latency "$@" "http://127.0.0.1:$port$path" > "$work/$name.$i"
+    wrk -t"$threads" -c"$connections" -d"${seconds}s" --latency "$@" "http://127.0.0.1:$port$path" > "$work/$name.$i"
     awk -v n="$name" -v i="$i" '
       /Requests\/sec/ { rps = $2 }
       $1 == "50.000%" { p50 = $2 } $1 == "99.000%" { p99 = $2 }
@@ -52,4 +62,7 @@ run() { # name, path, extra wrk args...
 echo "backend=$backend ready_after_ms=$ready_ms idle_rss_kb=$idle_rss"
 run live /live
 run api_keys /v1/api-keys -H "Authorization: Bearer $key"
+# One connection: latency is (nearly) server time, no queueing.
+CONNECTIONS=1 run live_serial /live
+CONNECTIONS=1 run api_keys_serial /v1/api-keys -H "Authorization: Bearer $key"
 echo "peak_rss_kb=$(rss_kb)"
