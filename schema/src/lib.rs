@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod db;
 pub mod error;
+pub mod idempotency;
 pub mod ledger;
 pub mod migrate;
 pub mod models;

@@ -4,8 +4,8 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 
 use crate::schema::{
-    api_keys, audit_events, audit_heads, ledger_accounts, ledger_entries, ledger_transactions,
-    merchants,
+    api_keys, audit_events, audit_heads, idempotency_records, ledger_accounts, ledger_entries,
+    ledger_transactions, merchants, settlements,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -111,4 +111,55 @@ pub struct AuditEventRow {
     pub data: String,
     pub prev_hash: String,
     pub hash: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable, AsChangeset)]
+#[diesel(table_name = settlements, treat_none_as_null = true)]
+pub struct SettlementRow {
+    pub merchant_id: String,
+    pub idempotency_key: String,
+    pub method: String,
+    pub currency: String,
+    pub amount_minor: i64,
+    pub asset: Option<String>,
+    pub source: String,
+    pub destination: String,
+    pub recipient_name: String,
+    pub reference: Option<String>,
+    pub status: String,
+    pub attempt: i32,
+    /// A provider call may have executed without its answer arriving: the
+    /// next attempt inquires before sending again.
+    pub outcome_unknown: bool,
+    pub reversal: String,
+    pub next_attempt_at: Option<NaiveDateTime>,
+    pub provider_id: Option<String>,
+    pub stan: Option<String>,
+    pub retrieval_reference_number: Option<String>,
+    pub transaction_identifier: Option<String>,
+    pub approval_code: Option<String>,
+    pub action_code: Option<String>,
+    pub failure_reason: Option<String>,
+    pub client_secret: Option<String>,
+    pub next_action_type: Option<String>,
+    pub funding_transaction_id: Option<String>,
+    pub ledger_transaction_id: Option<String>,
+    pub request_id: String,
+    pub version: i64,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
+}
+
+#[derive(Clone, Debug, Queryable, Selectable, Insertable)]
+#[diesel(table_name = idempotency_records)]
+pub struct IdempotencyRow {
+    pub merchant_id: String,
+    pub scope: String,
+    pub idempotency_key: String,
+    pub request_sha256: String,
+    pub state: String,
+    pub response_status: Option<i32>,
+    pub response_body: Option<String>,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
 }

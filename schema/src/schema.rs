@@ -112,3 +112,52 @@ diesel::table! {
         hash -> Text,
     }
 }
+
+diesel::table! {
+    settlements (merchant_id, idempotency_key) {
+        merchant_id -> Text,
+        idempotency_key -> Text,
+        method -> Text,
+        currency -> Text,
+        amount_minor -> BigInt,
+        asset -> Nullable<Text>,
+        source -> Text,
+        destination -> Text,
+        recipient_name -> Text,
+        reference -> Nullable<Text>,
+        status -> Text,
+        attempt -> Integer,
+        outcome_unknown -> Bool,
+        reversal -> Text,
+        next_attempt_at -> Nullable<Timestamp>,
+        provider_id -> Nullable<Text>,
+        stan -> Nullable<Text>,
+        retrieval_reference_number -> Nullable<Text>,
+        transaction_identifier -> Nullable<Text>,
+        approval_code -> Nullable<Text>,
+        action_code -> Nullable<Text>,
+        failure_reason -> Nullable<Text>,
+        client_secret -> Nullable<Text>,
+        next_action_type -> Nullable<Text>,
+        funding_transaction_id -> Nullable<Text>,
+        ledger_transaction_id -> Nullable<Text>,
+        request_id -> Text,
+        version -> BigInt,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    idempotency_records (merchant_id, scope, idempotency_key) {
+        merchant_id -> Text,
+        scope -> Text,
+        idempotency_key -> Text,
+        request_sha256 -> Text,
+        state -> Text,
+        response_status -> Nullable<Integer>,
+        response_body -> Nullable<Text>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}

@@ -3,6 +3,8 @@
 
 pub mod api_keys;
 pub mod audit;
+pub mod idempotency;
 pub mod ledger;
 pub mod merchants;
+pub mod settlements;
 pub mod timers;

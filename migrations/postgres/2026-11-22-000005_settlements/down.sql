@@ -1,0 +1,2 @@
+DROP TABLE idempotency_records;
+DROP TABLE settlements;

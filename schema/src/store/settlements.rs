@@ -1,0 +1,98 @@
+//! Settlement rows. Every update after creation is a compare-and-swap on
+//! `version`: zero rows changed means another writer (maybe another node)
+//! got there first, and the caller must reload.
+
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+use crate::dispatch;
+use crate::models::SettlementRow;
+use crate::schema::settlements;
+use crate::{StoreResult, Tx};
+
+/// Statuses with work left for an actor (a succeeded settlement may still
+/// have a reversal under way, see [`with_work_left`]).
+pub const ACTIVE_STATUSES: [&str; 3] = ["pending", "in_flight", "retrying"];
+
+pub async fn insert(tx: &mut Tx<'_>, row: &SettlementRow) -> StoreResult<()> {
+    dispatch!(tx, conn => diesel::insert_into(settlements::table).values(row).execute(conn).await)?;
+    Ok(())
+}
+
+pub async fn find(
+    tx: &mut Tx<'_>,
+    merchant_id: &str,
+    key: &str,
+) -> StoreResult<Option<SettlementRow>> {
+    let row = dispatch!(tx, conn => settlements::table
+        .find((merchant_id, key))
+        .select(SettlementRow::as_select())
+        .first(conn)
+        .await
+        .optional())?;
+    Ok(row)
+}
+
+/// The merchant's settlements, newest first, optionally of one status.
+pub async fn list(
+    tx: &mut Tx<'_>,
+    merchant_id: &str,
+    status: Option<&str>,
+    limit: i64,
+) -> StoreResult<Vec<SettlementRow>> {
+    let rows = dispatch!(tx, conn => {
+        let mut query = settlements::table.filter(settlements::merchant_id.eq(merchant_id)).into_boxed();
+        if let Some(status) = status {
+            query = query.filter(settlements::status.eq(status));
+        }
+        query
+            .order((settlements::created_at.desc(), settlements::idempotency_key.desc()))
+            .limit(limit)
+            .select(SettlementRow::as_select())
+            .load(conn)
+            .await
+    })?;
+    Ok(rows)
+}
+
+/// Writes `next` (with `next.version` already advanced) if the stored row
+/// still has `expected_version`; answers whether it did.
+pub async fn update_if_version(
+    tx: &mut Tx<'_>,
+    next: &SettlementRow,
+    expected_version: i64,
+) -> StoreResult<bool> {
+    let changed = dispatch!(tx, conn => diesel::update(
+            settlements::table
+                .filter(settlements::merchant_id.eq(&next.merchant_id))
+                .filter(settlements::idempotency_key.eq(&next.idempotency_key))
+                .filter(settlements::version.eq(expected_version)),
+        )
+        .set(next)
+        .execute(conn)
+        .await)?;
+    Ok(changed == 1)
+}
+
+/// (merchant id, key) of settlements with work left, after `after` in key
+/// order, for recovery at start.
+pub async fn with_work_left(
+    tx: &mut Tx<'_>,
+    after: (&str, &str),
+    limit: i64,
+) -> StoreResult<Vec<(String, String)>> {
+    let (after_merchant, after_key) = after;
+    let rows = dispatch!(tx, conn => settlements::table
+        .filter(settlements::status.eq_any(ACTIVE_STATUSES).or(settlements::reversal.ne("none")))
+        .filter(
+            settlements::merchant_id.gt(after_merchant).or(settlements::merchant_id
+                .eq(after_merchant)
+                .and(settlements::idempotency_key.gt(after_key))),
+        )
+        .order((settlements::merchant_id.asc(), settlements::idempotency_key.asc()))
+        .limit(limit)
+        .select((settlements::merchant_id, settlements::idempotency_key))
+        .load(conn)
+        .await)?;
+    Ok(rows)
+}

@@ -1,0 +1,235 @@
+//! Settlement rows and idempotency records on a real database.
+
+use tern_schema::idempotency::{self, Claim};
+use tern_schema::ledger::{self, LedgerError};
+use tern_schema::models::{MerchantRow, SettlementRow};
+use tern_schema::store::{ledger as ledger_store, merchants, settlements};
+use tern_schema::testing::TestDatabase;
+use tern_schema::types::utc_now;
+use tern_schema::{migrate, write_tx, Db, StoreError};
+
+async fn setup() -> (TestDatabase, Db, String, String) {
+    let database = TestDatabase::create().await;
+    migrate::run_pending(database.url())
+        .await
+        .expect("migrations");
+    let db = Db::connect(database.url()).await.expect("connect");
+    let id = uuid::Uuid::new_v4().to_string();
+    let now = utc_now();
+    let row = MerchantRow {
+        id: id.clone(),
+        organization_name: "M".into(),
+        status: "active".into(),
+        created_at: now,
+        updated_at: now,
+    };
+    let made: Result<(), LedgerError> = write_tx!(db, |tx| {
+        merchants::insert(tx, &row).await?;
+        ledger::open_funding_accounts(tx, &row.id).await
+    });
+    made.expect("merchant");
+    let mut pooled = db.get().await.expect("conn");
+    let accounts = ledger_store::merchant_accounts(&mut pooled.tx(), &id)
+        .await
+        .expect("accounts");
+    let usd = accounts
+        .into_iter()
+        .find(|a| a.currency == "USD")
+        .expect("usd")
+        .id;
+    (database, db, id, usd)
+}
+
+fn settlement(merchant_id: &str, source: &str, key: &str) -> SettlementRow {
+    let now = utc_now();
+    SettlementRow {
+        merchant_id: merchant_id.into(),
+        idempotency_key: key.into(),
+        method: "card_push".into(),
+        currency: "USD".into(),
+        amount_minor: 1_000,
+        asset: None,
+        source: source.into(),
+        destination: "tok_visa".into(),
+        recipient_name: "Ada".into(),
+        reference: None,
+        status: "pending".into(),
+        attempt: 0,
+        outcome_unknown: false,
+        reversal: "none".into(),
+        next_attempt_at: None,
+        provider_id: None,
+        stan: None,
+        retrieval_reference_number: None,
+        transaction_identifier: None,
+        approval_code: None,
+        action_code: None,
+        failure_reason: None,
+        client_secret: None,
+        next_action_type: None,
+        funding_transaction_id: None,
+        ledger_transaction_id: None,
+        request_id: "req".into(),
+        version: 1,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+#[tokio::test]
+async fn versioned_updates_refuse_stale_writers() {
+    let (_database, db, merchant, usd) = setup().await;
+    let row = settlement(&merchant, &usd, "k1");
+    let inserted: Result<(), StoreError> = write_tx!(db, |tx| settlements::insert(tx, &row).await);
+    inserted.expect("insert");
+
+    let mut in_flight = row.clone();
+    in_flight.status = "in_flight".into();
+    in_flight.attempt = 1;
+    in_flight.version = 2;
+    let first: Result<bool, StoreError> =
+        write_tx!(db, |tx| settlements::update_if_version(tx, &in_flight, 1)
+            .await);
+    assert!(first.expect("update"));
+    let mut stale = row.clone();
+    stale.status = "failed".into();
+    stale.version = 2;
+    let second: Result<bool, StoreError> =
+        write_tx!(db, |tx| settlements::update_if_version(tx, &stale, 1).await);
+    assert!(!second.expect("update"), "a writer holding version 1 loses");
+
+    let mut pooled = db.get().await.expect("conn");
+    let stored = settlements::find(&mut pooled.tx(), &merchant, "k1")
+        .await
+        .expect("find")
+        .expect("row");
+    assert_eq!(
+        (stored.status.as_str(), stored.version, stored.attempt),
+        ("in_flight", 2, 1)
+    );
+    assert_eq!(
+        settlements::find(&mut pooled.tx(), "other-merchant", "k1")
+            .await
+            .expect("find"),
+        None
+    );
+}
+
+#[tokio::test]
+async fn lists_filter_by_status_newest_first_and_recovery_finds_work() {
+    let (_database, db, merchant, usd) = setup().await;
+    for (key, status) in [
+        ("a", "succeeded"),
+        ("b", "retrying"),
+        ("c", "failed"),
+        ("d", "pending"),
+    ] {
+        let mut row = settlement(&merchant, &usd, key);
+        row.status = status.into();
+        let inserted: Result<(), StoreError> =
+            write_tx!(db, |tx| settlements::insert(tx, &row).await);
+        inserted.expect("insert");
+    }
+    let mut pooled = db.get().await.expect("conn");
+    let all = settlements::list(&mut pooled.tx(), &merchant, None, 10)
+        .await
+        .expect("list");
+    let keys: Vec<&str> = all.iter().map(|r| r.idempotency_key.as_str()).collect();
+    assert_eq!(keys, ["d", "c", "b", "a"]);
+    let failed = settlements::list(&mut pooled.tx(), &merchant, Some("failed"), 10)
+        .await
+        .expect("list");
+    assert_eq!(failed.len(), 1);
+    let work = settlements::with_work_left(&mut pooled.tx(), ("", ""), 10)
+        .await
+        .expect("work");
+    let keys: Vec<&str> = work.iter().map(|(_, k)| k.as_str()).collect();
+    assert_eq!(keys, ["b", "d"]);
+}
+
+#[tokio::test]
+async fn a_key_replays_its_answer_and_refuses_a_different_request() {
+    let (_database, db, merchant, _) = setup().await;
+    let digest = idempotency::request_digest("{\"amount\":1}");
+    let claimed: Result<Claim, StoreError> = write_tx!(db, |tx| {
+        let claim = idempotency::claim(tx, &merchant, "settlements", "key-1", &digest).await?;
+        idempotency::complete(
+            tx,
+            &merchant,
+            "settlements",
+            "key-1",
+            201,
+            "{\"id\":\"key-1\"}",
+        )
+        .await?;
+        Ok(claim)
+    });
+    assert_eq!(claimed.expect("claim"), Claim::New);
+    let again: Result<Claim, StoreError> = write_tx!(db, |tx| idempotency::claim(
+        tx,
+        &merchant,
+        "settlements",
+        "key-1",
+        &digest
+    )
+    .await);
+    assert_eq!(
+        again.expect("claim"),
+        Claim::Replay {
+            status: 201,
+            body: "{\"id\":\"key-1\"}".into()
+        }
+    );
+    let other = idempotency::request_digest("{\"amount\":2}");
+    let mismatch: Result<Claim, StoreError> = write_tx!(db, |tx| idempotency::claim(
+        tx,
+        &merchant,
+        "settlements",
+        "key-1",
+        &other
+    )
+    .await);
+    assert_eq!(mismatch.expect("claim"), Claim::Mismatch);
+    // Another scope or merchant has its own keys.
+    let transfers: Result<Claim, StoreError> = write_tx!(db, |tx| idempotency::claim(
+        tx,
+        &merchant,
+        "transfers",
+        "key-1",
+        &other
+    )
+    .await);
+    assert_eq!(transfers.expect("claim"), Claim::New);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_claims_of_one_key_yield_one_winner() {
+    let (_database, db, merchant, _) = setup().await;
+    let digest = idempotency::request_digest("{}");
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let (db, merchant, digest) = (db.clone(), merchant.clone(), digest.clone());
+            tokio::spawn(async move {
+                let claimed: Result<Claim, StoreError> = write_tx!(db, |tx| {
+                    let claim =
+                        idempotency::claim(tx, &merchant, "settlements", "race", &digest).await?;
+                    if claim == Claim::New {
+                        idempotency::complete(tx, &merchant, "settlements", "race", 201, "{}")
+                            .await?;
+                    }
+                    Ok(claim)
+                });
+                claimed
+            })
+        })
+        .collect();
+    let mut winners = 0;
+    for task in tasks {
+        match task.await.expect("task").expect("claim") {
+            Claim::New => winners += 1,
+            Claim::Replay { status, .. } => assert_eq!(status, 201),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(winners, 1);
+}
