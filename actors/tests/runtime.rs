@@ -127,13 +127,14 @@ impl EntityKind for ProbeKind {
     type State = Versioned<Probe>;
     type Command = ProbeCommand;
     type Reply = ProbeReply;
+    type Context = ();
 
-    async fn load(env: EntityEnv) -> RuntimeResult<Option<Self::State>> {
+    async fn load(env: EntityEnv<()>) -> RuntimeResult<Option<Self::State>> {
         load_probe(&env.db, &env.id).await
     }
 
     async fn handle(
-        env: EntityEnv,
+        env: EntityEnv<()>,
         state: Self::State,
         command: ProbeCommand,
     ) -> RuntimeResult<Transition<Self>> {
@@ -318,7 +319,7 @@ fn hour_ago() -> NaiveDateTime {
 async fn an_actor_is_activated_on_demand_from_its_row() {
     let (_test_db, db) = database().await;
     insert_probe(&db, "p1", 7, false, utc_now()).await;
-    let registry = Registry::<ProbeKind>::new(db.clone(), fast_registry());
+    let registry = Registry::<ProbeKind>::new(db.clone(), fast_registry(), ());
     assert!(!registry.is_live("p1"));
 
     let reply = registry
@@ -349,7 +350,7 @@ async fn an_actor_is_activated_on_demand_from_its_row() {
 async fn concurrent_mutations_of_one_entity_are_serialised() {
     let (_test_db, db) = database().await;
     insert_probe(&db, "p1", 0, false, utc_now()).await;
-    let registry = Registry::<ProbeKind>::new(db.clone(), fast_registry());
+    let registry = Registry::<ProbeKind>::new(db.clone(), fast_registry(), ());
 
     let calls = (0..50).map(|_| registry.call("p1", ProbeCommand::Increment));
     let replies = futures_util::future::join_all(calls).await;
@@ -386,7 +387,7 @@ async fn an_idle_actor_passivates_and_comes_back_from_the_database() {
         idle_timeout: Duration::from_millis(100),
         ..fast_registry()
     };
-    let registry = Registry::<ProbeKind>::new(db.clone(), config);
+    let registry = Registry::<ProbeKind>::new(db.clone(), config, ());
 
     registry
         .call("p1", ProbeCommand::Increment)
@@ -414,7 +415,7 @@ async fn an_idle_actor_passivates_and_comes_back_from_the_database() {
 async fn a_crashed_actor_restarts_from_the_database_not_from_memory() {
     let (_test_db, db) = database().await;
     insert_probe(&db, "p1", 5, false, utc_now()).await;
-    let registry = Registry::<ProbeKind>::new(db.clone(), fast_registry());
+    let registry = Registry::<ProbeKind>::new(db.clone(), fast_registry(), ());
     registry.start_supervision().expect("supervision");
 
     assert_eq!(
@@ -461,7 +462,7 @@ async fn a_crashed_actor_restarts_from_the_database_not_from_memory() {
 async fn follow_ups_feed_back_and_supervision_restarts_an_actor_no_one_waits_on() {
     let (_test_db, db) = database().await;
     insert_probe(&db, "p1", 0, false, utc_now()).await;
-    let registry = Registry::<ProbeKind>::new(db.clone(), fast_registry());
+    let registry = Registry::<ProbeKind>::new(db.clone(), fast_registry(), ());
     registry.start_supervision().expect("supervision");
 
     let later = ProbeCommand::Later(Box::new(ProbeCommand::Increment));
@@ -496,7 +497,7 @@ async fn follow_ups_feed_back_and_supervision_restarts_an_actor_no_one_waits_on(
 async fn a_version_conflict_fails_the_message_and_reloads_the_state() {
     let (_test_db, db) = database().await;
     insert_probe(&db, "p1", 0, false, utc_now()).await;
-    let registry = Registry::<ProbeKind>::new(db.clone(), fast_registry());
+    let registry = Registry::<ProbeKind>::new(db.clone(), fast_registry(), ());
     registry
         .call("p1", ProbeCommand::Increment)
         .await
@@ -529,7 +530,7 @@ async fn a_full_mailbox_refuses_with_mailbox_full() {
         mailbox_capacity: 2,
         ..fast_registry()
     };
-    let registry = Registry::<ProbeKind>::new(db.clone(), config);
+    let registry = Registry::<ProbeKind>::new(db.clone(), config, ());
     registry.activate("p1").await.expect("activate");
 
     let slow = Duration::from_millis(300);
@@ -598,7 +599,7 @@ async fn figures_report_stuck_entities_until_they_finish() {
         stuck_after: Duration::from_secs(600),
         ..fast_registry()
     };
-    let registry = runtime.register::<ProbeKind>(config).expect("register");
+    let registry = runtime.register::<ProbeKind>(config, ()).expect("register");
     registry.activate("old").await.expect("activate old");
     registry.activate("new").await.expect("activate new");
 
@@ -646,7 +647,7 @@ async fn recovery_after_a_process_restart_reactivates_and_fires_due_timers_once(
             let db = Db::connect(&url).await.expect("first process connects");
             let runtime = fast_runtime(&db, "node-first");
             let registry = runtime
-                .register::<ProbeKind>(fast_registry())
+                .register::<ProbeKind>(fast_registry(), ())
                 .expect("register");
             runtime.recover().await.expect("first recovery");
             registry
@@ -673,7 +674,7 @@ async fn recovery_after_a_process_restart_reactivates_and_fires_due_timers_once(
     // The second process on the same database.
     let runtime = fast_runtime(&db, "node-second");
     let registry = runtime
-        .register::<ProbeKind>(fast_registry())
+        .register::<ProbeKind>(fast_registry(), ())
         .expect("register");
     assert_eq!(runtime.figures().kinds["probe"].live_actors, 0);
     let report = runtime.recover().await.expect("recovery");
@@ -720,10 +721,10 @@ async fn two_runtimes_on_one_database_fire_each_timer_once() {
     let first = fast_runtime(&db, "node-a");
     let second = fast_runtime(&db, "node-b");
     first
-        .register::<ProbeKind>(fast_registry())
+        .register::<ProbeKind>(fast_registry(), ())
         .expect("register a");
     second
-        .register::<ProbeKind>(fast_registry())
+        .register::<ProbeKind>(fast_registry(), ())
         .expect("register b");
     let (a, b) = futures_util::join!(first.recover(), second.recover());
     a.expect("recover a");

@@ -134,7 +134,7 @@ impl Message for Halt {
 pub(crate) struct EntityActor<K: EntityKind> {
     shared: Arc<Shared<K>>,
     cell: Arc<ActorCell>,
-    env: EntityEnv,
+    env: EntityEnv<K::Context>,
     state: K::State,
     /// A handler's future is in progress.
     busy: bool,
@@ -152,7 +152,7 @@ impl<K: EntityKind> EntityActor<K> {
     pub fn new(
         shared: Arc<Shared<K>>,
         cell: Arc<ActorCell>,
-        env: EntityEnv,
+        env: EntityEnv<K::Context>,
         state: K::State,
     ) -> Self {
         EntityActor {

@@ -17,11 +17,13 @@ use tern_schema::Db;
 
 use super::error::RuntimeResult;
 
-/// What a handler gets besides the state: the database and the entity's id.
+/// What a handler gets besides the state: the database, the entity's id,
+/// and its kind's context (provider ports, policies) given at registration.
 #[derive(Clone)]
-pub struct EntityEnv {
+pub struct EntityEnv<C> {
     pub db: Db,
     pub id: Arc<str>,
+    pub ctx: C,
 }
 
 /// The result of one message: the state after it (already persisted by the
@@ -99,16 +101,21 @@ pub trait EntityKind: Sized + 'static {
     type State: Clone + Send + Unpin + 'static;
     type Command: Send + 'static;
     type Reply: Send + 'static;
+    /// What every handler of the kind needs beyond the database: provider
+    /// ports, policies. Cloned into each activation; `()` when nothing.
+    type Context: Clone + Send + Sync + Unpin + 'static;
 
     /// Loads the entity's persisted state; `Ok(None)` when it does not exist.
-    fn load(env: EntityEnv) -> impl Future<Output = RuntimeResult<Option<Self::State>>> + 'static;
+    fn load(
+        env: EntityEnv<Self::Context>,
+    ) -> impl Future<Output = RuntimeResult<Option<Self::State>>> + 'static;
 
     /// Applies one message: computes the transition, persists it in one
     /// transaction with a version check (see [`super::version`]), and answers
     /// the new state. Runs under `AtomicResponse`: no other message of this
     /// entity runs until it resolves.
     fn handle(
-        env: EntityEnv,
+        env: EntityEnv<Self::Context>,
         state: Self::State,
         command: Self::Command,
     ) -> impl Future<Output = RuntimeResult<Transition<Self>>> + 'static;

@@ -5,7 +5,7 @@
 //!
 //! ```ignore
 //! let runtime = Arc::new(Runtime::new(db.clone()));
-//! let transfers = runtime.register::<Transfer>(RegistryConfig::default())?;
+//! let transfers = runtime.register::<Transfer>(RegistryConfig::default(), providers)?;
 //! runtime.recover().await?;            // re-activate in-flight work, start timers
 //! let reply = transfers.call(&id, TransferCommand::Confirm { .. }).await?;
 //! let figures = runtime.figures();     // /health/actors; figures.healthy() for /health
@@ -109,8 +109,12 @@ impl Runtime {
     /// Adds a kind and answers its registry. Register every kind before
     /// [`Runtime::recover`]; a kind registered later is supervised and gets
     /// timers, but its in-flight entities are not re-activated until asked.
-    pub fn register<K: EntityKind>(&self, config: RegistryConfig) -> RuntimeResult<Registry<K>> {
-        let registry = Registry::<K>::new(self.db.clone(), config);
+    pub fn register<K: EntityKind>(
+        &self,
+        config: RegistryConfig,
+        context: K::Context,
+    ) -> RuntimeResult<Registry<K>> {
+        let registry = Registry::<K>::new(self.db.clone(), config, context);
         {
             let mut kinds = self.kinds.write().unwrap_or_else(PoisonError::into_inner);
             if kinds.contains_key(K::NAME) {

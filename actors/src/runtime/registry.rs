@@ -121,6 +121,7 @@ enum Lookup<K: EntityKind> {
 /// State shared by the registry's handles and its actors.
 pub(crate) struct Shared<K: EntityKind> {
     pub config: RegistryConfig,
+    context: K::Context,
     pub counters: Arc<KindCounters>,
     db: Db,
     entries: Mutex<HashMap<Arc<str>, Entry<K>>>,
@@ -231,7 +232,7 @@ impl<K: EntityKind> Shared<K> {
         &self,
         this: &Arc<Self>,
         cell: Arc<ActorCell>,
-        env: EntityEnv,
+        env: EntityEnv<K::Context>,
         state: K::State,
     ) -> RuntimeResult<Addr<EntityActor<K>>> {
         let capacity = usize::try_from(self.config.mailbox_capacity).unwrap_or(usize::MAX);
@@ -271,7 +272,7 @@ impl<K: EntityKind> Clone for Registry<K> {
 }
 
 impl<K: EntityKind> Registry<K> {
-    pub fn new(db: Db, config: RegistryConfig) -> Registry<K> {
+    pub fn new(db: Db, config: RegistryConfig, context: K::Context) -> Registry<K> {
         assert!(
             config.mailbox_capacity > 0,
             "a mailbox holds at least one message"
@@ -283,6 +284,7 @@ impl<K: EntityKind> Registry<K> {
         Registry {
             shared: Arc::new(Shared {
                 config,
+                context,
                 counters: Arc::new(KindCounters::default()),
                 db,
                 entries: Mutex::new(HashMap::new()),
@@ -571,6 +573,7 @@ impl<K: EntityKind> Registry<K> {
         let env = EntityEnv {
             db: shared.db.clone(),
             id: Arc::from(id),
+            ctx: shared.context.clone(),
         };
         let state = K::load(env.clone())
             .await?
