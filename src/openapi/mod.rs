@@ -279,6 +279,44 @@ mod tests {
         assert!(doc["components"]["schemas"]["Problem"].is_object());
     }
 
+    /// Every business operation documents its credential and its failures,
+    /// so a client generated from the document handles them.
+    #[test]
+    fn business_operations_document_security_and_errors() {
+        let docs = documents("http://tern.test");
+        let doc: Value = serde_json::from_str(&docs.aggregated_json()).expect("json");
+        let public = ["/v1/auth/m2m/register"];
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            if !path.starts_with("/v1/") {
+                continue;
+            }
+            for (method, operation) in item.as_object().expect("item") {
+                let label = format!("{method} {path}");
+                let responses = operation["responses"].as_object().expect("responses");
+                assert!(
+                    responses.keys().any(|code| code.starts_with('4')),
+                    "{label} documents no 4xx"
+                );
+                for (code, response) in responses.iter().filter(|(code, _)| code.starts_with('4')) {
+                    let problem = &response["content"]["application/problem+json"]["schema"];
+                    assert!(
+                        !problem.is_null(),
+                        "{label} {code} is not a problem document"
+                    );
+                }
+                if !public.contains(&path.as_str()) {
+                    assert!(
+                        operation["security"]
+                            .as_array()
+                            .is_some_and(|s| !s.is_empty()),
+                        "{label} has no security"
+                    );
+                    assert!(responses.contains_key("401"), "{label} documents no 401");
+                }
+            }
+        }
+    }
+
     #[test]
     fn allowed_methods_match_templates() {
         let docs = documents("http://tern.test");
