@@ -63,8 +63,8 @@ impl Application {
             Some(bind) => {
                 let listener = TcpListener::bind(bind)
                     .with_context(|| format!("binding the sandbox on {bind}"))?;
-                let port = listener.local_addr()?.port();
-                let callback = format!("http://127.0.0.1:{port_api}", port_api = port);
+                // The simulator calls the API listener back on loopback.
+                let callback = format!("http://127.0.0.1:{port}");
                 let sandbox = SandboxConfig::new(Some(callback), webhook_secret);
                 let sandbox_port = listener.local_addr()?.port();
                 (
@@ -130,6 +130,10 @@ fn api_server(listener: TcpListener, state: web::Data<AppState>) -> anyhow::Resu
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            // Raw-body handlers (signed webhooks) get the same 64 KiB bound.
+            .app_data(web::PayloadConfig::new(
+                crate::http::extract::BODY_BYTES_MAX,
+            ))
             .configure(|cfg| http::routes(cfg, &state))
             .default_service(web::to(http::fallback))
             .wrap(Compress::default())

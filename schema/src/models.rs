@@ -4,8 +4,8 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 
 use crate::schema::{
-    api_keys, audit_events, audit_heads, idempotency_records, ledger_accounts, ledger_entries,
-    ledger_transactions, merchants, settlements,
+    api_keys, audit_events, audit_heads, idempotency_records, inbound_events, ledger_accounts,
+    ledger_entries, ledger_transactions, merchants, settlements,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -162,4 +162,16 @@ pub struct IdempotencyRow {
     pub response_body: Option<String>,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
+}
+
+#[derive(Clone, Debug, Queryable, Selectable, Insertable)]
+#[diesel(table_name = inbound_events)]
+pub struct InboundEventRow {
+    pub provider: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub payload: String,
+    pub request_id: String,
+    pub received_at: NaiveDateTime,
+    pub processed_at: Option<NaiveDateTime>,
 }

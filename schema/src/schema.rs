@@ -161,3 +161,15 @@ diesel::table! {
         updated_at -> Timestamp,
     }
 }
+
+diesel::table! {
+    inbound_events (provider, event_id) {
+        provider -> Text,
+        event_id -> Text,
+        event_type -> Text,
+        payload -> Text,
+        request_id -> Text,
+        received_at -> Timestamp,
+        processed_at -> Nullable<Timestamp>,
+    }
+}

@@ -4,7 +4,7 @@
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::http::{api_keys, audit, ledger, m2m, ops, problem};
+use crate::http::{api_keys, audit, ledger, m2m, ops, problem, provider_webhooks};
 
 /// The three credential forms of the interface.
 pub struct SecuritySchemes;
@@ -29,6 +29,13 @@ impl Modify for SecuritySchemes {
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
                 "X-API-Key",
                 "The same merchant API key in the X-API-Key header",
+            ))),
+        );
+        components.add_security_scheme(
+            "provider_signature",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-Sandbox-Signature",
+                "t=<unix seconds>,v1=<hex HMAC-SHA256(secret, \"{t}.{body}\")>, from the card provider",
             ))),
         );
         components.add_security_scheme(
@@ -97,8 +104,9 @@ pub struct TransfersApi;
 
 #[derive(OpenApi)]
 #[openapi(
+    paths(provider_webhooks::receive),
     components(schemas(problem::Problem)),
-    tags((name = "webhooks", description = "Signed outbound webhooks")),
+    tags((name = "webhooks", description = "Signed outbound webhooks, and the card provider's inbound ones")),
     modifiers(&SecuritySchemes)
 )]
 pub struct WebhooksApi;

@@ -9,6 +9,7 @@ pub mod m2m;
 pub mod middleware;
 pub mod ops;
 pub mod problem;
+pub mod provider_webhooks;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
@@ -17,6 +18,9 @@ use crate::state::AppState;
 
 /// Registers every route of the API listener.
 pub fn routes(cfg: &mut web::ServiceConfig, state: &AppState) {
+    // First: documents such as /v1/webhooks/openapi.json must win over the
+    // templated business routes beside them (/v1/webhooks/{provider}).
+    crate::openapi::configure_docs(cfg, state.docs.clone());
     cfg.route("/", web::get().to(ops::root))
         .route("/live", web::get().to(ops::live))
         .route("/ready", web::get().to(ops::ready))
@@ -36,8 +40,11 @@ pub fn routes(cfg: &mut web::ServiceConfig, state: &AppState) {
             web::resource("/v1/ledger/accounts/{id}/entries").route(web::get().to(ledger::entries)),
         )
         .service(web::resource("/v1/audit/events").route(web::get().to(audit::events)))
-        .service(web::resource("/v1/audit/verify").route(web::get().to(audit::verify)));
-    crate::openapi::configure_docs(cfg, state.docs.clone());
+        .service(web::resource("/v1/audit/verify").route(web::get().to(audit::verify)))
+        .service(
+            web::resource("/v1/webhooks/{provider}")
+                .route(web::post().to(provider_webhooks::receive)),
+        );
     if state.config.fault_routes {
         cfg.route("/__fault/panic", web::get().to(panic_for_tests));
     }

@@ -25,6 +25,7 @@ pub type FieldErrors = BTreeMap<String, String>;
 pub const PROBLEM_TYPES: &[(&str, u16, &str, &str)] = &[
     ("malformed-json", 400, "Malformed JSON", "The request body is not valid JSON. Send a JSON document with Content-Type: application/json."),
     ("bad-request", 400, "Bad request", "The request is missing something it needs, such as a required header."),
+    ("invalid-signature", 400, "Invalid signature", "The webhook's signature header is missing, malformed, stale or does not match its body; nothing was recorded."),
     ("invalid-idempotency-key", 400, "Invalid Idempotency-Key", "Mutations require an Idempotency-Key header holding a UUID v4."),
     ("unauthorized", 401, "Unauthorized", "The credential is missing, unknown, revoked or expired. Send Authorization: Bearer svc_<prefix>_<secret> or X-API-Key."),
     ("insufficient-scope", 403, "Insufficient scope", "The credential is valid but lacks the scope this operation needs; the detail names it."),
@@ -50,6 +51,8 @@ pub enum ApiError {
     MalformedJson(String),
     #[error("bad request: {0}")]
     BadRequest(String),
+    #[error("invalid signature: {0}")]
+    InvalidSignature(String),
     #[error("invalid Idempotency-Key: {0}")]
     InvalidIdempotencyKey(String),
     #[error("unauthorized: {0}")]
@@ -96,57 +99,59 @@ impl ApiError {
     }
 
     pub fn problem(&self) -> Problem {
-        let mut problem =
-            match self {
-                ApiError::MalformedJson(detail) => Problem::new("malformed-json").detail(detail),
-                ApiError::BadRequest(detail) => Problem::new("bad-request").detail(detail),
-                ApiError::InvalidIdempotencyKey(detail) => {
-                    Problem::new("invalid-idempotency-key").detail(detail)
+        let mut problem = match self {
+            ApiError::MalformedJson(detail) => Problem::new("malformed-json").detail(detail),
+            ApiError::BadRequest(detail) => Problem::new("bad-request").detail(detail),
+            ApiError::InvalidIdempotencyKey(detail) => {
+                Problem::new("invalid-idempotency-key").detail(detail)
+            }
+            ApiError::InvalidSignature(detail) => Problem::new("invalid-signature").detail(detail),
+            ApiError::Unauthorized(detail) => Problem::new("unauthorized").detail(*detail),
+            ApiError::MissingScope(scope) => Problem::new("insufficient-scope")
+                .detail(format!("this operation requires the scope {scope}"))
+                .code("INSUFFICIENT_SCOPE"),
+            ApiError::MerchantInactive(status) => Problem::new("merchant-inactive")
+                .detail(format!("the merchant is {status}"))
+                .code(if *status == "suspended" {
+                    "MERCHANT_SUSPENDED"
+                } else {
+                    "MERCHANT_DISABLED"
+                }),
+            ApiError::Forbidden(detail) => Problem::new("forbidden").detail(detail),
+            ApiError::NotFound(detail) => Problem::new("not-found").detail(detail),
+            ApiError::MethodNotAllowed(allowed) => Problem::new("method-not-allowed")
+                .detail(format!("allowed: {}", allowed.join(", "))),
+            ApiError::Conflict { code, detail } => {
+                let problem = Problem::new("conflict").detail(detail);
+                match code {
+                    Some(code) => problem.code(code),
+                    None => problem,
                 }
-                ApiError::Unauthorized(detail) => Problem::new("unauthorized").detail(*detail),
-                ApiError::MissingScope(scope) => Problem::new("insufficient-scope")
-                    .detail(format!("this operation requires the scope {scope}"))
-                    .code("INSUFFICIENT_SCOPE"),
-                ApiError::MerchantInactive(status) => Problem::new("merchant-inactive")
-                    .detail(format!("the merchant is {status}"))
-                    .code(if *status == "suspended" {
-                        "MERCHANT_SUSPENDED"
-                    } else {
-                        "MERCHANT_DISABLED"
-                    }),
-                ApiError::Forbidden(detail) => Problem::new("forbidden").detail(detail),
-                ApiError::NotFound(detail) => Problem::new("not-found").detail(detail),
-                ApiError::MethodNotAllowed(allowed) => Problem::new("method-not-allowed")
-                    .detail(format!("allowed: {}", allowed.join(", "))),
-                ApiError::Conflict { code, detail } => {
-                    let problem = Problem::new("conflict").detail(detail);
-                    match code {
-                        Some(code) => problem.code(code),
-                        None => problem,
-                    }
-                }
-                ApiError::Gone(detail) => Problem::new("gone").detail(detail),
-                ApiError::PayloadTooLarge(limit) => Problem::new("payload-too-large")
-                    .detail(format!("the body exceeds {limit} bytes")),
-                ApiError::UnsupportedMediaType => Problem::new("unsupported-media-type")
-                    .detail("send Content-Type: application/json"),
-                ApiError::Validation(errors) => Problem::new("validation-error")
-                    .detail(validation_detail(errors))
-                    .errors(errors.clone()),
-                ApiError::RateLimited { retry_after_s } => {
-                    Problem::new("rate-limited").detail(format!("retry after {retry_after_s} s"))
-                }
-                ApiError::Overloaded { detail, .. } => {
-                    Problem::new("service-unavailable").detail(detail)
-                }
-                ApiError::NotReady(detail) => Problem::new("not-ready").detail(detail),
-                ApiError::RegistrationDisabled => Problem::new("registration-disabled")
-                    .detail("self-service registration is disabled on this deployment"),
-                // The cause goes to the log with the request id, never to the client.
-                ApiError::Internal(_) => {
-                    Problem::new("internal-error").detail("an internal error occurred")
-                }
-            };
+            }
+            ApiError::Gone(detail) => Problem::new("gone").detail(detail),
+            ApiError::PayloadTooLarge(limit) => {
+                Problem::new("payload-too-large").detail(format!("the body exceeds {limit} bytes"))
+            }
+            ApiError::UnsupportedMediaType => {
+                Problem::new("unsupported-media-type").detail("send Content-Type: application/json")
+            }
+            ApiError::Validation(errors) => Problem::new("validation-error")
+                .detail(validation_detail(errors))
+                .errors(errors.clone()),
+            ApiError::RateLimited { retry_after_s } => {
+                Problem::new("rate-limited").detail(format!("retry after {retry_after_s} s"))
+            }
+            ApiError::Overloaded { detail, .. } => {
+                Problem::new("service-unavailable").detail(detail)
+            }
+            ApiError::NotReady(detail) => Problem::new("not-ready").detail(detail),
+            ApiError::RegistrationDisabled => Problem::new("registration-disabled")
+                .detail("self-service registration is disabled on this deployment"),
+            // The cause goes to the log with the request id, never to the client.
+            ApiError::Internal(_) => {
+                Problem::new("internal-error").detail("an internal error occurred")
+            }
+        };
         problem.status = self.status_code().as_u16();
         problem
     }
@@ -168,7 +173,8 @@ impl ResponseError for ApiError {
         match self {
             ApiError::MalformedJson(_)
             | ApiError::BadRequest(_)
-            | ApiError::InvalidIdempotencyKey(_) => StatusCode::BAD_REQUEST,
+            | ApiError::InvalidIdempotencyKey(_)
+            | ApiError::InvalidSignature(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::MissingScope(_) | ApiError::MerchantInactive(_) | ApiError::Forbidden(_) => {
                 StatusCode::FORBIDDEN

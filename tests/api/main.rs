@@ -13,4 +13,5 @@ mod ledger;
 mod m2m;
 mod migrations;
 mod ops;
+mod provider_webhooks;
 mod providers;

@@ -4,6 +4,7 @@
 pub mod api_keys;
 pub mod audit;
 pub mod idempotency;
+pub mod inbound_events;
 pub mod ledger;
 pub mod merchants;
 pub mod settlements;

@@ -1,0 +1,1 @@
+DROP TABLE inbound_events;
