@@ -252,7 +252,8 @@ fn pool_error<E: std::fmt::Display>(error: PoolError<E>) -> StoreError {
     StoreError::Unavailable(error.to_string())
 }
 
-fn ensure_parent_dir(path: &str) -> StoreResult<()> {
+/// SQLite creates the file but not its folder (`data/` on a fresh checkout).
+pub(crate) fn ensure_parent_dir(path: &str) -> StoreResult<()> {
     if let Some(parent) = Path::new(path).parent() {
         if !parent.as_os_str().is_empty() {
             std::fs::create_dir_all(parent).map_err(|error| {

@@ -21,6 +21,7 @@ pub async fn run_pending(url: &str) -> StoreResult<Vec<String>> {
     let parsed = DatabaseUrl::parse(url)?;
     tokio::task::spawn_blocking(move || match parsed {
         DatabaseUrl::Sqlite(path) => {
+            crate::db::ensure_parent_dir(&path)?;
             let mut conn = SqliteConnection::establish(&path)?;
             apply(&mut conn, SQLITE_MIGRATIONS)
         }
@@ -42,4 +43,19 @@ fn apply<DB: diesel::backend::Backend, C: MigrationHarness<DB>>(
         .run_pending_migrations(migrations)
         .map_err(|error| StoreError::Migration(error.to_string()))?;
     Ok(applied.iter().map(ToString::to_string).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn a_missing_data_folder_is_created() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("data").join("nested").join("tern.db");
+        let url = format!("sqlite://{}", path.display());
+        let applied = super::run_pending(&url)
+            .await
+            .expect("migrations run on a fresh folder");
+        assert!(!applied.is_empty());
+        assert!(path.is_file());
+    }
 }
