@@ -1,5 +1,7 @@
 //! Field checks shared by handlers. Each answers a message for `errors`.
 
+pub mod wallet;
+
 /// Longest email address (RFC 5321 path limit).
 pub const EMAIL_LENGTH_MAX: usize = 254;
 pub const NAME_LENGTH_MAX: usize = 200;
