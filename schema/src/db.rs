@@ -16,7 +16,10 @@ use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
 use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
+
+use crate::commit::Committer;
 
 use crate::error::{StoreError, StoreResult};
 
@@ -86,11 +89,14 @@ enum DbPool {
     Pg(Pool<AsyncPgConnection>),
 }
 
-/// A cloneable handle to the connection pool of either backend.
+/// A cloneable handle to the connection pool of either backend, and to its
+/// group committer (see [`crate::commit`]).
 #[derive(Clone)]
 pub struct Db {
     pool: DbPool,
     url: DatabaseUrl,
+    /// `None` only on the committer's own handle.
+    committer: Option<Committer>,
 }
 
 /// A connection checked out of the pool.
@@ -193,9 +199,16 @@ impl Db {
                 DbPool::Pg(build_pool(Pool::builder(manager), POSTGRES_POOL_SIZE_MAX)?)
             }
         };
-        let db = Db { pool, url: parsed };
+        let mut db = Db {
+            pool,
+            url: parsed,
+            committer: None,
+        };
         // Fail fast on a wrong URL instead of at the first request.
         db.ping().await?;
+        db.committer = Some(Committer::start(db.clone()).map_err(|error| {
+            StoreError::Unavailable(format!("starting the committer: {error}"))
+        })?);
         Ok(db)
     }
 
@@ -205,6 +218,23 @@ impl Db {
 
     pub fn url(&self) -> &DatabaseUrl {
         &self.url
+    }
+
+    /// Runs `work` in a write transaction committed together with other
+    /// writers' work (group commit); see [`Committer::write`]. Write it as
+    /// `db.write(move |tx| Box::pin(async move { ... })).await`.
+    pub async fn write<T, E, F>(&self, work: F) -> Result<T, E>
+    where
+        F: for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, Result<T, E>> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        match &self.committer {
+            Some(committer) => committer.write(work).await,
+            None => Err(E::from(StoreError::Unavailable(
+                "the committer cannot enqueue work for itself".into(),
+            ))),
+        }
     }
 
     pub async fn get(&self) -> StoreResult<Pooled> {

@@ -145,6 +145,8 @@ pub struct SettlementRow {
     pub funding_transaction_id: Option<String>,
     pub ledger_transaction_id: Option<String>,
     pub request_id: String,
+    /// The reversal's entry: a refund's reservation, or a push's return.
+    pub reversal_transaction_id: Option<String>,
     pub version: i64,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,

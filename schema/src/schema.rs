@@ -142,6 +142,7 @@ diesel::table! {
         funding_transaction_id -> Nullable<Text>,
         ledger_transaction_id -> Nullable<Text>,
         request_id -> Text,
+        reversal_transaction_id -> Nullable<Text>,
         version -> BigInt,
         created_at -> Timestamp,
         updated_at -> Timestamp,

@@ -70,6 +70,7 @@ fn settlement(merchant_id: &str, source: &str, key: &str) -> SettlementRow {
         funding_transaction_id: None,
         ledger_transaction_id: None,
         request_id: "req".into(),
+        reversal_transaction_id: None,
         version: 1,
         created_at: now,
         updated_at: now,

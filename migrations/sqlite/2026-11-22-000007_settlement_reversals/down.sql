@@ -1,0 +1,1 @@
+ALTER TABLE settlements DROP COLUMN reversal_transaction_id;

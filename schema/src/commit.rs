@@ -1,0 +1,175 @@
+//! Group commit: many small write transactions share one database
+//! transaction and so one fsync.
+//!
+//! One committer per [`Db`] runs on its own thread. Writers hand it a unit of
+//! work and await the outcome; it takes every unit queued (up to
+//! [`BATCH_UNITS_MAX`]), runs each inside its own savepoint of one
+//! transaction (a failing unit rolls back alone), commits once, and only then
+//! answers each writer. A unit's effects are therefore durable exactly when
+//! its writer hears `Ok`, as with a transaction of its own, and nothing is
+//! traded for speed: SQLite stays `synchronous = FULL`, PostgreSQL keeps
+//! synchronous commit. A single writer also means SQLite writers never
+//! contend for its lock (the busy handler's sleeps are what make contended
+//! SQLite slow), and PostgreSQL writers never deadlock on each other's rows.
+
+use std::panic::AssertUnwindSafe;
+
+use diesel_async::AsyncConnection;
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::db::{Db, Pooled, Tx};
+use crate::error::StoreError;
+use crate::DieselError;
+
+/// Units of work committed together at most.
+pub const BATCH_UNITS_MAX: usize = 256;
+/// Units waiting for the committer before writers wait to enqueue.
+pub const QUEUE_UNITS_MAX: usize = 4_096;
+
+/// What a unit reports once its savepoint is released or rolled back: whether
+/// it succeeded, and how to answer its writer once the commit's fate is known.
+type Answer = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+type Unit = Box<dyn for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, (bool, Answer)> + Send>;
+
+/// The writers' side of the committer.
+#[derive(Clone)]
+pub struct Committer {
+    queue: mpsc::Sender<Unit>,
+}
+
+/// Why a savepoint ended: the unit failed (roll it back, answer its error),
+/// or the database refused the savepoint itself.
+enum Exit {
+    Failed(Answer),
+    Database(DieselError),
+}
+
+impl From<DieselError> for Exit {
+    fn from(error: DieselError) -> Self {
+        Exit::Database(error)
+    }
+}
+
+impl Committer {
+    /// Starts the committer's thread for `db` (a handle without a committer
+    /// of its own, so that the thread ends when every writer's handle is gone).
+    pub(crate) fn start(db: Db) -> std::io::Result<Committer> {
+        let (queue, units) = mpsc::channel(QUEUE_UNITS_MAX);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::Builder::new()
+            .name("tern-committer".into())
+            .spawn(move || runtime.block_on(run(db, units)))?;
+        Ok(Committer { queue })
+    }
+
+    /// Runs `work` in a write transaction shared with other writers' work.
+    /// `Err` from `work` rolls back only its own changes.
+    pub async fn write<T, E, F>(&self, work: F) -> Result<T, E>
+    where
+        F: for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, Result<T, E>> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        let (answer, outcome) = oneshot::channel::<Result<T, E>>();
+        let unit: Unit = Box::new(move |tx| {
+            Box::pin(async move {
+                let result = work(tx).await;
+                let succeeded = result.is_ok();
+                let reply: Answer = Box::new(move |committed: Result<(), StoreError>| {
+                    let _ = answer.send(committed.map_err(E::from).and(result));
+                });
+                (succeeded, reply)
+            })
+        });
+        self.queue
+            .send(unit)
+            .await
+            .map_err(|_| E::from(StoreError::Unavailable("the committer has stopped".into())))?;
+        outcome.await.unwrap_or_else(|_| {
+            Err(E::from(StoreError::Unavailable(
+                "a write was lost: its unit failed or the committer stopped".into(),
+            )))
+        })
+    }
+}
+
+async fn run(db: Db, mut units: mpsc::Receiver<Unit>) {
+    let mut batch = Vec::with_capacity(BATCH_UNITS_MAX);
+    while units.recv_many(&mut batch, BATCH_UNITS_MAX).await > 0 {
+        commit(&db, std::mem::take(&mut batch)).await;
+    }
+}
+
+/// Runs one unit in a savepoint of the open transaction on `$conn`.
+macro_rules! savepoint {
+    ($conn:ident, $unit:ident, $variant:path) => {{
+        let outcome = $conn
+            .transaction(async |conn| {
+                let tx = &mut $variant(conn);
+                match AssertUnwindSafe($unit(tx)).catch_unwind().await {
+                    Ok((true, answer)) => Ok(answer),
+                    Ok((false, answer)) => Err(Exit::Failed(answer)),
+                    Err(_) => Err(Exit::Database(DieselError::RollbackTransaction)),
+                }
+            })
+            .await;
+        settled(outcome)
+    }};
+}
+
+/// One transaction for the whole batch, one savepoint per unit.
+async fn commit(db: &Db, batch: Vec<Unit>) {
+    let mut answers: Vec<(bool, Answer)> = Vec::with_capacity(batch.len());
+    let committed = match db.get().await {
+        Err(error) => Err(error),
+        Ok(mut pooled) => {
+            let result: Result<(), DieselError> = match &mut pooled {
+                Pooled::Sqlite(conn) => {
+                    conn.immediate_transaction(async |conn| {
+                        for unit in batch {
+                            answers.push(savepoint!(conn, unit, Tx::Sqlite));
+                        }
+                        Ok(())
+                    })
+                    .await
+                }
+                Pooled::Pg(conn) => {
+                    conn.transaction(async |conn| {
+                        for unit in batch {
+                            answers.push(savepoint!(conn, unit, Tx::Pg));
+                        }
+                        Ok(())
+                    })
+                    .await
+                }
+            };
+            result.map_err(StoreError::from)
+        }
+    };
+    if let Err(error) = &committed {
+        tracing::error!(%error, units = answers.len(), "a group commit failed; its writers are told");
+    }
+    for (succeeded, answer) in answers {
+        // A failed unit's own error is its answer, whatever the commit did.
+        answer(match (&committed, succeeded) {
+            (Err(error), true) => Err(StoreError::Unavailable(error.to_string())),
+            _ => Ok(()),
+        });
+    }
+}
+
+fn settled(outcome: Result<Answer, Exit>) -> (bool, Answer) {
+    match outcome {
+        Ok(answer) => (true, answer),
+        Err(Exit::Failed(answer)) => (false, answer),
+        Err(Exit::Database(error)) => {
+            tracing::error!(%error, "a unit of a group commit failed in the database");
+            // Its writer's channel closes unanswered and reports the loss.
+            (false, Box::new(|_| {}))
+        }
+    }
+}
