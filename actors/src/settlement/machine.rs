@@ -169,9 +169,20 @@ pub enum Event {
     RetryDue,
     /// The inquiry after an unknown outcome found nothing under the key.
     InquiryFoundNothing,
+    /// The provider accepted the operation and finishes it later (a payout
+    /// waiting for confirmations): ask again at `at`.
+    ProviderPending {
+        at: DateTime<Utc>,
+    },
     ReverseRequested,
     ReversalSucceeded(Execution),
-    ReversalPending,
+    /// The reversal finishes later at the provider: ask again at `at`.
+    ReversalPending {
+        at: DateTime<Utc>,
+    },
+    /// Asked about the reversal, the provider knows nothing under its key:
+    /// it was never executed, so sending it (again) is safe.
+    ReversalFoundNothing,
     ReversalDeclined {
         action_code: Option<String>,
     },
@@ -185,17 +196,23 @@ pub enum Effect {
     Execute,
     /// Ask the provider what happened under the key before sending again.
     Inquire,
-    ScheduleRetry {
-        at: DateTime<Utc>,
-    },
+    /// Persist a due time; when it fires the actor feeds [`Event::RetryDue`].
+    ScheduleRetry { at: DateTime<Utc> },
     /// card_charge success: credit the source funding account.
     CreditFunding,
     /// card_push / on_chain success: post the hold made at creation.
     PostHold,
     /// card_push / on_chain failure: release the hold.
     VoidHold,
+    /// A refund takes money back out of the source: reserve it first (an
+    /// insufficient available balance refuses the reversal).
+    HoldRefund,
+    /// The refund did not happen: release that reservation.
+    ReleaseRefund,
     /// Send the reversal (refund or push reversal) under its own key.
     ExecuteReversal,
+    /// Ask the provider what became of the reversal under its key.
+    InquireReversal,
     /// The reversal completed: post the opposite entry.
     PostReversal,
 }
@@ -226,9 +243,11 @@ fn event_name(event: &Event) -> &'static str {
         Event::Unknown { .. } => "unknown",
         Event::RetryDue => "retry_due",
         Event::InquiryFoundNothing => "inquiry_found_nothing",
+        Event::ProviderPending { .. } => "provider_pending",
         Event::ReverseRequested => "reverse_requested",
         Event::ReversalSucceeded(_) => "reversal_succeeded",
-        Event::ReversalPending => "reversal_pending",
+        Event::ReversalPending { .. } => "reversal_pending",
+        Event::ReversalFoundNothing => "reversal_found_nothing",
         Event::ReversalDeclined { .. } => "reversal_declined",
         Event::ReversalTransient => "reversal_transient",
     }
@@ -263,10 +282,23 @@ pub fn transition(state: &State, event: Event, policy: &RetryPolicy) -> Outcome 
         }
         (Status::InFlight, Event::Transient { now }) => Ok(retry_or_fail(next, now, false, policy)),
         (Status::InFlight, Event::Unknown { now }) => Ok(retry_or_fail(next, now, true, policy)),
-        (Status::InFlight, Event::InquiryFoundNothing) if state.outcome_unknown => {
-            // Nothing was executed under the key: sending again is safe.
+        (Status::InFlight, Event::InquiryFoundNothing) => {
+            // Nothing was executed under the key: sending (again) is safe.
+            // Also the path of an actor re-activated in flight, which cannot
+            // know whether its call left before the crash.
             next.outcome_unknown = false;
             Ok((next, vec![Effect::Execute]))
+        }
+        (Status::InFlight, Event::ProviderPending { at }) => {
+            next.outcome_unknown = true;
+            next.next_attempt_at = Some(at);
+            Ok((next, vec![Effect::ScheduleRetry { at }]))
+        }
+        (Status::InFlight, Event::RetryDue) => {
+            // A pending operation's check is due: ask, never resend blind.
+            next.outcome_unknown = true;
+            next.next_attempt_at = None;
+            Ok((next, vec![Effect::Inquire]))
         }
         (Status::Retrying, Event::RetryDue) => {
             next.status = Status::InFlight;
@@ -289,7 +321,12 @@ pub fn transition(state: &State, event: Event, policy: &RetryPolicy) -> Outcome 
                 return Err(Rejected::ReversalUnderWay);
             }
             next.reversal = Reversal::InFlight;
-            Ok((next, vec![Effect::ExecuteReversal]))
+            let effects = if state.method == Method::CardCharge {
+                vec![Effect::HoldRefund, Effect::ExecuteReversal]
+            } else {
+                vec![Effect::ExecuteReversal]
+            };
+            Ok((next, effects))
         }
         (Status::Succeeded, Event::ReversalSucceeded(execution))
             if state.reversal != Reversal::None =>
@@ -299,9 +336,16 @@ pub fn transition(state: &State, event: Event, policy: &RetryPolicy) -> Outcome 
             merge_reversal(&mut next.execution, execution);
             Ok((next, vec![Effect::PostReversal]))
         }
-        (Status::Succeeded, Event::ReversalPending) if state.reversal != Reversal::None => {
+        (Status::Succeeded, Event::ReversalPending { at }) if state.reversal != Reversal::None => {
             next.reversal = Reversal::PendingAtProvider;
-            Ok((next, vec![]))
+            Ok((next, vec![Effect::ScheduleRetry { at }]))
+        }
+        (Status::Succeeded, Event::RetryDue) if state.reversal != Reversal::None => {
+            Ok((next, vec![Effect::InquireReversal]))
+        }
+        (Status::Succeeded, Event::ReversalFoundNothing) if state.reversal != Reversal::None => {
+            next.reversal = Reversal::InFlight;
+            Ok((next, vec![Effect::ExecuteReversal]))
         }
         (Status::Succeeded, Event::ReversalDeclined { action_code })
             if state.reversal != Reversal::None =>
@@ -311,11 +355,12 @@ pub fn transition(state: &State, event: Event, policy: &RetryPolicy) -> Outcome 
             if action_code.is_some() {
                 next.execution.action_code = action_code;
             }
-            Ok((next, vec![]))
+            Ok((next, release_refund(state.method)))
         }
         (Status::Succeeded, Event::ReversalTransient) if state.reversal != Reversal::None => {
+            // Definitely not executed: the caller may ask again.
             next.reversal = Reversal::None;
-            Ok((next, vec![]))
+            Ok((next, release_refund(state.method)))
         }
         (
             Status::Pending
@@ -336,6 +381,14 @@ pub fn transition(state: &State, event: Event, policy: &RetryPolicy) -> Outcome 
             | Status::Reversed,
             event,
         ) => Err(inapplicable(&event)),
+    }
+}
+
+fn release_refund(method: Method) -> Vec<Effect> {
+    if method == Method::CardCharge {
+        vec![Effect::ReleaseRefund]
+    } else {
+        vec![]
     }
 }
 
@@ -442,9 +495,11 @@ mod tests {
             Event::Unknown { now: now() },
             Event::RetryDue,
             Event::InquiryFoundNothing,
+            Event::ProviderPending { at: now() },
             Event::ReverseRequested,
             Event::ReversalSucceeded(Execution::default()),
-            Event::ReversalPending,
+            Event::ReversalPending { at: now() },
+            Event::ReversalFoundNothing,
             Event::ReversalDeclined {
                 action_code: Some("05".into()),
             },
@@ -539,7 +594,10 @@ mod tests {
                 Status::Succeeded,
                 Method::CardCharge,
                 Event::ReverseRequested,
-                Some((Status::Succeeded, vec![Effect::ExecuteReversal])),
+                Some((
+                    Status::Succeeded,
+                    vec![Effect::HoldRefund, Effect::ExecuteReversal],
+                )),
             ),
             (
                 Status::Succeeded,
@@ -578,11 +636,29 @@ mod tests {
                 None,
             ),
             (Status::Failed, Method::CardPush, Event::RetryDue, None),
-            (Status::InFlight, Method::CardPush, Event::RetryDue, None),
+            (
+                Status::InFlight,
+                Method::OnChain,
+                Event::RetryDue,
+                Some((Status::InFlight, vec![Effect::Inquire])),
+            ),
             (
                 Status::InFlight,
                 Method::CardPush,
                 Event::InquiryFoundNothing,
+                Some((Status::InFlight, vec![Effect::Execute])),
+            ),
+            (
+                Status::InFlight,
+                Method::OnChain,
+                Event::ProviderPending { at: at(30) },
+                Some((Status::InFlight, vec![Effect::ScheduleRetry { at: at(30) }])),
+            ),
+            (Status::Succeeded, Method::CardPush, Event::RetryDue, None),
+            (
+                Status::Succeeded,
+                Method::CardPush,
+                Event::ReversalFoundNothing,
                 None,
             ),
             (
@@ -714,10 +790,22 @@ mod tests {
             Err(Rejected::ReversalUnderWay)
         );
         let (pending, effects) =
-            transition(&reversing, Event::ReversalPending, &policy).expect("pending");
+            transition(&reversing, Event::ReversalPending { at: now() }, &policy).expect("pending");
         assert_eq!(
             (pending.status, pending.reversal, effects),
-            (Status::Succeeded, Reversal::PendingAtProvider, vec![])
+            (
+                Status::Succeeded,
+                Reversal::PendingAtProvider,
+                vec![Effect::ScheduleRetry { at: now() }]
+            )
+        );
+        let (asking, effects) = transition(&pending, Event::RetryDue, &policy).expect("due");
+        assert_eq!(effects, vec![Effect::InquireReversal]);
+        let (resending, effects) =
+            transition(&asking, Event::ReversalFoundNothing, &policy).expect("nothing");
+        assert_eq!(
+            (resending.reversal, effects),
+            (Reversal::InFlight, vec![Effect::ExecuteReversal])
         );
         let (reversed, effects) = transition(
             &pending,
@@ -759,6 +847,7 @@ mod tests {
             Event::Unknown { now: now() },
             Event::InquiryFoundNothing,
             Event::RetryDue,
+            Event::ProviderPending { at: now() },
         ];
         // Explore every sequence of up to 7 provider events.
         let mut frontier = vec![(
@@ -797,6 +886,37 @@ mod tests {
                 }
             }
             frontier = next_frontier;
+        }
+    }
+
+    /// A refund reserves the money it returns before it is sent, and every
+    /// way it can end settles that reservation once.
+    #[test]
+    fn a_refund_reserves_its_amount_and_settles_the_reservation() {
+        let policy = policy();
+        let charged = State {
+            status: Status::Succeeded,
+            ..State::new(Method::CardCharge)
+        };
+        let (refunding, _) = transition(&charged, Event::ReverseRequested, &policy).expect("go");
+        for (event, expected) in [
+            (
+                Event::ReversalSucceeded(Execution::default()),
+                vec![Effect::PostReversal],
+            ),
+            (
+                Event::ReversalDeclined { action_code: None },
+                vec![Effect::ReleaseRefund],
+            ),
+            (Event::ReversalTransient, vec![Effect::ReleaseRefund]),
+            (
+                Event::ReversalPending { at: now() },
+                vec![Effect::ScheduleRetry { at: now() }],
+            ),
+        ] {
+            let label = format!("{event:?}");
+            let (_, effects) = transition(&refunding, event, &policy).expect("applies");
+            assert_eq!(effects, expected, "{label}");
         }
     }
 

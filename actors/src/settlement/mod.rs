@@ -1,5 +1,19 @@
 //! Settlements: durable intents executed exactly once at their provider.
-//! `machine` is the pure state machine; the actor shell arrives with the
-//! settlement endpoints.
+//!
+//! - `machine`: the pure state machine (decisions §5);
+//! - `record`: the row and the machine state, actor ids, provider keys;
+//! - `submit`: creation, durable before any provider call;
+//! - `kind`: the actor that executes, retries, inquires and reverses;
+//! - `providers`: the provider calls and how their answers become events.
 
+pub mod kind;
 pub mod machine;
+pub mod providers;
+pub mod record;
+pub mod submit;
+
+pub use kind::{
+    ReverseOutcome, SettlementCommand, SettlementContext, SettlementKind, SettlementReply,
+};
+pub use providers::Providers;
+pub use submit::{submit, NewSettlement, SubmitError, Submitted};

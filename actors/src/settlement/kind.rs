@@ -1,0 +1,574 @@
+//! The settlement actor: one per in-flight settlement. It feeds events to
+//! the pure machine, writes each transition in one transaction (the row
+//! under its version, the ledger entries, the due timer, the audit record),
+//! then calls providers outside that transaction and feeds their answers
+//! back as events.
+
+use chrono::NaiveDateTime;
+use serde_json::json;
+use tern_schema::audit::{self, AuditActor, AuditRecord};
+use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
+use tern_schema::models::SettlementRow;
+use tern_schema::store::settlements;
+use tern_schema::types::utc_now;
+use tern_schema::{write_tx, Db, DieselError, StoreError, Tx};
+
+use super::machine::{self, Effect, Event, Method, Rejected, RetryPolicy, Status};
+use super::providers::Providers;
+use super::record::{apply_state, entity_id, split_entity_id, state_of};
+use crate::runtime::timers::{complete_in, schedule_in};
+use crate::runtime::{
+    EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
+};
+
+/// Payload of a settlement's due timer (retry, or a pending operation's check).
+const TIMER_DUE: &str = "due";
+/// Recovery pages through settlements with work left this many at a time.
+const RECOVERY_PAGE_ROWS: i64 = 500;
+
+/// What every settlement actor needs: its providers and the retry policy.
+#[derive(Clone)]
+pub struct SettlementContext {
+    pub providers: Providers,
+    pub policy: RetryPolicy,
+}
+
+pub enum SettlementCommand {
+    /// The intent is durable: make the first attempt.
+    Start,
+    /// Re-activated with a provider call maybe under way: ask the provider.
+    Resume,
+    /// A provider's answer (or an inquiry's).
+    Provider(Event),
+    Timer(TimerFiring),
+    /// Reverse a succeeded settlement; answers when the provider has.
+    Reverse {
+        actor: AuditActor,
+        request_id: String,
+        reason: String,
+    },
+}
+
+/// The answer to [`SettlementCommand::Reverse`].
+#[derive(Debug)]
+pub enum ReverseOutcome {
+    Reversed(Box<SettlementRow>),
+    /// Accepted by the provider, finishing later.
+    Pending(Box<SettlementRow>),
+    Declined {
+        row: Box<SettlementRow>,
+        detail: String,
+    },
+    /// The provider could not be reached; nothing happened.
+    Unavailable(String),
+    Refused(Rejected),
+    /// A refund needs the merchant's available funds.
+    InsufficientFunds,
+}
+
+pub enum SettlementReply {
+    Ack,
+    Reverse(ReverseOutcome),
+}
+
+pub struct SettlementKind;
+
+/// Who caused a transition, for its audit record.
+#[derive(Clone)]
+struct Origin {
+    actor: AuditActor,
+    request_id: String,
+}
+
+impl Origin {
+    fn system(row: &SettlementRow) -> Origin {
+        Origin {
+            actor: AuditActor::System,
+            request_id: row.request_id.clone(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum StepError {
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+impl From<StoreError> for StepError {
+    fn from(error: StoreError) -> Self {
+        StepError::Runtime(error.into())
+    }
+}
+
+impl From<DieselError> for StepError {
+    fn from(error: DieselError) -> Self {
+        StepError::Runtime(error.into())
+    }
+}
+
+impl From<StepError> for RuntimeError {
+    fn from(error: StepError) -> Self {
+        match error {
+            StepError::Runtime(error) => error,
+            StepError::Ledger(LedgerError::Store(error)) => error.into(),
+            StepError::Ledger(other) => RuntimeError::Store(StoreError::Unavailable(format!(
+                "ledger refused a settlement transition: {other}"
+            ))),
+        }
+    }
+}
+
+enum Step {
+    Moved {
+        row: Box<SettlementRow>,
+        effects: Vec<Effect>,
+    },
+    Rejected(Rejected),
+}
+
+impl EntityKind for SettlementKind {
+    const NAME: &'static str = "settlement";
+    type State = SettlementRow;
+    type Command = SettlementCommand;
+    type Reply = SettlementReply;
+    type Context = SettlementContext;
+
+    async fn load(env: EntityEnv<SettlementContext>) -> RuntimeResult<Option<SettlementRow>> {
+        let Some((merchant_id, key)) = split_entity_id(&env.id) else {
+            return Ok(None);
+        };
+        let mut pooled = env.db.get().await?;
+        Ok(settlements::find(&mut pooled.tx(), merchant_id, key).await?)
+    }
+
+    async fn handle(
+        env: EntityEnv<SettlementContext>,
+        row: SettlementRow,
+        command: SettlementCommand,
+    ) -> RuntimeResult<Transition<Self>> {
+        match command {
+            SettlementCommand::Start => {
+                let origin = Origin::system(&row);
+                advance(env, row, Event::Start, None, origin).await
+            }
+            SettlementCommand::Provider(event) => {
+                let origin = Origin::system(&row);
+                advance(env, row, event, None, origin).await
+            }
+            SettlementCommand::Timer(firing) => {
+                let origin = Origin::system(&row);
+                advance(env, row, Event::RetryDue, Some(firing), origin).await
+            }
+            SettlementCommand::Resume => Ok(resume(env, row)),
+            SettlementCommand::Reverse {
+                actor,
+                request_id,
+                reason,
+            } => reverse(env, row, Origin { actor, request_id }, reason).await,
+        }
+    }
+
+    fn in_flight_since(row: &SettlementRow) -> Option<NaiveDateTime> {
+        has_work_left(row).then_some(row.updated_at)
+    }
+
+    async fn list_in_flight(db: Db, limit: i64) -> RuntimeResult<Vec<String>> {
+        let mut ids = Vec::new();
+        let mut after = (String::new(), String::new());
+        let mut pooled = db.get().await?;
+        while (ids.len() as i64) < limit {
+            let page = RECOVERY_PAGE_ROWS.min(limit - ids.len() as i64);
+            let rows =
+                settlements::with_work_left(&mut pooled.tx(), (&after.0, &after.1), page).await?;
+            let full = rows.len() as i64 == page;
+            if let Some(last) = rows.last() {
+                after = last.clone();
+            }
+            ids.extend(rows.iter().map(|(m, k)| entity_id(m, k)));
+            if !full {
+                break;
+            }
+        }
+        Ok(ids)
+    }
+
+    fn timer_command(firing: TimerFiring) -> RuntimeResult<SettlementCommand> {
+        if firing.payload == TIMER_DUE {
+            Ok(SettlementCommand::Timer(firing))
+        } else {
+            Err(RuntimeError::InvalidTimer {
+                reason: format!("unknown payload `{}`", firing.payload),
+                id: firing.id,
+            })
+        }
+    }
+
+    fn on_activate(row: &SettlementRow) -> Option<SettlementCommand> {
+        match (row.status.as_str(), row.reversal.as_str()) {
+            ("pending", _) => Some(SettlementCommand::Start),
+            // A call may have left before the process stopped: ask first.
+            ("in_flight", _) => Some(SettlementCommand::Resume),
+            ("succeeded", "in_flight") => Some(SettlementCommand::Resume),
+            _ => None,
+        }
+    }
+}
+
+fn has_work_left(row: &SettlementRow) -> bool {
+    matches!(row.status.as_str(), "pending" | "in_flight" | "retrying") || row.reversal != "none"
+}
+
+/// Applies one event and schedules the provider work its effects ask for.
+async fn advance(
+    env: EntityEnv<SettlementContext>,
+    row: SettlementRow,
+    event: Event,
+    firing: Option<TimerFiring>,
+    origin: Origin,
+) -> RuntimeResult<Transition<SettlementKind>> {
+    let label = format!("{event:?}");
+    match step(&env, &row, event, firing.as_ref(), &origin).await? {
+        Step::Moved { row, effects } => Ok(follow_up(&env, *row, &effects)),
+        Step::Rejected(rejected) => {
+            // A late or repeated answer (a timer outliving its purpose, an
+            // inquiry racing a result) changes nothing; its timer is done.
+            tracing::debug!(settlement = %env.id, %rejected, event = %label, "event ignored");
+            if let Some(firing) = firing {
+                let done: Result<(), RuntimeError> =
+                    write_tx!(env.db, |tx| complete_in(tx, &firing).await);
+                done?;
+            }
+            Ok(Transition::new(row, SettlementReply::Ack))
+        }
+    }
+}
+
+fn follow_up(
+    env: &EntityEnv<SettlementContext>,
+    row: SettlementRow,
+    effects: &[Effect],
+) -> Transition<SettlementKind> {
+    let mut transition = Transition::new(row.clone(), SettlementReply::Ack);
+    for effect in effects {
+        let providers = env.ctx.providers.clone();
+        let sent = row.clone();
+        transition = match effect {
+            Effect::Execute => transition.with_follow_up(async move {
+                Some(SettlementCommand::Provider(providers.execute(&sent).await))
+            }),
+            Effect::Inquire => transition.with_follow_up(async move {
+                Some(SettlementCommand::Provider(providers.inquire(&sent).await))
+            }),
+            Effect::ExecuteReversal => transition.with_follow_up(async move {
+                Some(SettlementCommand::Provider(
+                    providers.reverse(&sent).await.event,
+                ))
+            }),
+            Effect::InquireReversal => transition.with_follow_up(async move {
+                Some(SettlementCommand::Provider(
+                    providers.inquire_reversal(&sent).await.event,
+                ))
+            }),
+            _ => transition,
+        };
+    }
+    transition
+}
+
+/// Re-activated mid-call: the persisted state cannot tell whether the call
+/// left, so ask the provider under the same key before anything else.
+fn resume(env: EntityEnv<SettlementContext>, row: SettlementRow) -> Transition<SettlementKind> {
+    let providers = env.ctx.providers.clone();
+    let sent = row.clone();
+    let transition = Transition::new(row.clone(), SettlementReply::Ack);
+    match (row.status.as_str(), row.reversal.as_str()) {
+        ("in_flight", _) => transition.with_follow_up(async move {
+            Some(SettlementCommand::Provider(providers.inquire(&sent).await))
+        }),
+        ("succeeded", "in_flight") => transition.with_follow_up(async move {
+            Some(SettlementCommand::Provider(
+                providers.inquire_reversal(&sent).await.event,
+            ))
+        }),
+        _ => transition,
+    }
+}
+
+/// A reversal answers its caller with the provider's verdict, so the call
+/// happens within the command; the actor serialises it with everything else.
+async fn reverse(
+    env: EntityEnv<SettlementContext>,
+    row: SettlementRow,
+    origin: Origin,
+    reason: String,
+) -> RuntimeResult<Transition<SettlementKind>> {
+    let requested = step(&env, &row, Event::ReverseRequested, None, &origin).await;
+    let reversing = match requested {
+        Ok(Step::Moved { row, .. }) => *row,
+        Ok(Step::Rejected(rejected)) => {
+            let reply = SettlementReply::Reverse(ReverseOutcome::Refused(rejected));
+            return Ok(Transition::new(row, reply));
+        }
+        Err(StepError::Ledger(LedgerError::InsufficientFunds { .. })) => {
+            let reply = SettlementReply::Reverse(ReverseOutcome::InsufficientFunds);
+            return Ok(Transition::new(row, reply));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    tracing::info!(settlement = %env.id, %reason, "reversal requested");
+    let answer = env.ctx.providers.reverse(&reversing).await;
+    let event = answer.event.clone();
+    let settled = match step(&env, &reversing, event.clone(), None, &origin).await? {
+        Step::Moved { row, .. } => *row,
+        Step::Rejected(rejected) => {
+            return Err(RuntimeError::Unavailable(format!(
+                "the reversal's answer did not apply: {rejected}"
+            )))
+        }
+    };
+    let outcome = match event {
+        Event::ReversalSucceeded(_) => ReverseOutcome::Reversed(Box::new(settled.clone())),
+        Event::ReversalPending { .. } => ReverseOutcome::Pending(Box::new(settled.clone())),
+        Event::ReversalDeclined { .. } => ReverseOutcome::Declined {
+            row: Box::new(settled.clone()),
+            detail: answer.detail.unwrap_or_else(|| "declined".into()),
+        },
+        _ => ReverseOutcome::Unavailable(
+            answer
+                .detail
+                .unwrap_or_else(|| "the provider is unavailable".into()),
+        ),
+    };
+    Ok(Transition::new(settled, SettlementReply::Reverse(outcome)))
+}
+
+/// One transition in one transaction: the machine's verdict, the timer it
+/// completes, its ledger entries and due time, the row under its version,
+/// and the audit record of a status change.
+async fn step(
+    env: &EntityEnv<SettlementContext>,
+    row: &SettlementRow,
+    event: Event,
+    firing: Option<&TimerFiring>,
+    origin: &Origin,
+) -> Result<Step, StepError> {
+    let current = state_of(row).map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
+    let (next_state, effects) = match machine::transition(&current, event, &env.ctx.policy) {
+        Ok(moved) => moved,
+        Err(rejected) => return Ok(Step::Rejected(rejected)),
+    };
+    let mut next = apply_state(row, &next_state);
+    next.version = crate::runtime::version::next_version(row.version);
+    next.updated_at = utc_now();
+    let id = env.id.clone();
+    let firing = firing.cloned();
+    let booked = effects.clone();
+    let before = row.clone();
+    let origin = origin.clone();
+    // Group-committed with other transitions: durable when this returns Ok.
+    let written: Result<SettlementRow, StepError> = env
+        .db
+        .write(move |tx| {
+            Box::pin(async move {
+                if let Some(firing) = &firing {
+                    complete_in(tx, firing).await?;
+                }
+                for effect in &booked {
+                    book(tx, &mut next, effect, &id).await?;
+                }
+                if !settlements::update_if_version(tx, &next, before.version).await? {
+                    return Err(StepError::Runtime(RuntimeError::Conflict {
+                        kind: SettlementKind::NAME,
+                        id: id.to_string(),
+                    }));
+                }
+                audit_step(tx, &before, &next, &origin).await?;
+                Ok(next)
+            })
+        })
+        .await;
+    let next = written?;
+    if next.status != row.status {
+        tracing::info!(
+            settlement = %env.id,
+            from = %row.status,
+            to = %next.status,
+            attempt = next.attempt,
+            failure_reason = next.failure_reason.as_deref().unwrap_or(""),
+            "settlement status changed"
+        );
+    }
+    Ok(Step::Moved {
+        row: Box::new(next),
+        effects,
+    })
+}
+
+/// The bookkeeping of one effect, inside the transition's transaction.
+async fn book(
+    tx: &mut Tx<'_>,
+    next: &mut SettlementRow,
+    effect: &Effect,
+    entity: &str,
+) -> Result<(), StepError> {
+    let method = Method::parse(&next.method);
+    match effect {
+        Effect::CreditFunding => {
+            let id = record(
+                tx,
+                next,
+                SystemAccount::CardAcquirer,
+                Direction::Credit,
+                Phase::Posted,
+                "card charge collected",
+            )
+            .await?;
+            next.ledger_transaction_id = Some(id);
+        }
+        Effect::PostHold => {
+            if let Some(hold) = next.funding_transaction_id.clone() {
+                ledger::post(tx, &hold).await?;
+                next.ledger_transaction_id = Some(hold);
+            }
+        }
+        Effect::VoidHold => {
+            if let Some(hold) = &next.funding_transaction_id {
+                ledger::void(tx, hold).await?;
+            }
+        }
+        Effect::HoldRefund => {
+            let id = record(
+                tx,
+                next,
+                SystemAccount::CardAcquirer,
+                Direction::Debit,
+                Phase::Pending,
+                "refund reserved",
+            )
+            .await?;
+            next.reversal_transaction_id = Some(id);
+        }
+        Effect::ReleaseRefund => {
+            if let Some(hold) = next.reversal_transaction_id.take() {
+                ledger::void(tx, &hold).await?;
+            }
+        }
+        Effect::PostReversal => match method {
+            Some(Method::CardCharge) => {
+                if let Some(hold) = &next.reversal_transaction_id {
+                    ledger::post(tx, hold).await?;
+                }
+            }
+            _ => {
+                let id = record(
+                    tx,
+                    next,
+                    SystemAccount::CardPush,
+                    Direction::Credit,
+                    Phase::Posted,
+                    "card push reversed",
+                )
+                .await?;
+                next.reversal_transaction_id = Some(id);
+            }
+        },
+        Effect::ScheduleRetry { at } => {
+            let timer_id = format!("{entity}:due:{}", next.version);
+            schedule_in(
+                tx,
+                &TimerSpec {
+                    id: &timer_id,
+                    kind: SettlementKind::NAME,
+                    entity_id: entity,
+                    due_at: at.naive_utc(),
+                    payload: TIMER_DUE,
+                },
+            )
+            .await?;
+        }
+        Effect::Execute | Effect::Inquire | Effect::ExecuteReversal | Effect::InquireReversal => {}
+    }
+    Ok(())
+}
+
+/// A two-line entry between the settlement's source and a system account;
+/// `source_side` is the source's direction.
+async fn record(
+    tx: &mut Tx<'_>,
+    row: &SettlementRow,
+    counterparty: SystemAccount,
+    source_side: Direction,
+    phase: Phase,
+    description: &str,
+) -> Result<String, LedgerError> {
+    let system = ledger::system_account(tx, counterparty, &row.currency).await?;
+    let other_side = match source_side {
+        Direction::Debit => Direction::Credit,
+        Direction::Credit => Direction::Debit,
+    };
+    let entry = Entry {
+        merchant_id: Some(row.merchant_id.clone()),
+        settlement_key: Some(row.idempotency_key.clone()),
+        description: description.to_owned(),
+        lines: vec![
+            Line {
+                account_id: row.source.clone(),
+                direction: source_side,
+                amount_minor: row.amount_minor,
+                currency: row.currency.clone(),
+            },
+            Line {
+                account_id: system,
+                direction: other_side,
+                amount_minor: row.amount_minor,
+                currency: row.currency.clone(),
+            },
+        ],
+    };
+    ledger::record(tx, &entry, phase).await
+}
+
+async fn audit_step(
+    tx: &mut Tx<'_>,
+    before: &SettlementRow,
+    after: &SettlementRow,
+    origin: &Origin,
+) -> Result<(), StoreError> {
+    let record = |action: &'static str, data: serde_json::Value| AuditRecord {
+        merchant_id: after.merchant_id.clone(),
+        actor: origin.actor.clone(),
+        action,
+        resource_type: "settlement",
+        resource_id: after.idempotency_key.clone(),
+        request_id: origin.request_id.clone(),
+        data,
+    };
+    if before.reversal == "none" && after.reversal != "none" {
+        audit::append(
+            tx,
+            record(
+                "settlement.reversal_requested",
+                json!({"method": after.method}),
+            ),
+        )
+        .await?;
+    }
+    if before.status != after.status {
+        let data = json!({
+            "from": before.status,
+            "to": after.status,
+            "attempt": after.attempt,
+            "failure_reason": after.failure_reason,
+            "action_code": after.action_code,
+        });
+        audit::append(tx, record("settlement.status_changed", data)).await?;
+        if after.status == Status::Reversed.as_str() {
+            let data = json!({"reversal_transaction_id": after.reversal_transaction_id});
+            audit::append(tx, record("settlement.reversed", data)).await?;
+        }
+    }
+    Ok(())
+}

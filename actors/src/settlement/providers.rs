@@ -1,0 +1,340 @@
+//! The settlement's provider calls, and how each answer becomes a machine
+//! event. This is the only place that knows which port serves which method.
+
+use std::sync::Arc;
+
+use chrono::{Duration, Utc};
+use tern_schema::models::SettlementRow;
+
+use super::machine::{Event, Execution, Method};
+use super::record::{provider_key, reversal_key};
+use crate::ports::{
+    Asset, CardAcquirer, CardPush, ChargeOutcome, ChargeRequest, Custodian, Network, PayoutOutcome,
+    PayoutRequest, ProviderError, PushOutcome, PushRequest, RefundOutcome, RefundRequest,
+    RequestKeys, ReversalOutcome, ReversalRequest,
+};
+
+/// USD cents to stablecoin micro-units: on_chain pays a USD stablecoin 1:1.
+const STABLECOIN_UNITS_PER_CENT: i64 = 10_000;
+
+/// The providers a settlement reaches, behind their ports.
+#[derive(Clone)]
+pub struct Providers {
+    pub acquirer: Arc<dyn CardAcquirer>,
+    pub card_push: Arc<dyn CardPush>,
+    pub custodian: Arc<dyn Custodian>,
+    /// How long to wait before asking again about an operation the provider
+    /// reported pending.
+    pub pending_poll: Duration,
+}
+
+/// What the answer to a reversal said, for the caller of the reversal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReversalAnswer {
+    pub event: Event,
+    /// The provider's words on a decline.
+    pub detail: Option<String>,
+}
+
+impl Providers {
+    /// Sends the settlement's operation under its provider key.
+    pub async fn execute(&self, row: &SettlementRow) -> Event {
+        let keys = RequestKeys {
+            idempotency_key: provider_key(row),
+            settlement_key: row.idempotency_key.clone(),
+        };
+        match Method::parse(&row.method) {
+            Some(Method::CardCharge) => {
+                let request = ChargeRequest {
+                    keys,
+                    amount_minor: row.amount_minor,
+                    currency: row.currency.clone(),
+                    payment_method: row.destination.clone(),
+                    // Direct settlements are off-session (decisions §5).
+                    off_session: true,
+                };
+                self.charge_event(self.acquirer.charge(&request).await)
+            }
+            Some(Method::CardPush) => {
+                let request = PushRequest {
+                    keys,
+                    amount_minor: row.amount_minor,
+                    currency: row.currency.clone(),
+                    destination: row.destination.clone(),
+                    recipient_name: row.recipient_name.clone(),
+                };
+                self.push_event(self.card_push.push(&request).await)
+            }
+            Some(Method::OnChain) => {
+                let Some((network, wallet)) = on_chain_destination(&row.destination) else {
+                    return declined("invalid_destination");
+                };
+                let asset = row
+                    .asset
+                    .as_deref()
+                    .and_then(Asset::parse)
+                    .unwrap_or(Asset::Usdc);
+                let request = PayoutRequest {
+                    keys,
+                    network,
+                    wallet: wallet.to_owned(),
+                    asset,
+                    amount_minor: row.amount_minor.saturating_mul(STABLECOIN_UNITS_PER_CENT),
+                };
+                self.payout_event(self.custodian.payout(&request).await)
+            }
+            None => declined("unknown_method"),
+        }
+    }
+
+    /// Asks what became of the operation sent under the provider key.
+    pub async fn inquire(&self, row: &SettlementRow) -> Event {
+        let key = provider_key(row);
+        match Method::parse(&row.method) {
+            Some(Method::CardCharge) => match self.acquirer.lookup_charge(&key).await {
+                Ok(None) => Event::InquiryFoundNothing,
+                Ok(Some(outcome)) => self.charge_event(Ok(outcome)),
+                Err(error) => self.error_event(error),
+            },
+            Some(Method::CardPush) => match self.card_push.inquiry(&key).await {
+                Ok(None) => Event::InquiryFoundNothing,
+                Ok(Some(outcome)) => self.push_event(Ok(outcome)),
+                Err(error) => self.error_event(error),
+            },
+            Some(Method::OnChain) => {
+                let Some((network, _)) = on_chain_destination(&row.destination) else {
+                    return declined("invalid_destination");
+                };
+                match self.custodian.payout_status(network, &key).await {
+                    Ok(None) => Event::InquiryFoundNothing,
+                    Ok(Some(outcome)) => self.payout_event(Ok(outcome)),
+                    Err(error) => self.error_event(error),
+                }
+            }
+            None => declined("unknown_method"),
+        }
+    }
+
+    /// Sends the reversal (a refund of a charge, a reversal of a push).
+    pub async fn reverse(&self, row: &SettlementRow) -> ReversalAnswer {
+        let keys = RequestKeys {
+            idempotency_key: reversal_key(row),
+            settlement_key: row.idempotency_key.clone(),
+        };
+        match Method::parse(&row.method) {
+            Some(Method::CardCharge) => {
+                let request = RefundRequest {
+                    keys,
+                    charge_id: row.provider_id.clone().unwrap_or_default(),
+                    amount_minor: row.amount_minor,
+                    currency: row.currency.clone(),
+                };
+                self.refund_answer(self.acquirer.refund(&request).await)
+            }
+            Some(Method::CardPush) => {
+                let request = ReversalRequest {
+                    keys,
+                    original_transaction_identifier: row
+                        .transaction_identifier
+                        .clone()
+                        .unwrap_or_default(),
+                    amount_minor: row.amount_minor,
+                    currency: row.currency.clone(),
+                };
+                self.push_reversal_answer(self.card_push.reverse(&request).await)
+            }
+            _ => ReversalAnswer {
+                event: Event::ReversalDeclined { action_code: None },
+                detail: Some("this method cannot be reversed".into()),
+            },
+        }
+    }
+
+    /// Asks what became of the reversal sent under its key.
+    pub async fn inquire_reversal(&self, row: &SettlementRow) -> ReversalAnswer {
+        let key = reversal_key(row);
+        match Method::parse(&row.method) {
+            Some(Method::CardCharge) => match self.acquirer.lookup_refund(&key).await {
+                Ok(None) => nothing_found(),
+                Ok(Some(outcome)) => self.refund_answer(Ok(outcome)),
+                Err(error) => self.reversal_unsettled(error),
+            },
+            Some(Method::CardPush) => match self.card_push.reversal_inquiry(&key).await {
+                Ok(None) => nothing_found(),
+                Ok(Some(outcome)) => self.push_reversal_answer(Ok(outcome)),
+                Err(error) => self.reversal_unsettled(error),
+            },
+            _ => nothing_found(),
+        }
+    }
+
+    fn charge_event(&self, answer: Result<ChargeOutcome, ProviderError>) -> Event {
+        match answer {
+            Ok(ChargeOutcome::Succeeded { charge_id }) => Event::Succeeded(Execution {
+                provider_id: Some(charge_id),
+                ..Execution::default()
+            }),
+            // Off-session charges cannot be challenged.
+            Ok(ChargeOutcome::RequiresAction { charge_id, .. }) => Event::Declined {
+                reason: "authentication_required".into(),
+                execution: Execution {
+                    provider_id: Some(charge_id),
+                    ..Execution::default()
+                },
+            },
+            Ok(ChargeOutcome::Declined { code, .. }) => declined(&code),
+            Err(error) => self.error_event(error),
+        }
+    }
+
+    fn push_event(&self, answer: Result<PushOutcome, ProviderError>) -> Event {
+        match answer {
+            Ok(PushOutcome::Approved(approval)) => Event::Succeeded(Execution {
+                provider_id: Some(approval.transaction_identifier.clone()),
+                stan: Some(approval.stan),
+                retrieval_reference_number: Some(approval.retrieval_reference_number),
+                transaction_identifier: Some(approval.transaction_identifier),
+                approval_code: Some(approval.approval_code),
+                action_code: Some(approval.action_code),
+            }),
+            Ok(PushOutcome::Declined {
+                action_code,
+                reason,
+            }) => Event::Declined {
+                reason,
+                execution: Execution {
+                    action_code: Some(action_code),
+                    ..Execution::default()
+                },
+            },
+            Err(error) => self.error_event(error),
+        }
+    }
+
+    fn payout_event(&self, answer: Result<PayoutOutcome, ProviderError>) -> Event {
+        match answer {
+            Ok(PayoutOutcome::Confirmed { payout_id, tx_hash }) => Event::Succeeded(Execution {
+                provider_id: Some(payout_id),
+                transaction_identifier: Some(tx_hash),
+                ..Execution::default()
+            }),
+            Ok(PayoutOutcome::Pending { .. }) => Event::ProviderPending {
+                at: Utc::now() + self.pending_poll,
+            },
+            Ok(PayoutOutcome::Rejected { reason }) => declined(&reason),
+            Err(error) => self.error_event(error),
+        }
+    }
+
+    fn error_event(&self, error: ProviderError) -> Event {
+        let now = Utc::now();
+        match error {
+            ProviderError::Transient { reason } => {
+                tracing::warn!(%reason, "provider call failed; retrying later");
+                Event::Transient { now }
+            }
+            ProviderError::Unknown { reason, .. } => {
+                tracing::warn!(%reason, "provider outcome unknown; inquiring later");
+                Event::Unknown { now }
+            }
+            ProviderError::Permanent { code, message, .. } => {
+                tracing::warn!(%code, %message, "provider refused the request");
+                declined("provider_rejected")
+            }
+        }
+    }
+
+    fn refund_answer(&self, answer: Result<RefundOutcome, ProviderError>) -> ReversalAnswer {
+        match answer {
+            Ok(RefundOutcome::Succeeded { .. }) => {
+                settled(Event::ReversalSucceeded(Execution::default()))
+            }
+            Ok(RefundOutcome::Pending { .. }) => settled(Event::ReversalPending {
+                at: Utc::now() + self.pending_poll,
+            }),
+            Ok(RefundOutcome::Declined { code, reason }) => ReversalAnswer {
+                event: Event::ReversalDeclined { action_code: None },
+                detail: Some(format!("{code}: {reason}")),
+            },
+            Err(error) => self.reversal_error(error),
+        }
+    }
+
+    fn push_reversal_answer(
+        &self,
+        answer: Result<ReversalOutcome, ProviderError>,
+    ) -> ReversalAnswer {
+        match answer {
+            Ok(ReversalOutcome::Approved {
+                action_code,
+                approval_code,
+            }) => settled(Event::ReversalSucceeded(Execution {
+                action_code: Some(action_code),
+                approval_code: Some(approval_code),
+                ..Execution::default()
+            })),
+            Ok(ReversalOutcome::Pending) => settled(Event::ReversalPending {
+                at: Utc::now() + self.pending_poll,
+            }),
+            Ok(ReversalOutcome::Declined {
+                action_code,
+                reason,
+            }) => ReversalAnswer {
+                detail: Some(format!("action code {action_code}: {reason}")),
+                event: Event::ReversalDeclined {
+                    action_code: Some(action_code),
+                },
+            },
+            Err(error) => self.reversal_error(error),
+        }
+    }
+
+    fn reversal_error(&self, error: ProviderError) -> ReversalAnswer {
+        match error {
+            ProviderError::Transient { reason } => ReversalAnswer {
+                event: Event::ReversalTransient,
+                detail: Some(reason),
+            },
+            // It may have happened: never forget it, ask again later.
+            ProviderError::Unknown { .. } => self.reversal_unsettled(error),
+            ProviderError::Permanent { code, message, .. } => ReversalAnswer {
+                event: Event::ReversalDeclined { action_code: None },
+                detail: Some(format!("{code}: {message}")),
+            },
+        }
+    }
+
+    fn reversal_unsettled(&self, error: ProviderError) -> ReversalAnswer {
+        tracing::warn!(%error, "reversal outcome unknown; asking again later");
+        ReversalAnswer {
+            event: Event::ReversalPending {
+                at: Utc::now() + self.pending_poll,
+            },
+            detail: None,
+        }
+    }
+}
+
+fn declined(reason: &str) -> Event {
+    Event::Declined {
+        reason: reason.to_owned(),
+        execution: Execution::default(),
+    }
+}
+
+fn settled(event: Event) -> ReversalAnswer {
+    ReversalAnswer {
+        event,
+        detail: None,
+    }
+}
+
+fn nothing_found() -> ReversalAnswer {
+    settled(Event::ReversalFoundNothing)
+}
+
+/// `<network>:<wallet>`, as validated at creation.
+pub fn on_chain_destination(destination: &str) -> Option<(Network, &str)> {
+    let (network, wallet) = destination.split_once(':')?;
+    Some((Network::parse(network)?, wallet))
+}

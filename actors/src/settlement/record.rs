@@ -1,0 +1,174 @@
+//! How a settlement row and the pure machine state map onto each other, and
+//! the identifiers derived from a settlement: its actor id and its provider
+//! idempotency keys.
+
+use tern_schema::models::SettlementRow;
+use tern_schema::types::as_utc;
+
+use super::machine::{Execution, Method, Reversal, State, Status};
+
+/// The actor id of a settlement: keys are scoped per merchant.
+pub fn entity_id(merchant_id: &str, key: &str) -> String {
+    format!("{merchant_id}/{key}")
+}
+
+/// (merchant id, key) of an actor id made by [`entity_id`].
+pub fn split_entity_id(id: &str) -> Option<(&str, &str)> {
+    id.split_once('/')
+}
+
+/// The provider idempotency key of the settlement's operation: the same on
+/// every attempt, and scoped by merchant so that one merchant choosing
+/// another's Idempotency-Key can never meet the other's provider record.
+pub fn provider_key(row: &SettlementRow) -> String {
+    format!("{}_{}", row.merchant_id, row.idempotency_key)
+}
+
+/// The provider idempotency key of the settlement's reversal.
+pub fn reversal_key(row: &SettlementRow) -> String {
+    format!("{}_{}_reversal", row.merchant_id, row.idempotency_key)
+}
+
+pub fn reversal_code(reversal: Reversal) -> &'static str {
+    match reversal {
+        Reversal::None => "none",
+        Reversal::InFlight => "in_flight",
+        Reversal::PendingAtProvider => "pending_at_provider",
+    }
+}
+
+fn parse_reversal(code: &str) -> Option<Reversal> {
+    [
+        Reversal::None,
+        Reversal::InFlight,
+        Reversal::PendingAtProvider,
+    ]
+    .into_iter()
+    .find(|r| reversal_code(*r) == code)
+}
+
+/// A row the machine cannot read (an unknown code) is corruption, not input.
+#[derive(Debug, thiserror::Error)]
+#[error("settlement {key} holds an unknown {field} `{value}`")]
+pub struct CorruptRow {
+    pub key: String,
+    pub field: &'static str,
+    pub value: String,
+}
+
+pub fn state_of(row: &SettlementRow) -> Result<State, CorruptRow> {
+    let corrupt = |field: &'static str, value: &str| CorruptRow {
+        key: row.idempotency_key.clone(),
+        field,
+        value: value.to_owned(),
+    };
+    Ok(State {
+        status: Status::parse(&row.status).ok_or_else(|| corrupt("status", &row.status))?,
+        method: Method::parse(&row.method).ok_or_else(|| corrupt("method", &row.method))?,
+        attempt: u32::try_from(row.attempt).map_err(|_| corrupt("attempt", "negative"))?,
+        outcome_unknown: row.outcome_unknown,
+        next_attempt_at: row.next_attempt_at.map(as_utc),
+        execution: Execution {
+            provider_id: row.provider_id.clone(),
+            stan: row.stan.clone(),
+            retrieval_reference_number: row.retrieval_reference_number.clone(),
+            transaction_identifier: row.transaction_identifier.clone(),
+            approval_code: row.approval_code.clone(),
+            action_code: row.action_code.clone(),
+        },
+        failure_reason: row.failure_reason.clone(),
+        reversal: parse_reversal(&row.reversal)
+            .ok_or_else(|| corrupt("reversal", &row.reversal))?,
+    })
+}
+
+/// Writes the machine's state into a copy of the row (ledger ids, version
+/// and timestamps are the caller's).
+pub fn apply_state(row: &SettlementRow, state: &State) -> SettlementRow {
+    SettlementRow {
+        status: state.status.as_str().to_owned(),
+        attempt: i32::try_from(state.attempt).unwrap_or(i32::MAX),
+        outcome_unknown: state.outcome_unknown,
+        next_attempt_at: state.next_attempt_at.map(|at| at.naive_utc()),
+        provider_id: state.execution.provider_id.clone(),
+        stan: state.execution.stan.clone(),
+        retrieval_reference_number: state.execution.retrieval_reference_number.clone(),
+        transaction_identifier: state.execution.transaction_identifier.clone(),
+        approval_code: state.execution.approval_code.clone(),
+        action_code: state.execution.action_code.clone(),
+        failure_reason: state.failure_reason.clone(),
+        reversal: reversal_code(state.reversal).to_owned(),
+        ..row.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_schema::types::utc_now;
+
+    pub(crate) fn row() -> SettlementRow {
+        let now = utc_now();
+        SettlementRow {
+            merchant_id: "m".into(),
+            idempotency_key: "k".into(),
+            method: "card_push".into(),
+            currency: "USD".into(),
+            amount_minor: 100,
+            asset: None,
+            source: "acc".into(),
+            destination: "tok_x".into(),
+            recipient_name: "Ada".into(),
+            reference: None,
+            status: "pending".into(),
+            attempt: 0,
+            outcome_unknown: false,
+            reversal: "none".into(),
+            next_attempt_at: None,
+            provider_id: None,
+            stan: None,
+            retrieval_reference_number: None,
+            transaction_identifier: None,
+            approval_code: None,
+            action_code: None,
+            failure_reason: None,
+            client_secret: None,
+            next_action_type: None,
+            funding_transaction_id: None,
+            ledger_transaction_id: None,
+            request_id: "r".into(),
+            reversal_transaction_id: None,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    #[test]
+    fn state_survives_the_row() {
+        let row = row();
+        let mut state = state_of(&row).expect("readable");
+        state.status = Status::Retrying;
+        state.attempt = 2;
+        state.outcome_unknown = true;
+        state.reversal = Reversal::PendingAtProvider;
+        state.execution.stan = Some("123456".into());
+        let written = apply_state(&row, &state);
+        assert_eq!(state_of(&written).expect("readable"), state);
+    }
+
+    #[test]
+    fn unknown_codes_are_corruption() {
+        let mut bad = row();
+        bad.status = "lost".into();
+        assert_eq!(state_of(&bad).expect_err("corrupt").field, "status");
+    }
+
+    #[test]
+    fn ids_are_scoped_by_merchant() {
+        let row = row();
+        assert_eq!(split_entity_id(&entity_id("m", "k")), Some(("m", "k")));
+        assert_ne!(provider_key(&row), reversal_key(&row));
+        assert!(provider_key(&row).starts_with("m_"));
+    }
+}

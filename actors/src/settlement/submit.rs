@@ -1,0 +1,230 @@
+//! Creating a settlement: the intent row, its ledger hold, its audit record
+//! and the Idempotency-Key's recorded answer in one transaction, before any
+//! provider hears of it (decisions §4, §5).
+
+use serde_json::json;
+use tern_schema::audit::{self, AuditActor, AuditRecord};
+use tern_schema::idempotency::{self, Claim};
+use tern_schema::ledger::{
+    self, Direction, Entry, LedgerError, Line, Phase, SystemAccount, FUNDING,
+};
+use tern_schema::models::SettlementRow;
+use tern_schema::store::{ledger as ledger_store, settlements};
+use tern_schema::types::utc_now;
+use tern_schema::{Db, DieselError, StoreError};
+
+use super::machine::Method;
+use crate::runtime::Versioned;
+
+/// The idempotency scope of settlement creation.
+pub const IDEMPOTENCY_SCOPE: &str = "settlements";
+
+/// A validated request to create a settlement.
+#[derive(Clone, Debug)]
+pub struct NewSettlement {
+    pub merchant_id: String,
+    pub key: String,
+    pub method: Method,
+    pub currency: String,
+    pub amount_minor: i64,
+    /// on_chain only: the stablecoin paid out.
+    pub asset: Option<String>,
+    pub source: String,
+    pub destination: String,
+    pub recipient_name: String,
+    pub reference: Option<String>,
+    pub request_id: String,
+    pub actor: AuditActor,
+}
+
+#[derive(Debug)]
+pub enum Submitted {
+    Created {
+        row: Box<SettlementRow>,
+        body: String,
+    },
+    Replay {
+        status: u16,
+        body: String,
+    },
+    /// The first request with this key has not finished (409).
+    InProgress,
+    /// The key was used with a different request (422).
+    Mismatch,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// `source` is not a funding account of this merchant in this currency.
+    #[error("{0}")]
+    Source(String),
+    #[error("the amount exceeds the available balance of the source account")]
+    InsufficientFunds,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<DieselError> for SubmitError {
+    fn from(error: DieselError) -> Self {
+        SubmitError::Store(error.into())
+    }
+}
+
+impl From<LedgerError> for SubmitError {
+    fn from(error: LedgerError) -> Self {
+        match error {
+            LedgerError::InsufficientFunds { .. } => SubmitError::InsufficientFunds,
+            LedgerError::Store(error) => SubmitError::Store(error),
+            other => SubmitError::Store(StoreError::Unavailable(other.to_string())),
+        }
+    }
+}
+
+/// The counterparty of a method's money movement.
+pub fn counterparty(method: Method) -> SystemAccount {
+    match method {
+        Method::CardCharge => SystemAccount::CardAcquirer,
+        Method::CardPush => SystemAccount::CardPush,
+        Method::OnChain => SystemAccount::Custodian,
+    }
+}
+
+/// Makes the intent durable, or answers what the key already answered.
+/// `render` is the 201 body recorded for replays.
+pub async fn submit(
+    db: &Db,
+    new: &NewSettlement,
+    request_sha256: &str,
+    render: impl Fn(&SettlementRow) -> String + Send + 'static,
+) -> Result<Submitted, SubmitError> {
+    let new = new.clone();
+    let request_sha256 = request_sha256.to_owned();
+    let now = utc_now();
+    let mut row = SettlementRow {
+        merchant_id: new.merchant_id.clone(),
+        idempotency_key: new.key.clone(),
+        method: new.method.as_str().to_owned(),
+        currency: new.currency.clone(),
+        amount_minor: new.amount_minor,
+        asset: new.asset.clone(),
+        source: new.source.clone(),
+        destination: new.destination.clone(),
+        recipient_name: new.recipient_name.clone(),
+        reference: new.reference.clone(),
+        status: "pending".to_owned(),
+        attempt: 0,
+        outcome_unknown: false,
+        reversal: "none".to_owned(),
+        next_attempt_at: None,
+        provider_id: None,
+        stan: None,
+        retrieval_reference_number: None,
+        transaction_identifier: None,
+        approval_code: None,
+        action_code: None,
+        failure_reason: None,
+        client_secret: None,
+        next_action_type: None,
+        funding_transaction_id: None,
+        ledger_transaction_id: None,
+        request_id: new.request_id.clone(),
+        reversal_transaction_id: None,
+        version: Versioned::<()>::INITIAL,
+        created_at: now,
+        updated_at: now,
+    };
+    // Group-committed: the intent is durable when this answers Created.
+    db.write(move |tx| {
+        Box::pin(async move {
+            let claim = idempotency::claim(
+                tx,
+                &new.merchant_id,
+                IDEMPOTENCY_SCOPE,
+                &new.key,
+                &request_sha256,
+            )
+            .await?;
+            match claim {
+                Claim::New => {}
+                Claim::Replay { status, body } => return Ok(Submitted::Replay { status, body }),
+                Claim::InProgress => return Ok(Submitted::InProgress),
+                Claim::Mismatch => return Ok(Submitted::Mismatch),
+            }
+            let source = ledger_store::find_account(tx, &new.source).await?;
+            match source {
+                Some(account)
+                    if account.kind == FUNDING
+                        && account.merchant_id.as_deref() == Some(new.merchant_id.as_str()) =>
+                {
+                    if account.currency != new.currency {
+                        return Err(SubmitError::Source(format!(
+                            "the source account holds {}, not {}",
+                            account.currency, new.currency
+                        )));
+                    }
+                }
+                _ => {
+                    return Err(SubmitError::Source(
+                        "not a funding account of this merchant".into(),
+                    ))
+                }
+            }
+            if new.method.holds_funds() {
+                let system =
+                    ledger::system_account(tx, counterparty(new.method), &new.currency).await?;
+                let hold = Entry {
+                    merchant_id: Some(new.merchant_id.clone()),
+                    settlement_key: Some(new.key.clone()),
+                    description: format!("{} hold", new.method.as_str()),
+                    lines: vec![
+                        Line {
+                            account_id: new.source.clone(),
+                            direction: Direction::Debit,
+                            amount_minor: new.amount_minor,
+                            currency: new.currency.clone(),
+                        },
+                        Line {
+                            account_id: system,
+                            direction: Direction::Credit,
+                            amount_minor: new.amount_minor,
+                            currency: new.currency.clone(),
+                        },
+                    ],
+                };
+                row.funding_transaction_id = Some(ledger::record(tx, &hold, Phase::Pending).await?);
+            }
+            settlements::insert(tx, &row).await?;
+            let created = AuditRecord {
+                merchant_id: new.merchant_id.clone(),
+                actor: new.actor.clone(),
+                action: "settlement.created",
+                resource_type: "settlement",
+                resource_id: new.key.clone(),
+                request_id: new.request_id.clone(),
+                data: json!({
+                    "method": row.method,
+                    "amount_minor": row.amount_minor,
+                    "currency": row.currency,
+                    "source": row.source,
+                    "funding_transaction_id": row.funding_transaction_id,
+                }),
+            };
+            audit::append(tx, created).await?;
+            let body = render(&row);
+            idempotency::complete(
+                tx,
+                &new.merchant_id,
+                IDEMPOTENCY_SCOPE,
+                &new.key,
+                201,
+                &body,
+            )
+            .await?;
+            Ok(Submitted::Created {
+                row: Box::new(row.clone()),
+                body,
+            })
+        })
+    })
+    .await
+}
