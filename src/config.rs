@@ -44,11 +44,14 @@ pub struct RateLimits {
 }
 
 /// The limit names TERN_RATE_LIMITS accepts, with their defaults.
-pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 5] = [
+pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 7] = [
     ("login", 10, Duration::from_secs(60)),
     ("register", 10, Duration::from_secs(60)),
     ("m2m_register", 5, Duration::from_secs(3_600)),
     ("settlement_submit", 100, Duration::from_secs(1)),
+    // Reads and lists per key; reversals per key (each one calls a provider).
+    ("settlement_read", 1_000, Duration::from_secs(1)),
+    ("settlement_reverse", 20, Duration::from_secs(1)),
     ("resend", 3, Duration::from_secs(3_600)),
 ];
 
@@ -131,6 +134,12 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// `None` when TERN_SANDBOX_BIND is `off`.
     pub sandbox_bind: Option<String>,
+    /// *extension* TERN_PROVIDER_URL: base URL of the card acquirer, card
+    /// push and custodian APIs; unset means the in-process sandbox.
+    pub provider_url: Option<String>,
+    /// *extension* TERN_PROVIDER_TIMEOUT: how long one provider request may
+    /// take before its outcome counts as unknown (then inquired).
+    pub provider_timeout: Duration,
     pub quote_ttl: Duration,
     pub settlement_retry_schedule: Vec<Duration>,
     pub challenge_ttl: Duration,
@@ -210,6 +219,15 @@ impl Config {
                 Some(addr.to_owned())
             }
         };
+        let provider_url = get("TERN_PROVIDER_URL");
+        if let Some(url) = &provider_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(error(
+                    "TERN_PROVIDER_URL",
+                    "must start with http:// or https://".into(),
+                ));
+            }
+        }
         if environment == Environment::Production && sandbox_bind.is_some() {
             return Err(error(
                 "TERN_SANDBOX_BIND",
@@ -285,6 +303,8 @@ impl Config {
             environment,
             data_dir,
             sandbox_bind,
+            provider_url,
+            provider_timeout: duration("TERN_PROVIDER_TIMEOUT", "10s")?,
             quote_ttl: duration("TERN_QUOTE_TTL", "60s")?,
             settlement_retry_schedule: schedule(
                 "TERN_SETTLEMENT_RETRY_SCHEDULE",

@@ -9,7 +9,12 @@ use actix_web::dev::Server;
 use actix_web::middleware::{from_fn, Compress};
 use actix_web::{web, App, HttpServer};
 use anyhow::Context;
-use tern_actors::runtime::Runtime;
+use tern_actors::adapters::http::{
+    HttpCardAcquirer, HttpCardPush, HttpCustodian, HttpProviderConfig,
+};
+use tern_actors::runtime::{RegistryConfig, Runtime};
+use tern_actors::settlement::machine::RetryPolicy;
+use tern_actors::settlement::{Providers, SettlementContext, SettlementKind};
 use tern_schema::{migrate, Db};
 
 use crate::auth::key_cache::KeyCache;
@@ -23,6 +28,8 @@ use crate::state::AppState;
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Concurrent connections per worker before new ones wait.
 pub const CONNECTIONS_PER_WORKER_MAX: usize = 10_000;
+/// How soon Tern asks again about an operation a provider reported pending.
+pub const PENDING_POLL: Duration = Duration::from_secs(2);
 
 pub struct Application {
     port: u16,
@@ -50,10 +57,6 @@ impl Application {
             .await
             .context("connecting to the database")?;
         let runtime = Arc::new(Runtime::new(db.clone()));
-        runtime
-            .recover()
-            .await
-            .context("recovering the actor runtime")?;
         let docs = Arc::new(crate::openapi::documents(&config.public_url));
 
         let listener =
@@ -74,6 +77,29 @@ impl Application {
             }
             None => (None, None),
         };
+        let provider_url = config.provider_url.clone().or_else(|| {
+            let port = sandbox_port?;
+            Some(format!("http://127.0.0.1:{port}"))
+        });
+        let settlements = match provider_url {
+            Some(url) => {
+                let context = settlement_context(&url, &config)?;
+                Some(
+                    runtime
+                        .register::<SettlementKind>(RegistryConfig::default(), context)
+                        .context("registering the settlement actors")?,
+                )
+            }
+            None => {
+                tracing::warn!("no provider: TERN_SANDBOX_BIND is off and TERN_PROVIDER_URL unset; settlements answer 503");
+                None
+            }
+        };
+        // Every kind is registered: re-activate their in-flight work.
+        runtime
+            .recover()
+            .await
+            .context("recovering the actor runtime")?;
 
         let state = web::Data::new(AppState {
             keys: KeyCache::new(db.clone()),
@@ -83,6 +109,7 @@ impl Application {
             db,
             docs,
             runtime,
+            settlements,
         });
         let server = api_server(listener, state.clone())?;
         Ok(Application {
@@ -124,6 +151,28 @@ impl Application {
         self.state.db.close();
         served
     }
+}
+
+/// The settlement actors' providers (HTTP adapters on `provider_url`) and
+/// retry policy.
+fn settlement_context(provider_url: &str, config: &Config) -> anyhow::Result<SettlementContext> {
+    let adapter =
+        HttpProviderConfig::new(provider_url).with_request_timeout(config.provider_timeout);
+    let providers = Providers {
+        acquirer: Arc::new(HttpCardAcquirer::new(&adapter)?),
+        card_push: Arc::new(HttpCardPush::new(&adapter)?),
+        custodian: Arc::new(HttpCustodian::new(&adapter)?),
+        pending_poll: chrono::Duration::from_std(PENDING_POLL)?,
+    };
+    let delays = config
+        .settlement_retry_schedule
+        .iter()
+        .map(|delay| chrono::Duration::from_std(*delay))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(SettlementContext {
+        providers,
+        policy: RetryPolicy { delays },
+    })
 }
 
 fn api_server(listener: TcpListener, state: web::Data<AppState>) -> anyhow::Result<Server> {

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use tern_actors::runtime::Runtime;
+use tern_actors::runtime::{Registry, Runtime};
+use tern_actors::settlement::SettlementKind;
 use tern_schema::Db;
 
 use crate::auth::key_cache::KeyCache;
@@ -18,6 +19,8 @@ pub struct AppState {
     pub limits: Limiters,
     pub docs: Arc<Documents>,
     pub runtime: Arc<Runtime>,
+    /// `None` when no provider is configured (sandbox off, no TERN_PROVIDER_URL).
+    pub settlements: Option<Registry<SettlementKind>>,
     pub started_at: DateTime<Utc>,
 }
 

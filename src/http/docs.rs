@@ -4,7 +4,7 @@
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::http::{api_keys, audit, ledger, m2m, ops, problem, provider_webhooks};
+use crate::http::{api_keys, audit, ledger, m2m, ops, problem, provider_webhooks, settlements};
 
 /// The three credential forms of the interface.
 pub struct SecuritySchemes;
@@ -80,6 +80,7 @@ pub struct AuthApi;
 
 #[derive(OpenApi)]
 #[openapi(
+    paths(settlements::create, settlements::list, settlements::get, settlements::reverse),
     components(schemas(problem::Problem)),
     tags((name = "settlements", description = "Durable settlement intents executed exactly once")),
     modifiers(&SecuritySchemes)

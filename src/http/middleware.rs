@@ -68,7 +68,10 @@ pub async fn edge(
         }
     };
 
-    if response.status().as_u16() >= 400 {
+    // Errors, and the rare success answered with a problem document (a 202
+    // reversal-pending), are rendered here with the request's details.
+    let carries_problem = response.response().extensions().get::<Problem>().is_some();
+    if response.status().as_u16() >= 400 || carries_problem {
         response = finish_problem(
             response,
             state.as_ref().map(|data| data.get_ref()),

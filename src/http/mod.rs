@@ -7,9 +7,11 @@ pub mod extract;
 pub mod ledger;
 pub mod m2m;
 pub mod middleware;
+pub mod money;
 pub mod ops;
 pub mod problem;
 pub mod provider_webhooks;
+pub mod settlements;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
@@ -38,6 +40,16 @@ pub fn routes(cfg: &mut web::ServiceConfig, state: &AppState) {
         .service(web::resource("/v1/ledger/accounts").route(web::get().to(ledger::accounts)))
         .service(
             web::resource("/v1/ledger/accounts/{id}/entries").route(web::get().to(ledger::entries)),
+        )
+        .service(
+            web::resource("/v1/settlements")
+                .route(web::get().to(settlements::list))
+                .route(web::post().to(settlements::create)),
+        )
+        .service(web::resource("/v1/settlements/{id}").route(web::get().to(settlements::get)))
+        .service(
+            web::resource("/v1/settlements/{id}/reverse")
+                .route(web::post().to(settlements::reverse)),
         )
         .service(web::resource("/v1/audit/events").route(web::get().to(audit::events)))
         .service(web::resource("/v1/audit/verify").route(web::get().to(audit::verify)))

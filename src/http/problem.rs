@@ -34,6 +34,7 @@ pub const PROBLEM_TYPES: &[(&str, u16, &str, &str)] = &[
     ("not-found", 404, "Not found", "No such resource, or it belongs to another merchant."),
     ("method-not-allowed", 405, "Method not allowed", "The path exists but not with this method; the Allow header lists the methods it takes."),
     ("conflict", 409, "Conflict", "The request conflicts with the current state of the resource."),
+    ("reversal-pending", 202, "Reversal pending", "The provider accepted the reversal and finishes it later. Not an error: GET the settlement to see it become reversed."),
     ("gone", 410, "Gone", "The resource existed but is no longer usable, such as an expired quote or token."),
     ("payload-too-large", 413, "Payload too large", "Request bodies are limited to 64 KiB."),
     ("unsupported-media-type", 415, "Unsupported media type", "Request bodies must be JSON with Content-Type: application/json."),
@@ -74,6 +75,9 @@ pub enum ApiError {
     },
     #[error("gone: {0}")]
     Gone(String),
+    /// Not an error: a 202 whose body is a problem document (decisions §5).
+    #[error("reversal pending: {0}")]
+    ReversalPending(String),
     #[error("payload larger than {0} bytes")]
     PayloadTooLarge(usize),
     #[error("unsupported media type")]
@@ -129,6 +133,7 @@ impl ApiError {
                 }
             }
             ApiError::Gone(detail) => Problem::new("gone").detail(detail),
+            ApiError::ReversalPending(detail) => Problem::new("reversal-pending").detail(detail),
             ApiError::PayloadTooLarge(limit) => {
                 Problem::new("payload-too-large").detail(format!("the body exceeds {limit} bytes"))
             }
@@ -183,6 +188,7 @@ impl ResponseError for ApiError {
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::Gone(_) => StatusCode::GONE,
+            ApiError::ReversalPending(_) => StatusCode::ACCEPTED,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,

@@ -1,0 +1,52 @@
+//! Money on the wire (interface: Money): an exact decimal string in major
+//! units and an ISO 4217 code. Parsed into int64 minor units, never floats.
+
+use serde::{Deserialize, Serialize};
+use tern_schema::money::{Currency, CurrencyKind};
+use utoipa::ToSchema;
+
+use crate::http::problem::FieldErrors;
+
+#[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Money {
+    /// Major-unit decimal string with at most the currency's decimals.
+    #[schema(example = "25.00")]
+    pub amount: String,
+    /// ISO 4217 alpha-3.
+    #[schema(example = "USD", pattern = "^[A-Z]{3}$")]
+    pub currency: String,
+}
+
+impl Money {
+    /// The canonical form: exactly the currency's exponent in digits.
+    pub fn of(currency: Currency, minor: i64) -> Money {
+        Money {
+            amount: currency.format(minor),
+            currency: currency.code.to_owned(),
+        }
+    }
+
+    /// Minor units in a fiat currency Tern supports; errors go under
+    /// `field.currency` / `field.amount`.
+    pub fn parse_fiat(&self, field: &str, errors: &mut FieldErrors) -> Option<(Currency, i64)> {
+        let currency = match Currency::find(&self.currency) {
+            Some(currency) if currency.kind == CurrencyKind::Fiat => currency,
+            _ => {
+                let supported: Vec<&str> = Currency::fiat().map(|c| c.code).collect();
+                errors.insert(
+                    format!("{field}.currency"),
+                    format!("must be one of {}", supported.join(", ")),
+                );
+                return None;
+            }
+        };
+        match currency.parse(&self.amount) {
+            Ok(minor) => Some((currency, minor)),
+            Err(error) => {
+                errors.insert(format!("{field}.amount"), error.to_string());
+                None
+            }
+        }
+    }
+}
