@@ -48,6 +48,40 @@ enum Command {
         #[command(subcommand)]
         action: AuditAction,
     },
+    /// Load tools that measure a running server.
+    Bench {
+        #[command(subcommand)]
+        action: BenchAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchAction {
+    /// Drive card_push settlements over HTTP and wait for every one to finish.
+    /// The server should run with TERN_RATE_LIMITS=off (submission is limited per key).
+    Settlements {
+        /// Base URL of the running server.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        url: String,
+        /// Settlements to create.
+        #[arg(short = 'n', long, default_value_t = 20_000)]
+        count: u64,
+        /// Requests in flight at once.
+        #[arg(short = 'c', long, default_value_t = 64)]
+        concurrency: usize,
+        /// Creates per second (paced); unpaced when omitted.
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Amount of each push, in USD.
+        #[arg(long, default_value = "1.00")]
+        amount: String,
+        /// Seconds to wait for every settlement to become terminal.
+        #[arg(long, default_value_t = 600)]
+        wait_s: u64,
+        /// Skip the closing ledger check on TERN_DATABASE_URL.
+        #[arg(long)]
+        no_check: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -122,6 +156,38 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Audit {
             action: AuditAction::Verify { merchant },
         } => audit_verify(&config, merchant).await,
+        Command::Bench {
+            action:
+                BenchAction::Settlements {
+                    url,
+                    count,
+                    concurrency,
+                    rate,
+                    amount,
+                    wait_s,
+                    no_check,
+                },
+        } => {
+            let usd = tern_schema::money::Currency::find("USD").context("USD is supported")?;
+            let amount_minor = usd
+                .parse(&amount)
+                .map_err(|error| anyhow::anyhow!("--amount {amount}: {error}"))?;
+            let options = crate::bench::Options {
+                url,
+                count,
+                concurrency,
+                rate_per_s: rate,
+                amount_minor,
+                wait: std::time::Duration::from_secs(wait_s),
+                database_url: (!no_check).then(|| config.database_url.clone()),
+            };
+            let report = crate::bench::settlements(&options).await?;
+            crate::bench::print(&options, &report);
+            if let Some(database_url) = &options.database_url {
+                crate::bench::check_ledger(database_url).await?;
+            }
+            Ok(())
+        }
         Command::Sandbox => {
             let bind = config
                 .sandbox_bind

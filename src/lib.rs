@@ -2,6 +2,7 @@
 //! edge; actors live in `tern-actors`, persistence in `tern-schema`.
 
 pub mod auth;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod http;

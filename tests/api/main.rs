@@ -6,6 +6,7 @@ mod helpers;
 
 mod api_keys;
 mod audit;
+mod bench;
 mod binary;
 mod crash;
 mod docs;
