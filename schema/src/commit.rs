@@ -14,13 +14,13 @@
 
 use std::panic::AssertUnwindSafe;
 
-use diesel_async::AsyncConnection;
+use diesel_async::{AsyncConnection, AsyncPgConnection};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::db::{Db, Pooled, Tx};
-use crate::error::StoreError;
+use crate::db::{establish_sqlite_inline, immediate_transaction, DatabaseUrl, Db, SqliteConn, Tx};
+use crate::error::{StoreError, StoreResult};
 use crate::DieselError;
 
 /// Units of work committed together at most.
@@ -97,10 +97,30 @@ impl Committer {
     }
 }
 
+/// The committer's own connection, opened on its thread so that its I/O
+/// (PostgreSQL's connection task included) runs there, not on whichever
+/// request thread happened to open a pooled one.
+// One lives for the committer's lifetime; boxing would buy nothing.
+#[allow(clippy::large_enum_variant)]
+enum Writer {
+    Sqlite(SqliteConn),
+    Pg(AsyncPgConnection),
+}
+
+impl Writer {
+    async fn open(url: &DatabaseUrl) -> StoreResult<Writer> {
+        match url {
+            DatabaseUrl::Sqlite(path) => Ok(Writer::Sqlite(establish_sqlite_inline(path).await?)),
+            DatabaseUrl::Postgres(url) => Ok(Writer::Pg(AsyncPgConnection::establish(url).await?)),
+        }
+    }
+}
+
 async fn run(db: Db, mut units: mpsc::Receiver<Unit>) {
+    let mut writer: Option<Writer> = None;
     let mut batch = Vec::with_capacity(BATCH_UNITS_MAX);
     while units.recv_many(&mut batch, BATCH_UNITS_MAX).await > 0 {
-        commit(&db, std::mem::take(&mut batch)).await;
+        commit(&db, &mut writer, std::mem::take(&mut batch)).await;
     }
 }
 
@@ -121,38 +141,52 @@ macro_rules! savepoint {
     }};
 }
 
-/// One transaction for the whole batch, one savepoint per unit.
-async fn commit(db: &Db, batch: Vec<Unit>) {
+/// One transaction for the whole batch, one savepoint per unit, through
+/// the committer's own connection (opened on first use, reopened after a
+/// failed commit).
+async fn commit(db: &Db, writer: &mut Option<Writer>, batch: Vec<Unit>) {
+    let started = std::time::Instant::now();
+    let units = batch.len();
     let mut answers: Vec<(bool, Answer)> = Vec::with_capacity(batch.len());
-    let committed = match db.get().await {
-        Err(error) => Err(error),
-        Ok(mut pooled) => {
-            let result: Result<(), DieselError> = match &mut pooled {
-                Pooled::Sqlite(conn) => {
-                    conn.immediate_transaction(async |conn| {
-                        for unit in batch {
-                            answers.push(savepoint!(conn, unit, Tx::Sqlite));
-                        }
-                        Ok(())
-                    })
-                    .await
-                }
-                Pooled::Pg(conn) => {
-                    conn.transaction(async |conn| {
-                        for unit in batch {
-                            answers.push(savepoint!(conn, unit, Tx::Pg));
-                        }
-                        Ok(())
-                    })
-                    .await
-                }
-            };
-            result.map_err(StoreError::from)
+    if writer.is_none() {
+        match Writer::open(db.url()).await {
+            Ok(opened) => *writer = Some(opened),
+            Err(error) => tracing::error!(%error, "the committer cannot open its connection"),
         }
+    }
+    let committed = match writer.as_mut() {
+        None => Err(StoreError::Unavailable(
+            "the committer has no database connection".into(),
+        )),
+        Some(Writer::Sqlite(conn)) => immediate_transaction(conn, async |conn| {
+            for unit in batch {
+                answers.push(savepoint!(conn, unit, Tx::Sqlite));
+            }
+            Ok::<(), DieselError>(())
+        })
+        .await
+        .map_err(StoreError::from),
+        Some(Writer::Pg(conn)) => conn
+            .transaction(async |conn| {
+                for unit in batch {
+                    answers.push(savepoint!(conn, unit, Tx::Pg));
+                }
+                Ok::<(), DieselError>(())
+            })
+            .await
+            .map_err(StoreError::from),
     };
+    if committed.is_err() {
+        *writer = None;
+    }
     if let Err(error) = &committed {
         tracing::error!(%error, units = answers.len(), "a group commit failed; its writers are told");
     }
+    tracing::debug!(
+        units,
+        elapsed_us = started.elapsed().as_micros() as u64,
+        "group commit"
+    );
     for (succeeded, answer) in answers {
         // A failed unit's own error is its answer, whatever the commit did.
         answer(match (&committed, succeeded) {

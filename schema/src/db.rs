@@ -13,17 +13,55 @@ use deadpool::managed::{PoolError, Timeouts};
 use deadpool::Runtime;
 use diesel::SqliteConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
-use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
-use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
+// A checkout does not ping: `Fast` recycling still drops a connection that
+// is broken or closed, and a ping per checkout was a round trip per request
+// and per group commit.
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+};
+use diesel_async::sync_connection_wrapper::{SpawnBlocking, SyncConnectionWrapper};
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use futures_util::future::BoxFuture;
-use futures_util::FutureExt;
+use futures_util::{FutureExt, TryFutureExt};
 
 use crate::commit::Committer;
 
 use crate::error::{StoreError, StoreResult};
 
-pub type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
+pub type SqliteConn = SyncConnectionWrapper<SqliteConnection, SqliteRunner>;
+
+/// Where a SQLite connection runs its statements. Pooled connections hand
+/// each one to tokio's blocking pool, so request threads never block on the
+/// database. The committer's own connection runs them inline on the
+/// committer's thread, which exists to block on them: a hop to another
+/// thread and back per statement cost more than the statement itself, and
+/// left the committer waiting on context switches instead of committing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SqliteRunner {
+    inline: bool,
+}
+
+impl SpawnBlocking for SqliteRunner {
+    fn spawn_blocking<'a, R>(
+        &mut self,
+        task: impl FnOnce() -> R + Send + 'static,
+    ) -> BoxFuture<'a, Result<R, Box<dyn std::error::Error + Send + Sync + 'static>>>
+    where
+        R: Send + 'static,
+    {
+        if self.inline {
+            let result = task();
+            return Box::pin(async move { Ok(result) });
+        }
+        tokio::task::spawn_blocking(task)
+            .map_err(|error| Box::new(error) as Box<dyn std::error::Error + Send + Sync>)
+            .boxed()
+    }
+
+    fn get_runtime() -> Self {
+        SqliteRunner { inline: false }
+    }
+}
 
 /// How long a caller waits for a pooled connection before the database is
 /// reported unavailable (503 at the edge) instead of queueing without bound.
@@ -164,7 +202,7 @@ macro_rules! write_tx {
             Err(error) => Err(error.into()),
             Ok(mut pooled) => match &mut pooled {
                 $crate::db::Pooled::Sqlite(conn) => {
-                    conn.immediate_transaction(async |conn| {
+                    $crate::db::immediate_transaction(&mut **conn, async |conn| {
                         let $tx = &mut $crate::db::Tx::Sqlite(conn);
                         $body
                     })
@@ -190,12 +228,16 @@ impl Db {
             DatabaseUrl::Sqlite(path) => {
                 ensure_parent_dir(path)?;
                 let mut config = ManagerConfig::<SqliteConn>::default();
+                config.recycling_method = RecyclingMethod::Fast;
                 config.custom_setup = Box::new(|path| establish_sqlite(path.to_owned()).boxed());
                 let manager = AsyncDieselConnectionManager::new_with_config(path, config);
                 DbPool::Sqlite(build_pool(Pool::builder(manager), SQLITE_POOL_SIZE_MAX)?)
             }
             DatabaseUrl::Postgres(url) => {
-                let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(url);
+                let mut config = ManagerConfig::<AsyncPgConnection>::default();
+                config.recycling_method = RecyclingMethod::Fast;
+                let manager =
+                    AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
                 DbPool::Pg(build_pool(Pool::builder(manager), POSTGRES_POOL_SIZE_MAX)?)
             }
         };
@@ -294,18 +336,61 @@ pub(crate) fn ensure_parent_dir(path: &str) -> StoreResult<()> {
     Ok(())
 }
 
+/// `BEGIN IMMEDIATE`, then `f`, then commit on `Ok` or roll back on `Err`:
+/// diesel-async's own `immediate_transaction` exists only for its default
+/// runner, and a deferred transaction that later needs the write lock fails
+/// with "database is locked" under concurrency.
+pub async fn immediate_transaction<R, E, F>(conn: &mut SqliteConn, f: F) -> Result<R, E>
+where
+    F: AsyncFnOnce(&mut SqliteConn) -> Result<R, E>,
+    E: From<diesel::result::Error>,
+{
+    use diesel::connection::AnsiTransactionManager;
+    use diesel_async::sync_connection_wrapper::SyncTransactionManagerWrapper;
+    use diesel_async::TransactionManager;
+    type Manager = SyncTransactionManagerWrapper<AnsiTransactionManager>;
+    conn.spawn_blocking(|inner| {
+        AnsiTransactionManager::begin_transaction_sql(inner, "BEGIN IMMEDIATE")
+    })
+    .await?;
+    match f(&mut *conn).await {
+        Ok(value) => {
+            Manager::commit_transaction(conn).await?;
+            Ok(value)
+        }
+        Err(error) => {
+            Manager::rollback_transaction(conn).await?;
+            Err(error)
+        }
+    }
+}
+
+/// The committer's own SQLite connection, whose statements run inline on
+/// the committer's thread (see [`SqliteRunner`]).
+pub(crate) async fn establish_sqlite_inline(path: &str) -> diesel::ConnectionResult<SqliteConn> {
+    use diesel::Connection as _;
+    let conn = SqliteConnection::establish(path)?;
+    let mut conn = SqliteConn::with_runtime(conn, SqliteRunner { inline: true });
+    sqlite_pragmas(&mut conn).await?;
+    Ok(conn)
+}
+
 /// Durable and concurrent SQLite: WAL with full fsync on commit, a busy
 /// timeout so writers queue for the lock, and enforced foreign keys.
 async fn establish_sqlite(path: String) -> diesel::ConnectionResult<SqliteConn> {
     let mut conn = SqliteConn::establish(&path).await?;
+    sqlite_pragmas(&mut conn).await?;
+    Ok(conn)
+}
+
+async fn sqlite_pragmas(conn: &mut SqliteConn) -> diesel::ConnectionResult<()> {
     let pragmas = format!(
         "PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}; PRAGMA journal_mode = WAL; \
          PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;"
     );
     conn.batch_execute(&pragmas)
         .await
-        .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
-    Ok(conn)
+        .map_err(diesel::ConnectionError::CouldntSetupConfiguration)
 }
 
 #[cfg(test)]
