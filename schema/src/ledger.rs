@@ -41,6 +41,20 @@ impl SystemAccount {
     pub fn account_id(self, currency: &str) -> String {
         format!("sys_{}_{}", self.kind(), currency.to_ascii_lowercase())
     }
+
+    /// The account and currency an id of [`SystemAccount::account_id`] names.
+    pub fn parse_id(id: &str) -> Option<(SystemAccount, String)> {
+        let (kind, currency) = id.strip_prefix("sys_")?.rsplit_once('_')?;
+        let account = [
+            SystemAccount::CardAcquirer,
+            SystemAccount::CardPush,
+            SystemAccount::Custodian,
+        ]
+        .into_iter()
+        .find(|account| account.kind() == kind)?;
+        let currency = Currency::find(&currency.to_ascii_uppercase())?;
+        Some((account, currency.code.to_owned()))
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,19 +170,23 @@ pub async fn open_funding_accounts(tx: &mut Tx<'_>, merchant_id: &str) -> Result
     Ok(())
 }
 
-/// The system account of this kind and currency, created on first use.
-pub async fn system_account(
-    tx: &mut Tx<'_>,
-    account: SystemAccount,
-    currency: &str,
-) -> Result<String, LedgerError> {
-    let id = account.account_id(currency);
+/// The id of a system counterparty account. The row is made on first use,
+/// by [`record`], so that the hot path writes nothing to find it.
+pub fn system_account(account: SystemAccount, currency: &str) -> String {
+    account.account_id(currency)
+}
+
+/// Makes the system account `account_id` names, if it names one.
+async fn open_system_account(tx: &mut Tx<'_>, account_id: &str) -> Result<bool, LedgerError> {
+    let Some((account, currency)) = SystemAccount::parse_id(account_id) else {
+        return Ok(false);
+    };
     let now = utc_now();
     let row = LedgerAccountRow {
-        id: id.clone(),
+        id: account_id.to_owned(),
         merchant_id: None,
         kind: account.kind().to_owned(),
-        currency: currency.to_owned(),
+        currency,
         posted_debits_minor: 0,
         posted_credits_minor: 0,
         pending_debits_minor: 0,
@@ -176,8 +194,9 @@ pub async fn system_account(
         created_at: now,
         updated_at: now,
     };
+    // Two writers may make it at once: the second does nothing.
     store::insert_account_if_absent(tx, &row).await?;
-    Ok(id)
+    Ok(true)
 }
 
 /// Records a balanced entry and applies it to the balances. Debits of a
@@ -192,6 +211,36 @@ pub async fn record(tx: &mut Tx<'_>, entry: &Entry, phase: Phase) -> Result<Stri
         Phase::Pending => "pending",
         Phase::Posted => "posted",
     };
+
+    // A fixed lock order (by account id) keeps concurrent entries on
+    // PostgreSQL from deadlocking on each other's rows.
+    let mut lines: Vec<&Line> = entry.lines.iter().collect();
+    lines.sort_by(|a, b| a.account_id.cmp(&b.account_id));
+    for line in lines {
+        let bucket = match (phase, line.direction) {
+            (Phase::Pending, Direction::Debit) => Bucket::PendingDebits,
+            (Phase::Pending, Direction::Credit) => Bucket::PendingCredits,
+            (Phase::Posted, Direction::Debit) => Bucket::PostedDebits,
+            (Phase::Posted, Direction::Credit) => Bucket::PostedCredits,
+        };
+        // Only a debit can take a funding account below zero.
+        let guard = line.direction == Direction::Debit;
+        let (id, currency, amount) = (&line.account_id, &line.currency, line.amount_minor);
+        if store::add_line(tx, id, currency, bucket, amount, guard).await? {
+            continue;
+        }
+        let missing = store::find_account(tx, id).await?.is_none();
+        if missing
+            && open_system_account(tx, id).await?
+            && store::add_line(tx, id, currency, bucket, amount, guard).await?
+        {
+            continue;
+        }
+        return Err(refusal(tx, line).await);
+    }
+    // After the balances: a refused entry stops there having written
+    // nothing more, and a system account made on first use exists before
+    // its lines refer to it.
     store::insert_transaction(
         tx,
         &LedgerTransactionRow {
@@ -219,39 +268,27 @@ pub async fn record(tx: &mut Tx<'_>, entry: &Entry, phase: Phase) -> Result<Stri
         })
         .collect();
     store::insert_entries(tx, &rows).await?;
-
-    // A fixed lock order (by account id) keeps concurrent entries on
-    // PostgreSQL from deadlocking on each other's rows.
-    let mut lines: Vec<&Line> = entry.lines.iter().collect();
-    lines.sort_by(|a, b| a.account_id.cmp(&b.account_id));
-    for line in lines {
-        let account = store::find_account(tx, &line.account_id)
-            .await?
-            .ok_or_else(|| LedgerError::UnknownAccount(line.account_id.clone()))?;
-        if account.currency != line.currency {
-            return Err(LedgerError::CurrencyMismatch {
-                account_id: account.id,
-                account_currency: account.currency,
-                line_currency: line.currency.clone(),
-            });
-        }
-        let bucket = match (phase, line.direction) {
-            (Phase::Pending, Direction::Debit) => Bucket::PendingDebits,
-            (Phase::Pending, Direction::Credit) => Bucket::PendingCredits,
-            (Phase::Posted, Direction::Debit) => Bucket::PostedDebits,
-            (Phase::Posted, Direction::Credit) => Bucket::PostedCredits,
-        };
-        let guarded = account.kind == FUNDING && line.direction == Direction::Debit;
-        if !store::add_to_bucket(tx, &line.account_id, bucket, line.amount_minor, guarded).await? {
-            return Err(LedgerError::InsufficientFunds {
-                account_id: line.account_id.clone(),
-            });
-        }
-    }
     Ok(transaction_id)
 }
 
 /// Posts a pending entry: its amounts move from pending to posted.
+/// Why [`store::add_line`] refused a line: no such account, another
+/// currency, or not enough available funds.
+async fn refusal(tx: &mut Tx<'_>, line: &Line) -> LedgerError {
+    match store::find_account(tx, &line.account_id).await {
+        Err(error) => error.into(),
+        Ok(None) => LedgerError::UnknownAccount(line.account_id.clone()),
+        Ok(Some(account)) if account.currency != line.currency => LedgerError::CurrencyMismatch {
+            account_id: account.id,
+            account_currency: account.currency,
+            line_currency: line.currency.clone(),
+        },
+        Ok(Some(_)) => LedgerError::InsufficientFunds {
+            account_id: line.account_id.clone(),
+        },
+    }
+}
+
 pub async fn post(tx: &mut Tx<'_>, transaction_id: &str) -> Result<(), LedgerError> {
     settle(tx, transaction_id, true).await
 }
@@ -276,15 +313,8 @@ async fn settle(tx: &mut Tx<'_>, transaction_id: &str, posting: bool) -> Result<
     let mut lines = store::transaction_entries(tx, transaction_id).await?;
     lines.sort_by(|a, b| a.account_id.cmp(&b.account_id));
     for line in lines {
-        let (pending, posted) = if line.direction == Direction::Debit.as_str() {
-            (Bucket::PendingDebits, Bucket::PostedDebits)
-        } else {
-            (Bucket::PendingCredits, Bucket::PostedCredits)
-        };
-        store::add_to_bucket(tx, &line.account_id, pending, -line.amount_minor, false).await?;
-        if posting {
-            store::add_to_bucket(tx, &line.account_id, posted, line.amount_minor, false).await?;
-        }
+        let debit = line.direction == Direction::Debit.as_str();
+        store::settle_line(tx, &line.account_id, debit, line.amount_minor, posting).await?;
     }
     Ok(())
 }

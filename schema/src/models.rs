@@ -9,7 +9,7 @@ use crate::schema::{
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
-#[diesel(table_name = merchants)]
+#[diesel(table_name = merchants, treat_none_as_default_value = false)]
 pub struct MerchantRow {
     pub id: String,
     pub organization_name: String,
@@ -19,7 +19,7 @@ pub struct MerchantRow {
 }
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
-#[diesel(table_name = api_keys)]
+#[diesel(table_name = api_keys, treat_none_as_default_value = false)]
 pub struct ApiKeyRow {
     pub id: String,
     pub merchant_id: String,
@@ -36,7 +36,7 @@ pub struct ApiKeyRow {
 }
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
-#[diesel(table_name = ledger_accounts)]
+#[diesel(table_name = ledger_accounts, treat_none_as_default_value = false)]
 pub struct LedgerAccountRow {
     pub id: String,
     pub merchant_id: Option<String>,
@@ -63,7 +63,7 @@ impl LedgerAccountRow {
 }
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
-#[diesel(table_name = ledger_transactions)]
+#[diesel(table_name = ledger_transactions, treat_none_as_default_value = false)]
 pub struct LedgerTransactionRow {
     pub id: String,
     pub status: String,
@@ -75,7 +75,7 @@ pub struct LedgerTransactionRow {
 }
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
-#[diesel(table_name = ledger_entries)]
+#[diesel(table_name = ledger_entries, treat_none_as_default_value = false)]
 pub struct LedgerEntryRow {
     pub id: String,
     pub transaction_id: String,
@@ -87,7 +87,7 @@ pub struct LedgerEntryRow {
 }
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
-#[diesel(table_name = audit_heads)]
+#[diesel(table_name = audit_heads, treat_none_as_default_value = false)]
 pub struct AuditHeadRow {
     pub merchant_id: String,
     pub seq: i64,
@@ -96,7 +96,7 @@ pub struct AuditHeadRow {
 }
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
-#[diesel(table_name = audit_events)]
+#[diesel(table_name = audit_events, treat_none_as_default_value = false)]
 pub struct AuditEventRow {
     pub merchant_id: String,
     pub seq: i64,
@@ -114,7 +114,7 @@ pub struct AuditEventRow {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable, AsChangeset)]
-#[diesel(table_name = settlements, treat_none_as_null = true)]
+#[diesel(table_name = settlements, treat_none_as_null = true, treat_none_as_default_value = false)]
 pub struct SettlementRow {
     pub merchant_id: String,
     pub idempotency_key: String,
@@ -153,7 +153,7 @@ pub struct SettlementRow {
 }
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
-#[diesel(table_name = idempotency_records)]
+#[diesel(table_name = idempotency_records, treat_none_as_default_value = false)]
 pub struct IdempotencyRow {
     pub merchant_id: String,
     pub scope: String,
@@ -167,7 +167,7 @@ pub struct IdempotencyRow {
 }
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
-#[diesel(table_name = inbound_events)]
+#[diesel(table_name = inbound_events, treat_none_as_default_value = false)]
 pub struct InboundEventRow {
     pub provider: String,
     pub event_id: String,

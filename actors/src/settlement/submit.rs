@@ -170,8 +170,7 @@ pub async fn submit(
                 }
             }
             if new.method.holds_funds() {
-                let system =
-                    ledger::system_account(tx, counterparty(new.method), &new.currency).await?;
+                let system = ledger::system_account(counterparty(new.method), &new.currency);
                 let hold = Entry {
                     merchant_id: Some(new.merchant_id.clone()),
                     settlement_key: Some(new.key.clone()),

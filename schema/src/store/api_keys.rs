@@ -8,6 +8,7 @@ use diesel_async::RunQueryDsl;
 use crate::dispatch;
 use crate::models::ApiKeyRow;
 use crate::schema::{api_keys, merchants};
+use crate::store::cached::Cached;
 use crate::{StoreResult, Tx};
 
 /// Most keys one merchant may hold, revoked ones included, so that listing
@@ -15,7 +16,7 @@ use crate::{StoreResult, Tx};
 pub const KEYS_PER_MERCHANT_MAX: i64 = 200;
 
 pub async fn insert(tx: &mut Tx<'_>, row: &ApiKeyRow) -> StoreResult<()> {
-    dispatch!(tx, conn => diesel::insert_into(api_keys::table).values(row).execute(conn).await)?;
+    dispatch!(tx, conn => Cached(diesel::insert_into(api_keys::table).values(row)).execute(conn).await)?;
     Ok(())
 }
 
@@ -73,9 +74,9 @@ pub async fn revoke(
         return Ok(None);
     };
     if row.revoked_at.is_none() {
-        dispatch!(tx, conn => diesel::update(api_keys::table.find(key_id))
+        dispatch!(tx, conn => Cached(diesel::update(api_keys::table.find(key_id))
             .set(api_keys::revoked_at.eq(Some(at)))
-            .execute(conn)
+            ).execute(conn)
             .await)?;
     }
     Ok(Some(row))
@@ -83,9 +84,9 @@ pub async fn revoke(
 
 /// Records use; callers throttle this so reads do not turn into writes.
 pub async fn touch_last_used(tx: &mut Tx<'_>, key_id: &str, at: NaiveDateTime) -> StoreResult<()> {
-    dispatch!(tx, conn => diesel::update(api_keys::table.find(key_id))
+    dispatch!(tx, conn => Cached(diesel::update(api_keys::table.find(key_id))
         .set(api_keys::last_used_at.eq(Some(at)))
-        .execute(conn)
+        ).execute(conn)
         .await)?;
     Ok(())
 }

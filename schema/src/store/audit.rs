@@ -7,10 +7,11 @@ use crate::db::Tx;
 use crate::dispatch;
 use crate::models::{AuditEventRow, AuditHeadRow};
 use crate::schema::{audit_events, audit_heads};
+use crate::store::cached::Cached;
 use crate::StoreResult;
 
 pub async fn insert_head(tx: &mut Tx<'_>, row: &AuditHeadRow) -> StoreResult<()> {
-    dispatch!(tx, conn => diesel::insert_into(audit_heads::table).values(row).execute(conn).await)?;
+    dispatch!(tx, conn => Cached(diesel::insert_into(audit_heads::table).values(row)).execute(conn).await)?;
     Ok(())
 }
 
@@ -48,15 +49,15 @@ pub async fn find_head(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Option
 }
 
 pub async fn update_head(tx: &mut Tx<'_>, row: &AuditHeadRow) -> StoreResult<()> {
-    dispatch!(tx, conn => diesel::update(audit_heads::table.find(&row.merchant_id))
+    dispatch!(tx, conn => Cached(diesel::update(audit_heads::table.find(&row.merchant_id))
         .set((audit_heads::seq.eq(row.seq), audit_heads::hash.eq(&row.hash), audit_heads::updated_at.eq(row.updated_at)))
-        .execute(conn)
+        ).execute(conn)
         .await)?;
     Ok(())
 }
 
 pub async fn insert_event(tx: &mut Tx<'_>, row: &AuditEventRow) -> StoreResult<()> {
-    dispatch!(tx, conn => diesel::insert_into(audit_events::table).values(row).execute(conn).await)?;
+    dispatch!(tx, conn => Cached(diesel::insert_into(audit_events::table).values(row)).execute(conn).await)?;
     Ok(())
 }
 

@@ -7,16 +7,17 @@ use diesel_async::RunQueryDsl;
 use crate::dispatch;
 use crate::models::IdempotencyRow;
 use crate::schema::idempotency_records;
+use crate::store::cached::Cached;
 use crate::{StoreResult, Tx};
 
 /// Inserts the record unless the key is taken; answers whether it inserted.
 /// On PostgreSQL a concurrent insert of the same key waits for the first
 /// transaction and then does nothing, so the loser reads the winner's record.
 pub async fn insert_if_absent(tx: &mut Tx<'_>, row: &IdempotencyRow) -> StoreResult<bool> {
-    let inserted = dispatch!(tx, conn => diesel::insert_into(idempotency_records::table)
+    let inserted = dispatch!(tx, conn => Cached(diesel::insert_into(idempotency_records::table)
         .values(row)
         .on_conflict_do_nothing()
-        .execute(conn)
+        ).execute(conn)
         .await)?;
     Ok(inserted == 1)
 }
@@ -43,14 +44,14 @@ pub async fn complete(
     response_body: &str,
     at: NaiveDateTime,
 ) -> StoreResult<()> {
-    dispatch!(tx, conn => diesel::update(idempotency_records::table.find((merchant_id, scope, key)))
+    dispatch!(tx, conn => Cached(diesel::update(idempotency_records::table.find((merchant_id, scope, key)))
         .set((
             idempotency_records::state.eq("completed"),
             idempotency_records::response_status.eq(Some(response_status)),
             idempotency_records::response_body.eq(Some(response_body)),
             idempotency_records::updated_at.eq(at),
         ))
-        .execute(conn)
+        ).execute(conn)
         .await)?;
     Ok(())
 }

@@ -6,14 +6,15 @@ use diesel_async::RunQueryDsl;
 use crate::dispatch;
 use crate::models::InboundEventRow;
 use crate::schema::inbound_events;
+use crate::store::cached::Cached;
 use crate::{StoreResult, Tx};
 
 /// Records the event unless its id was seen before; answers whether it is new.
 pub async fn insert_if_new(tx: &mut Tx<'_>, row: &InboundEventRow) -> StoreResult<bool> {
-    let inserted = dispatch!(tx, conn => diesel::insert_into(inbound_events::table)
+    let inserted = dispatch!(tx, conn => Cached(diesel::insert_into(inbound_events::table)
         .values(row)
         .on_conflict_do_nothing()
-        .execute(conn)
+        ).execute(conn)
         .await)?;
     Ok(inserted == 1)
 }

@@ -6,8 +6,10 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
 use crate::dispatch;
+use crate::ledger::FUNDING;
 use crate::models::{LedgerAccountRow, LedgerEntryRow, LedgerTransactionRow};
 use crate::schema::{ledger_accounts, ledger_entries, ledger_transactions};
+use crate::store::cached::Cached;
 use crate::types::utc_now;
 use crate::{StoreResult, Tx};
 
@@ -15,17 +17,17 @@ use crate::{StoreResult, Tx};
 pub const CHECK_PAGE_ROWS: i64 = 5_000;
 
 pub async fn insert_account(tx: &mut Tx<'_>, row: &LedgerAccountRow) -> StoreResult<()> {
-    dispatch!(tx, conn => diesel::insert_into(ledger_accounts::table).values(row).execute(conn).await)?;
+    dispatch!(tx, conn => Cached(diesel::insert_into(ledger_accounts::table).values(row)).execute(conn).await)?;
     Ok(())
 }
 
 /// Inserts unless an account with this id exists (system accounts are made
 /// on first use, possibly by two writers at once).
 pub async fn insert_account_if_absent(tx: &mut Tx<'_>, row: &LedgerAccountRow) -> StoreResult<()> {
-    dispatch!(tx, conn => diesel::insert_into(ledger_accounts::table)
+    dispatch!(tx, conn => Cached(diesel::insert_into(ledger_accounts::table)
         .values(row)
         .on_conflict_do_nothing()
-        .execute(conn)
+        ).execute(conn)
         .await)?;
     Ok(())
 }
@@ -69,7 +71,7 @@ pub async fn accounts_page(tx: &mut Tx<'_>, after: &str) -> StoreResult<Vec<Ledg
 }
 
 pub async fn insert_transaction(tx: &mut Tx<'_>, row: &LedgerTransactionRow) -> StoreResult<()> {
-    dispatch!(tx, conn => diesel::insert_into(ledger_transactions::table).values(row).execute(conn).await)?;
+    dispatch!(tx, conn => Cached(diesel::insert_into(ledger_transactions::table).values(row)).execute(conn).await)?;
     Ok(())
 }
 
@@ -77,7 +79,7 @@ pub async fn insert_transaction(tx: &mut Tx<'_>, row: &LedgerTransactionRow) -> 
 /// multi-row insert does not build for SQLite through the async wrapper.
 pub async fn insert_entries(tx: &mut Tx<'_>, rows: &[LedgerEntryRow]) -> StoreResult<()> {
     for row in rows {
-        dispatch!(tx, conn => diesel::insert_into(ledger_entries::table).values(row).execute(conn).await)?;
+        dispatch!(tx, conn => Cached(diesel::insert_into(ledger_entries::table).values(row)).execute(conn).await)?;
     }
     Ok(())
 }
@@ -90,13 +92,13 @@ pub async fn transition_transaction(
     to: &str,
 ) -> StoreResult<bool> {
     let now = utc_now();
-    let changed = dispatch!(tx, conn => diesel::update(
+    let changed = dispatch!(tx, conn => Cached(diesel::update(
             ledger_transactions::table
                 .filter(ledger_transactions::id.eq(id))
                 .filter(ledger_transactions::status.eq(from)),
         )
         .set((ledger_transactions::status.eq(to), ledger_transactions::updated_at.eq(now)))
-        .execute(conn)
+        ).execute(conn)
         .await)?;
     Ok(changed == 1)
 }
@@ -193,44 +195,100 @@ pub enum Bucket {
     PostedCredits,
 }
 
-/// Adds `amount_minor` (negative to release) to one bucket. With `guarded`,
-/// the change applies only while available (posted credits - posted debits -
-/// pending debits) covers the amount; answers whether it applied.
-pub async fn add_to_bucket(
+/// Adds `amount_minor` to one bucket of the account, if the account holds
+/// `currency`. With `guard_funding`, a funding account changes only while
+/// its available balance (posted credits - posted debits - pending debits)
+/// covers the amount. Answers whether it applied; the checks live in the
+/// statement so that an entry costs one statement per line, and the
+/// database applies them atomically whoever else is writing.
+pub async fn add_line(
     tx: &mut Tx<'_>,
     account_id: &str,
+    currency: &str,
     bucket: Bucket,
     amount_minor: i64,
-    guarded: bool,
+    guard_funding: bool,
 ) -> StoreResult<bool> {
     use ledger_accounts::{
-        id, pending_credits_minor, pending_debits_minor, posted_credits_minor, posted_debits_minor,
-        updated_at,
+        id, kind, pending_credits_minor, pending_debits_minor, posted_credits_minor,
+        posted_debits_minor, updated_at,
     };
     let now = utc_now();
     let changed = dispatch!(tx, conn => {
-        let mut target = diesel::update(ledger_accounts::table).filter(id.eq(account_id)).into_boxed();
-        if guarded {
-            target = target.filter((posted_credits_minor - posted_debits_minor - pending_debits_minor).ge(amount_minor));
+        let mut target = diesel::update(ledger_accounts::table)
+            .filter(id.eq(account_id))
+            .filter(ledger_accounts::currency.eq(currency))
+            .into_boxed();
+        if guard_funding {
+            target = target.filter(kind.ne(FUNDING).or(
+                (posted_credits_minor - posted_debits_minor - pending_debits_minor).ge(amount_minor),
+            ));
         }
         match bucket {
-            Bucket::PendingDebits => target
-                .set((pending_debits_minor.eq(pending_debits_minor + amount_minor), updated_at.eq(now)))
+            Bucket::PendingDebits => Cached(target
+                .set((pending_debits_minor.eq(pending_debits_minor + amount_minor), updated_at.eq(now))))
                 .execute(conn)
                 .await,
-            Bucket::PendingCredits => target
-                .set((pending_credits_minor.eq(pending_credits_minor + amount_minor), updated_at.eq(now)))
+            Bucket::PendingCredits => Cached(target
+                .set((pending_credits_minor.eq(pending_credits_minor + amount_minor), updated_at.eq(now))))
                 .execute(conn)
                 .await,
-            Bucket::PostedDebits => target
-                .set((posted_debits_minor.eq(posted_debits_minor + amount_minor), updated_at.eq(now)))
+            Bucket::PostedDebits => Cached(target
+                .set((posted_debits_minor.eq(posted_debits_minor + amount_minor), updated_at.eq(now))))
                 .execute(conn)
                 .await,
-            Bucket::PostedCredits => target
-                .set((posted_credits_minor.eq(posted_credits_minor + amount_minor), updated_at.eq(now)))
+            Bucket::PostedCredits => Cached(target
+                .set((posted_credits_minor.eq(posted_credits_minor + amount_minor), updated_at.eq(now))))
                 .execute(conn)
                 .await,
         }
     })?;
     Ok(changed == 1)
+}
+
+/// Moves one line of a pending entry out of pending: into posted when
+/// `posting`, nowhere when voiding. One statement per line.
+pub async fn settle_line(
+    tx: &mut Tx<'_>,
+    account_id: &str,
+    debit: bool,
+    amount_minor: i64,
+    posting: bool,
+) -> StoreResult<()> {
+    use ledger_accounts::{
+        id, pending_credits_minor, pending_debits_minor, posted_credits_minor, posted_debits_minor,
+        updated_at,
+    };
+    let now = utc_now();
+    let target = ledger_accounts::table.filter(id.eq(account_id));
+    let changed = dispatch!(tx, conn => match (debit, posting) {
+        (true, true) => Cached(diesel::update(target).set((
+                pending_debits_minor.eq(pending_debits_minor - amount_minor),
+                posted_debits_minor.eq(posted_debits_minor + amount_minor),
+                updated_at.eq(now))))
+            .execute(conn)
+            .await,
+        (true, false) => Cached(diesel::update(target).set((
+                pending_debits_minor.eq(pending_debits_minor - amount_minor),
+                updated_at.eq(now))))
+            .execute(conn)
+            .await,
+        (false, true) => Cached(diesel::update(target).set((
+                pending_credits_minor.eq(pending_credits_minor - amount_minor),
+                posted_credits_minor.eq(posted_credits_minor + amount_minor),
+                updated_at.eq(now))))
+            .execute(conn)
+            .await,
+        (false, false) => Cached(diesel::update(target).set((
+                pending_credits_minor.eq(pending_credits_minor - amount_minor),
+                updated_at.eq(now))))
+            .execute(conn)
+            .await,
+    })?;
+    // Lines name accounts that exist: the entry was recorded against them.
+    assert_eq!(
+        changed, 1,
+        "settling a line of a missing account {account_id}"
+    );
+    Ok(())
 }

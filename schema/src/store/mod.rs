@@ -3,6 +3,7 @@
 
 pub mod api_keys;
 pub mod audit;
+pub mod cached;
 pub mod idempotency;
 pub mod inbound_events;
 pub mod ledger;

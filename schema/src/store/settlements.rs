@@ -8,6 +8,7 @@ use diesel_async::RunQueryDsl;
 use crate::dispatch;
 use crate::models::SettlementRow;
 use crate::schema::settlements;
+use crate::store::cached::Cached;
 use crate::{StoreResult, Tx};
 
 /// Statuses with work left for an actor (a succeeded settlement may still
@@ -15,7 +16,7 @@ use crate::{StoreResult, Tx};
 pub const ACTIVE_STATUSES: [&str; 3] = ["pending", "in_flight", "retrying"];
 
 pub async fn insert(tx: &mut Tx<'_>, row: &SettlementRow) -> StoreResult<()> {
-    dispatch!(tx, conn => diesel::insert_into(settlements::table).values(row).execute(conn).await)?;
+    dispatch!(tx, conn => Cached(diesel::insert_into(settlements::table).values(row)).execute(conn).await)?;
     Ok(())
 }
 
@@ -62,14 +63,14 @@ pub async fn update_if_version(
     next: &SettlementRow,
     expected_version: i64,
 ) -> StoreResult<bool> {
-    let changed = dispatch!(tx, conn => diesel::update(
+    let changed = dispatch!(tx, conn => Cached(diesel::update(
             settlements::table
                 .filter(settlements::merchant_id.eq(&next.merchant_id))
                 .filter(settlements::idempotency_key.eq(&next.idempotency_key))
                 .filter(settlements::version.eq(expected_version)),
         )
         .set(next)
-        .execute(conn)
+        ).execute(conn)
         .await)?;
     Ok(changed == 1)
 }

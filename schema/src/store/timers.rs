@@ -12,6 +12,7 @@ use diesel_async::RunQueryDsl;
 
 use crate::dispatch;
 use crate::schema::actor_timers;
+use crate::store::cached::Cached;
 use crate::{StoreResult, Tx};
 
 /// Most rows one claim may take, whatever the caller asks for, so a poll
@@ -42,7 +43,7 @@ pub struct TimerRow {
 /// Schedules a timer. A second row with the same id is a unique violation,
 /// which callers that derive ids treat as "already scheduled".
 pub async fn insert(tx: &mut Tx<'_>, row: &TimerRow) -> StoreResult<()> {
-    dispatch!(tx, conn => diesel::insert_into(actor_timers::table).values(row).execute(conn).await)?;
+    dispatch!(tx, conn => Cached(diesel::insert_into(actor_timers::table).values(row)).execute(conn).await)?;
     Ok(())
 }
 
@@ -124,12 +125,12 @@ pub async fn claim_due(
 /// Call it in the transaction of the transition the timer caused, so the
 /// effect and the deletion commit together.
 pub async fn complete(tx: &mut Tx<'_>, timer_id: &str, claim_token: &str) -> StoreResult<bool> {
-    let deleted = dispatch!(tx, conn => diesel::delete(
+    let deleted = dispatch!(tx, conn => Cached(diesel::delete(
             actor_timers::table
                 .filter(actor_timers::id.eq(timer_id))
                 .filter(actor_timers::claim_token.eq(claim_token)),
         )
-        .execute(conn)
+        ).execute(conn)
         .await)?;
     Ok(deleted == 1)
 }
@@ -142,7 +143,7 @@ pub async fn release(
     claim_token: &str,
     retry_at: NaiveDateTime,
 ) -> StoreResult<bool> {
-    let released = dispatch!(tx, conn => diesel::update(
+    let released = dispatch!(tx, conn => Cached(diesel::update(
             actor_timers::table
                 .filter(actor_timers::id.eq(timer_id))
                 .filter(actor_timers::claim_token.eq(claim_token)),
@@ -152,7 +153,7 @@ pub async fn release(
             actor_timers::claimed_until.eq(None::<NaiveDateTime>),
             actor_timers::due_at.eq(retry_at),
         ))
-        .execute(conn)
+        ).execute(conn)
         .await)?;
     Ok(released == 1)
 }
@@ -160,12 +161,12 @@ pub async fn release(
 /// Deletes every timer of one entity (it reached a terminal state); answers
 /// how many were deleted.
 pub async fn cancel_for_entity(tx: &mut Tx<'_>, kind: &str, entity_id: &str) -> StoreResult<usize> {
-    let deleted = dispatch!(tx, conn => diesel::delete(
+    let deleted = dispatch!(tx, conn => Cached(diesel::delete(
             actor_timers::table
                 .filter(actor_timers::kind.eq(kind))
                 .filter(actor_timers::entity_id.eq(entity_id)),
         )
-        .execute(conn)
+        ).execute(conn)
         .await)?;
     Ok(deleted)
 }
