@@ -194,6 +194,11 @@ impl EntityKind for ProbeKind {
         Ok(ids)
     }
 
+    /// A probe below zero has work pending: one increment per activation.
+    fn on_activate(state: &Self::State) -> Option<ProbeCommand> {
+        (state.value.count < 0).then_some(ProbeCommand::Increment)
+    }
+
     fn timer_command(firing: TimerFiring) -> RuntimeResult<ProbeCommand> {
         if firing.payload != "fire" {
             return Err(RuntimeError::InvalidTimer {
@@ -520,6 +525,37 @@ async fn a_version_conflict_fails_the_message_and_reloads_the_state() {
         .await
         .expect("retry after reload");
     assert_eq!(retried, ProbeReply::Count(11));
+}
+
+#[actix::test]
+async fn a_failed_message_resumes_pending_work_from_the_database() {
+    let (_test_db, db) = database().await;
+    insert_probe(&db, "p1", -3, false, utc_now()).await;
+    let registry = Registry::<ProbeKind>::new(db.clone(), fast_registry(), ());
+    registry
+        .call("p1", ProbeCommand::Get)
+        .await
+        .expect("activate");
+    eventually("activation resumed the pending work", async || {
+        stored(&db, "p1").await.0 == -2
+    })
+    .await;
+
+    // The message fails (a lost write); the reloaded state still has work
+    // pending, and the actor resumes it without anyone asking.
+    overwrite_count(&db, "p1", -5).await;
+    let lost = registry.call("p1", ProbeCommand::Get).await;
+    assert!(lost.is_ok(), "a read does not write: {lost:?}");
+    let lost = registry.call("p1", ProbeCommand::Close).await;
+    assert!(
+        matches!(lost, Err(RuntimeError::Conflict { .. })),
+        "{lost:?}"
+    );
+    eventually("the failure resumed the pending work", async || {
+        stored(&db, "p1").await.0 == -4
+    })
+    .await;
+    assert_eq!(stored(&db, "p1").await.0, -4, "resumed exactly once");
 }
 
 #[actix::test]

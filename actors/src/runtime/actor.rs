@@ -26,6 +26,11 @@ const IDLE_CHECKS_PER_TIMEOUT: u32 = 4;
 const IDLE_CHECK_INTERVAL_MIN: Duration = Duration::from_millis(5);
 /// `in_flight_since_micros` value for a terminal entity.
 const NOT_IN_FLIGHT: i64 = i64::MIN;
+/// How long an actor waits, after a message failed, before it resumes the
+/// work its reloaded state says is pending: long enough that a database
+/// outage does not become a busy loop, short enough that a lost provider
+/// answer is asked for again soon.
+pub const RESUME_AFTER_FAILURE: Duration = Duration::from_secs(1);
 
 /// What the registry and the actor share about one live actor.
 #[derive(Debug)]
@@ -204,9 +209,22 @@ impl<K: EntityKind> EntityActor<K> {
                 answer(reply, Ok(transition.reply));
             }
             Handled::Failed(error, reloaded) => {
+                tracing::warn!(kind = K::NAME, id = %self.env.id, %error, "a message failed; state reloaded from the database");
                 answer(reply, Err(error));
                 match reloaded {
-                    Ok(Some(state)) => self.set_state(state),
+                    Ok(Some(state)) => {
+                        self.set_state(state);
+                        // The failed message may have been the only carrier
+                        // of pending work (a provider's answer): resume from
+                        // what the database says, as on activation.
+                        if let Some(command) = K::on_activate(&self.state) {
+                            self.follow_ups_pending += 1;
+                            ctx.run_later(RESUME_AFTER_FAILURE, move |act, ctx| {
+                                act.follow_ups_pending -= 1;
+                                act.enqueue_self(command, ctx);
+                            });
+                        }
+                    }
                     Ok(None) => {
                         tracing::warn!(kind = K::NAME, id = %self.env.id, "entity vanished; stopping its actor");
                         self.shared.forget(&self.env.id, &self.cell);
