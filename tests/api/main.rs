@@ -13,6 +13,7 @@ mod docs;
 mod errors;
 mod ledger;
 mod m2m;
+mod merchant_status;
 mod migrations;
 mod ops;
 mod provider_webhooks;

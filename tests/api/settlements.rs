@@ -18,7 +18,7 @@ fn fast_retries(config: &mut Config) {
     config.provider_timeout = Duration::from_millis(700);
 }
 
-async fn app() -> TestApp {
+pub(crate) async fn app() -> TestApp {
     TestApp::spawn_with(fast_retries).await
 }
 
@@ -61,7 +61,12 @@ async fn account(app: &TestApp, merchant: &Merchant, id: &str) -> Value {
         .expect("the account")
 }
 
-async fn post_with_key(app: &TestApp, api_key: &str, key: &str, body: &Value) -> reqwest::Response {
+pub(crate) async fn post_with_key(
+    app: &TestApp,
+    api_key: &str,
+    key: &str,
+    body: &Value,
+) -> reqwest::Response {
     app.post("/v1/settlements")
         .bearer_auth(api_key)
         .header("Idempotency-Key", key)
@@ -72,7 +77,7 @@ async fn post_with_key(app: &TestApp, api_key: &str, key: &str, body: &Value) ->
 }
 
 /// Creates a settlement; answers its key.
-async fn create(app: &TestApp, merchant: &Merchant, body: Value) -> String {
+pub(crate) async fn create(app: &TestApp, merchant: &Merchant, body: Value) -> String {
     let key = Uuid::new_v4().to_string();
     let response = post_with_key(app, &merchant.api_key, &key, &body).await;
     let status = response.status();
@@ -81,12 +86,12 @@ async fn create(app: &TestApp, merchant: &Merchant, body: Value) -> String {
     key
 }
 
-fn charge(source: &str, amount: &str, payment_method: &str) -> Value {
+pub(crate) fn charge(source: &str, amount: &str, payment_method: &str) -> Value {
     json!({"method": "card_charge", "amount": {"amount": amount, "currency": "USD"},
         "source": source, "destination": payment_method, "recipient_name": "Ada Lovelace"})
 }
 
-fn push(source: &str, amount: &str, card: &str) -> Value {
+pub(crate) fn push(source: &str, amount: &str, card: &str) -> Value {
     json!({"method": "card_push", "amount": {"amount": amount, "currency": "USD"},
         "source": source, "destination": card, "recipient_name": "Ada Lovelace"})
 }
@@ -103,7 +108,7 @@ async fn settlement(app: &TestApp, merchant: &Merchant, key: &str) -> Value {
 }
 
 /// Polls until the settlement is succeeded, failed or reversed.
-async fn settled(app: &TestApp, merchant: &Merchant, key: &str) -> Value {
+pub(crate) async fn settled(app: &TestApp, merchant: &Merchant, key: &str) -> Value {
     let started = std::time::Instant::now();
     loop {
         let body = settlement(app, merchant, key).await;
@@ -116,7 +121,7 @@ async fn settled(app: &TestApp, merchant: &Merchant, key: &str) -> Value {
 }
 
 /// A funded merchant: `amount` USD collected with a card charge.
-async fn funded(app: &TestApp, amount: &str) -> (Merchant, String) {
+pub(crate) async fn funded(app: &TestApp, amount: &str) -> (Merchant, String) {
     let merchant = app.merchant().await;
     let usd = funding_account(app, &merchant, "USD").await;
     let key = create(app, &merchant, charge(&usd, amount, "pm_card_visa")).await;
