@@ -334,7 +334,7 @@ fn location(key: &str) -> String {
 
 /// Create a settlement. 201 once the intent, its ledger hold and the
 /// idempotency record are durable; the settlement's actor executes it.
-#[utoipa::path(post, path = "/v1/settlements", tag = "settlements", request_body = SubmitRequest,
+#[utoipa::path(post, path = "/v1/settlements", operation_id = "create_settlement", tag = "settlements", request_body = SubmitRequest,
     params(("Idempotency-Key" = String, Header, description = "UUID v4; the settlement's identifier")),
     security(("bearer" = []), ("api_key" = [])),
     responses(
@@ -412,7 +412,7 @@ pub async fn create(
 }
 
 /// List the merchant's settlements, newest first.
-#[utoipa::path(get, path = "/v1/settlements", tag = "settlements", params(ListQuery),
+#[utoipa::path(get, path = "/v1/settlements", operation_id = "list_settlements", tag = "settlements", params(ListQuery),
     security(("bearer" = []), ("api_key" = [])),
     responses(
         (status = 200, body = ListResponse),
@@ -462,7 +462,7 @@ pub async fn list(
 }
 
 /// Read a settlement by its idempotency key.
-#[utoipa::path(get, path = "/v1/settlements/{id}", tag = "settlements",
+#[utoipa::path(get, path = "/v1/settlements/{id}", operation_id = "get_settlement", tag = "settlements",
     params(("id" = String, Path, description = "The settlement's idempotency key")),
     security(("bearer" = []), ("api_key" = [])),
     responses(
@@ -487,7 +487,7 @@ pub async fn get(
 }
 
 /// Reverse a succeeded card_charge (refund) or card_push (reversal).
-#[utoipa::path(post, path = "/v1/settlements/{id}/reverse", tag = "settlements", request_body = ReverseRequest,
+#[utoipa::path(post, path = "/v1/settlements/{id}/reverse", operation_id = "reverse_settlement", tag = "settlements", request_body = ReverseRequest,
     params(("id" = String, Path, description = "The settlement's idempotency key")),
     security(("bearer" = []), ("api_key" = [])),
     responses(

@@ -279,6 +279,26 @@ mod tests {
         assert!(doc["components"]["schemas"]["Problem"].is_object());
     }
 
+    /// Client generators name methods after operation ids: two alike would
+    /// collide (and the 3.0 validator refuses the document).
+    #[test]
+    fn operation_ids_are_unique() {
+        let docs = documents("http://tern.test");
+        let doc: Value = serde_json::from_str(&docs.aggregated_json()).expect("json");
+        let mut seen = std::collections::BTreeMap::new();
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            for (method, operation) in item.as_object().expect("item") {
+                let Some(id) = operation["operationId"].as_str() else {
+                    continue;
+                };
+                let label = format!("{method} {path}");
+                if let Some(first) = seen.insert(id.to_owned(), label.clone()) {
+                    panic!("operationId {id} names both {first} and {label}");
+                }
+            }
+        }
+    }
+
     /// Every business operation documents its credential and its failures,
     /// so a client generated from the document handles them.
     #[test]
