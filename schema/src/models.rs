@@ -152,6 +152,62 @@ pub struct SettlementRow {
     pub updated_at: NaiveDateTime,
 }
 
+/// What a new settlement is asked to do; everything a provider or a later
+/// transition fills in starts empty.
+#[derive(Clone, Debug)]
+pub struct SettlementIntent {
+    pub merchant_id: String,
+    pub idempotency_key: String,
+    pub method: String,
+    pub currency: String,
+    pub amount_minor: i64,
+    pub asset: Option<String>,
+    pub source: String,
+    pub destination: String,
+    pub recipient_name: String,
+    pub reference: Option<String>,
+    pub request_id: String,
+}
+
+impl SettlementRow {
+    /// The first version of an intent: pending, no attempt, no provider data.
+    pub fn pending(intent: SettlementIntent, now: NaiveDateTime) -> SettlementRow {
+        SettlementRow {
+            merchant_id: intent.merchant_id,
+            idempotency_key: intent.idempotency_key,
+            method: intent.method,
+            currency: intent.currency,
+            amount_minor: intent.amount_minor,
+            asset: intent.asset,
+            source: intent.source,
+            destination: intent.destination,
+            recipient_name: intent.recipient_name,
+            reference: intent.reference,
+            status: "pending".to_owned(),
+            attempt: 0,
+            outcome_unknown: false,
+            reversal: "none".to_owned(),
+            next_attempt_at: None,
+            provider_id: None,
+            stan: None,
+            retrieval_reference_number: None,
+            transaction_identifier: None,
+            approval_code: None,
+            action_code: None,
+            failure_reason: None,
+            client_secret: None,
+            next_action_type: None,
+            funding_transaction_id: None,
+            ledger_transaction_id: None,
+            request_id: intent.request_id,
+            reversal_transaction_id: None,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
 #[diesel(table_name = idempotency_records, treat_none_as_default_value = false)]
 pub struct IdempotencyRow {

@@ -2,7 +2,7 @@
 
 use tern_schema::idempotency::{self, Claim};
 use tern_schema::ledger::{self, LedgerError};
-use tern_schema::models::{MerchantRow, SettlementRow};
+use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};
 use tern_schema::store::{ledger as ledger_store, merchants, settlements};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
@@ -41,40 +41,22 @@ async fn setup() -> (TestDatabase, Db, String, String) {
 }
 
 fn settlement(merchant_id: &str, source: &str, key: &str) -> SettlementRow {
-    let now = utc_now();
-    SettlementRow {
-        merchant_id: merchant_id.into(),
-        idempotency_key: key.into(),
-        method: "card_push".into(),
-        currency: "USD".into(),
-        amount_minor: 1_000,
-        asset: None,
-        source: source.into(),
-        destination: "tok_visa".into(),
-        recipient_name: "Ada".into(),
-        reference: None,
-        status: "pending".into(),
-        attempt: 0,
-        outcome_unknown: false,
-        reversal: "none".into(),
-        next_attempt_at: None,
-        provider_id: None,
-        stan: None,
-        retrieval_reference_number: None,
-        transaction_identifier: None,
-        approval_code: None,
-        action_code: None,
-        failure_reason: None,
-        client_secret: None,
-        next_action_type: None,
-        funding_transaction_id: None,
-        ledger_transaction_id: None,
-        request_id: "req".into(),
-        reversal_transaction_id: None,
-        version: 1,
-        created_at: now,
-        updated_at: now,
-    }
+    SettlementRow::pending(
+        SettlementIntent {
+            merchant_id: merchant_id.into(),
+            idempotency_key: key.into(),
+            method: "card_push".into(),
+            currency: "USD".into(),
+            amount_minor: 1_000,
+            asset: None,
+            source: source.into(),
+            destination: "tok_visa".into(),
+            recipient_name: "Ada".into(),
+            reference: None,
+            request_id: "req".into(),
+        },
+        utc_now(),
+    )
 }
 
 #[tokio::test]

@@ -132,6 +132,25 @@ impl Api {
         body["status"].as_str().unwrap_or_default().to_owned()
     }
 
+    /// The merchant's USD funding account, as the ledger lists it.
+    async fn usd_account(&self) -> Value {
+        let accounts: Value = self
+            .client
+            .get(format!("{}/v1/ledger/accounts", self.base))
+            .bearer_auth(&self.key)
+            .send()
+            .await
+            .expect("accounts")
+            .json()
+            .await
+            .expect("json");
+        accounts["data"]
+            .as_array()
+            .and_then(|a| a.iter().find(|a| a["currency"] == "USD"))
+            .cloned()
+            .expect("USD account")
+    }
+
     async fn wait_for(&self, key: &str, wanted: &[&str]) -> String {
         let started = Instant::now();
         loop {
@@ -178,20 +197,9 @@ async fn a_killed_process_loses_nothing_and_repeats_nothing() {
         base: base.clone(),
         key: registered["api_key"].as_str().expect("key").to_owned(),
     };
-    let accounts: Value = client
-        .get(format!("{base}/v1/ledger/accounts"))
-        .bearer_auth(&api.key)
-        .send()
-        .await
-        .expect("accounts")
-        .json()
-        .await
-        .expect("json");
-    let usd = accounts["data"]
-        .as_array()
-        .and_then(|a| a.iter().find(|a| a["currency"] == "USD"))
-        .and_then(|a| a["id"].as_str())
-        .expect("USD account")
+    let usd = api.usd_account().await["id"]
+        .as_str()
+        .expect("USD account id")
         .to_owned();
     let funding = Uuid::new_v4().to_string();
     let charge = json!({"method": "card_charge", "amount": {"amount": "100.00", "currency": "USD"},
@@ -257,20 +265,7 @@ async fn a_killed_process_loses_nothing_and_repeats_nothing() {
         let count = executions["data"].as_array().map_or(0, Vec::len);
         assert_eq!(count, 1, "{key} executed {count} times: {executions}");
     }
-    let accounts: Value = client
-        .get(format!("{base}/v1/ledger/accounts"))
-        .bearer_auth(&api.key)
-        .send()
-        .await
-        .expect("accounts")
-        .json()
-        .await
-        .expect("json");
-    let usd_account = accounts["data"]
-        .as_array()
-        .and_then(|a| a.iter().find(|a| a["id"] == usd.as_str()))
-        .cloned()
-        .expect("USD account");
+    let usd_account = api.usd_account().await;
     let expected = 10_000 - 100 * all.len() as i64;
     assert_eq!(usd_account["balance_minor"], expected, "{usd_account}");
     assert_eq!(usd_account["pending_minor"], 0, "{usd_account}");

@@ -22,7 +22,8 @@ pub(crate) async fn app() -> TestApp {
     TestApp::spawn_with(fast_retries).await
 }
 
-async fn funding_account(app: &TestApp, merchant: &Merchant, currency: &str) -> String {
+/// The merchant's ledger accounts, as GET /v1/ledger/accounts lists them.
+async fn accounts(app: &TestApp, merchant: &Merchant) -> Vec<Value> {
     let body: Value = app
         .get("/v1/ledger/accounts")
         .bearer_auth(&merchant.api_key)
@@ -32,9 +33,12 @@ async fn funding_account(app: &TestApp, merchant: &Merchant, currency: &str) -> 
         .json()
         .await
         .expect("json");
-    body["data"]
-        .as_array()
-        .expect("accounts")
+    body["data"].as_array().expect("accounts").clone()
+}
+
+async fn funding_account(app: &TestApp, merchant: &Merchant, currency: &str) -> String {
+    accounts(app, merchant)
+        .await
         .iter()
         .find(|a| a["currency"] == currency)
         .and_then(|a| a["id"].as_str())
@@ -43,21 +47,10 @@ async fn funding_account(app: &TestApp, merchant: &Merchant, currency: &str) -> 
 }
 
 async fn account(app: &TestApp, merchant: &Merchant, id: &str) -> Value {
-    let body: Value = app
-        .get("/v1/ledger/accounts")
-        .bearer_auth(&merchant.api_key)
-        .send()
+    accounts(app, merchant)
         .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
-    body["data"]
-        .as_array()
-        .expect("accounts")
-        .iter()
+        .into_iter()
         .find(|a| a["id"] == id)
-        .cloned()
         .expect("the account")
 }
 

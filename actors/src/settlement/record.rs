@@ -105,43 +105,26 @@ pub fn apply_state(row: &SettlementRow, state: &State) -> SettlementRow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tern_schema::models::SettlementIntent;
     use tern_schema::types::utc_now;
 
     pub(crate) fn row() -> SettlementRow {
-        let now = utc_now();
-        SettlementRow {
-            merchant_id: "m".into(),
-            idempotency_key: "k".into(),
-            method: "card_push".into(),
-            currency: "USD".into(),
-            amount_minor: 100,
-            asset: None,
-            source: "acc".into(),
-            destination: "tok_x".into(),
-            recipient_name: "Ada".into(),
-            reference: None,
-            status: "pending".into(),
-            attempt: 0,
-            outcome_unknown: false,
-            reversal: "none".into(),
-            next_attempt_at: None,
-            provider_id: None,
-            stan: None,
-            retrieval_reference_number: None,
-            transaction_identifier: None,
-            approval_code: None,
-            action_code: None,
-            failure_reason: None,
-            client_secret: None,
-            next_action_type: None,
-            funding_transaction_id: None,
-            ledger_transaction_id: None,
-            request_id: "r".into(),
-            reversal_transaction_id: None,
-            version: 1,
-            created_at: now,
-            updated_at: now,
-        }
+        SettlementRow::pending(
+            SettlementIntent {
+                merchant_id: "m".into(),
+                idempotency_key: "k".into(),
+                method: "card_push".into(),
+                currency: "USD".into(),
+                amount_minor: 100,
+                asset: None,
+                source: "acc".into(),
+                destination: "tok_x".into(),
+                recipient_name: "Ada".into(),
+                reference: None,
+                request_id: "r".into(),
+            },
+            utc_now(),
+        )
     }
 
     #[test]

@@ -8,7 +8,7 @@ use tern_schema::idempotency::{self, Claim};
 use tern_schema::ledger::{
     self, Direction, Entry, LedgerError, Line, Phase, SystemAccount, FUNDING,
 };
-use tern_schema::models::SettlementRow;
+use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::{ledger as ledger_store, settlements};
 use tern_schema::types::utc_now;
 use tern_schema::{Db, DieselError, StoreError};
@@ -100,39 +100,23 @@ pub async fn submit(
     let new = new.clone();
     let request_sha256 = request_sha256.to_owned();
     let now = utc_now();
-    let mut row = SettlementRow {
-        merchant_id: new.merchant_id.clone(),
-        idempotency_key: new.key.clone(),
-        method: new.method.as_str().to_owned(),
-        currency: new.currency.clone(),
-        amount_minor: new.amount_minor,
-        asset: new.asset.clone(),
-        source: new.source.clone(),
-        destination: new.destination.clone(),
-        recipient_name: new.recipient_name.clone(),
-        reference: new.reference.clone(),
-        status: "pending".to_owned(),
-        attempt: 0,
-        outcome_unknown: false,
-        reversal: "none".to_owned(),
-        next_attempt_at: None,
-        provider_id: None,
-        stan: None,
-        retrieval_reference_number: None,
-        transaction_identifier: None,
-        approval_code: None,
-        action_code: None,
-        failure_reason: None,
-        client_secret: None,
-        next_action_type: None,
-        funding_transaction_id: None,
-        ledger_transaction_id: None,
-        request_id: new.request_id.clone(),
-        reversal_transaction_id: None,
-        version: Versioned::<()>::INITIAL,
-        created_at: now,
-        updated_at: now,
-    };
+    let mut row = SettlementRow::pending(
+        SettlementIntent {
+            merchant_id: new.merchant_id.clone(),
+            idempotency_key: new.key.clone(),
+            method: new.method.as_str().to_owned(),
+            currency: new.currency.clone(),
+            amount_minor: new.amount_minor,
+            asset: new.asset.clone(),
+            source: new.source.clone(),
+            destination: new.destination.clone(),
+            recipient_name: new.recipient_name.clone(),
+            reference: new.reference.clone(),
+            request_id: new.request_id.clone(),
+        },
+        now,
+    );
+    row.version = Versioned::<()>::INITIAL;
     // Group-committed: the intent is durable when this answers Created.
     db.write(move |tx| {
         Box::pin(async move {
