@@ -100,7 +100,7 @@ fn execute_charge(
 ) -> (HttpResponse, Option<FaultMode>) {
     let record_at = at(Operation::Charge, key);
     let mut store = sandbox.lock();
-    let fingerprint = match admit(&store, &record_at, &body, stored_answer) {
+    let fingerprint = match admit(&mut store, &record_at, &body, stored_answer) {
         Admission::New(fingerprint) => fingerprint,
         Admission::Answer(response) => return (response, None),
     };
@@ -191,7 +191,7 @@ fn execute_refund(
 ) -> (HttpResponse, Option<FaultMode>) {
     let record_at = at(Operation::Refund, key);
     let mut store = sandbox.lock();
-    let fingerprint = match admit(&store, &record_at, &body, stored_answer) {
+    let fingerprint = match admit(&mut store, &record_at, &body, stored_answer) {
         Admission::New(fingerprint) => fingerprint,
         Admission::Answer(response) => return (response, None),
     };

@@ -101,7 +101,7 @@ fn execute_push(
 ) -> (HttpResponse, Option<FaultMode>) {
     let record_at = at(Operation::Push, key);
     let mut store = sandbox.lock();
-    let fingerprint = match admit(&store, &record_at, &body, stored_answer) {
+    let fingerprint = match admit(&mut store, &record_at, &body, stored_answer) {
         Admission::New(fingerprint) => fingerprint,
         Admission::Answer(response) => return (response, None),
     };
@@ -174,7 +174,7 @@ fn execute_reverse(
 ) -> (HttpResponse, Option<FaultMode>) {
     let record_at = at(Operation::Reversal, key);
     let mut store = sandbox.lock();
-    let fingerprint = match admit(&store, &record_at, &body, stored_answer) {
+    let fingerprint = match admit(&mut store, &record_at, &body, stored_answer) {
         Admission::New(fingerprint) => fingerprint,
         Admission::Answer(response) => return (response, None),
     };

@@ -108,7 +108,7 @@ fn execute_payout(
 ) -> (HttpResponse, Option<FaultMode>) {
     let record_at = at(network, key);
     let mut store = sandbox.lock();
-    let fingerprint = match admit(&store, &record_at, &body, stored_answer) {
+    let fingerprint = match admit(&mut store, &record_at, &body, stored_answer) {
         Admission::New(fingerprint) => fingerprint,
         Admission::Answer(response) => return (response, None),
     };

@@ -245,7 +245,7 @@ pub(crate) enum Admission {
 /// Checks the key under the held lock: a replay answers the stored result,
 /// a conflicting reuse is 409, a full store is 503.
 pub(crate) fn admit(
-    store: &Store,
+    store: &mut Store,
     at: &RecordKey,
     request: &impl serde::Serialize,
     replay: impl Fn(&Record) -> HttpResponse,
@@ -260,10 +260,10 @@ pub(crate) fn admit(
             wire::CODE_IDEMPOTENCY_CONFLICT,
             "this idempotency key was used with different parameters",
         )),
-        Begin::New => match store.check_room() {
+        Begin::New => match store.check_room(chrono::Utc::now()) {
             Ok(()) => Admission::New(fingerprint),
             Err(store::Full) => {
-                Admission::Answer(unavailable("the simulator holds its maximum of records"))
+                Admission::Answer(unavailable("the simulator holds its maximum of records, all younger than its 24-hour key retention"))
             }
         },
     }

@@ -3,16 +3,21 @@
 //! synchronous work, so checking a key and storing its result is atomic:
 //! two concurrent requests with one key execute once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use tern_actors::adapters::http::wire;
 
-/// Records (and so executions) kept at most. At the limit new executions
-/// are refused with 503 rather than forgetting old keys, which could let a
-/// key execute twice.
+/// Records (and so executions) kept at most. At the limit the simulator
+/// forgets keys older than [`SANDBOX_KEY_RETENTION_HOURS`]; when none is
+/// that old, new executions are refused with 503 rather than forgetting a
+/// key a client may still retry, which could let it execute twice.
 pub const SANDBOX_RECORDS_MAX: usize = 100_000;
+/// How long a key is remembered for sure, as real providers do (Stripe keeps
+/// idempotency keys 24 hours). Tern retries a key within minutes and
+/// inquires after a crash within its restart, far inside this window.
+pub const SANDBOX_KEY_RETENTION_HOURS: i64 = 24;
 /// Faults armed at once.
 pub const SANDBOX_FAULTS_MAX: usize = 100;
 /// Executions returned by one listing (the newest).
@@ -220,7 +225,9 @@ pub struct Full;
 #[derive(Default)]
 pub struct Store {
     records: HashMap<RecordKey, Record>,
-    executions: Vec<wire::Execution>,
+    /// Keys in the order they executed, to forget the oldest first.
+    order: VecDeque<(DateTime<Utc>, RecordKey)>,
+    executions: VecDeque<wire::Execution>,
     faults: Vec<Fault>,
     /// Secondary indexes: charge id, 3DS client secret, push transaction id.
     pub by_charge_id: HashMap<String, RecordKey>,
@@ -245,12 +252,46 @@ impl Store {
         self.records.get_mut(at)
     }
 
-    /// Room for one more execution?
-    pub fn check_room(&self) -> Result<(), Full> {
+    /// Room for one more execution? At the limit, keys past the retention
+    /// window are forgotten first.
+    pub fn check_room(&mut self, now: DateTime<Utc>) -> Result<(), Full> {
+        if self.records.len() >= SANDBOX_RECORDS_MAX {
+            self.forget_before(now - chrono::Duration::hours(SANDBOX_KEY_RETENTION_HOURS));
+        }
         if self.records.len() >= SANDBOX_RECORDS_MAX {
             return Err(Full);
         }
         Ok(())
+    }
+
+    /// Forgets every key that executed at or before `horizon`, with its
+    /// execution log lines and the ids that pointed at it.
+    fn forget_before(&mut self, horizon: DateTime<Utc>) {
+        let mut forgot = false;
+        while let Some((at, _)) = self.order.front() {
+            if *at > horizon {
+                break;
+            }
+            if let Some((_, key)) = self.order.pop_front() {
+                self.records.remove(&key);
+                forgot = true;
+            }
+        }
+        while self
+            .executions
+            .front()
+            .is_some_and(|e| e.created_at <= horizon)
+        {
+            self.executions.pop_front();
+        }
+        if forgot {
+            let records = &self.records;
+            self.by_charge_id.retain(|_, at| records.contains_key(at));
+            self.by_client_secret
+                .retain(|_, at| records.contains_key(at));
+            self.by_transaction_id
+                .retain(|_, at| records.contains_key(at));
+        }
     }
 
     /// Stores the result of a real execution and logs it, once.
@@ -259,7 +300,8 @@ impl Store {
             !self.records.contains_key(&at),
             "a key is executed at most once"
         );
-        self.executions.push(wire::Execution {
+        self.order.push_back((now, at.clone()));
+        self.executions.push_back(wire::Execution {
             key: at.key.clone(),
             target: at.target.as_str().to_owned(),
             operation: at.operation.as_str().to_owned(),
@@ -573,6 +615,29 @@ mod tests {
         let mut store = Store::default();
         store.insert(at("k1"), record("{a}"), Utc::now());
         store.insert(at("k1"), record("{a}"), Utc::now());
+    }
+
+    #[test]
+    fn at_the_limit_keys_past_the_retention_window_are_forgotten_first() {
+        let mut store = Store::default();
+        let now = Utc::now();
+        let old = now - chrono::Duration::hours(SANDBOX_KEY_RETENTION_HOURS + 1);
+        let young = now - chrono::Duration::hours(1);
+        store.insert(at("old"), record("{a}"), old);
+        store.by_charge_id.insert("ch_old".into(), at("old"));
+        for i in 1..SANDBOX_RECORDS_MAX {
+            store.insert(at(&format!("k{i}")), record("{a}"), young);
+        }
+        assert_eq!(store.check_room(now), Ok(()), "the old key made room");
+        assert!(matches!(store.begin(&at("old"), "{a}"), Begin::New));
+        assert!(store.by_charge_id.is_empty(), "its ids went with it");
+        assert!(store.executions(Some("old"), None).is_empty());
+        assert!(matches!(store.begin(&at("k1"), "{a}"), Begin::Replay(_)));
+
+        // Every remaining key is within the window: refuse, forget nothing.
+        store.insert(at("new"), record("{a}"), now);
+        assert_eq!(store.check_room(now), Err(Full));
+        assert!(matches!(store.begin(&at("k1"), "{a}"), Begin::Replay(_)));
     }
 
     #[test]
