@@ -27,10 +27,20 @@ const IDLE_CHECK_INTERVAL_MIN: Duration = Duration::from_millis(5);
 /// `in_flight_since_micros` value for a terminal entity.
 const NOT_IN_FLIGHT: i64 = i64::MIN;
 /// How long an actor waits, after a message failed, before it resumes the
-/// work its reloaded state says is pending: long enough that a database
-/// outage does not become a busy loop, short enough that a lost provider
-/// answer is asked for again soon.
+/// work its reloaded state says is pending: short enough that a lost
+/// provider answer is asked for again soon. It doubles with each failure in
+/// a row, up to [`RESUME_AFTER_FAILURE_MAX`], so that a database outage does
+/// not become a busy loop over every in-flight entity.
 pub const RESUME_AFTER_FAILURE: Duration = Duration::from_secs(1);
+pub const RESUME_AFTER_FAILURE_MAX: Duration = Duration::from_secs(60);
+
+/// The wait before resuming after `failures` failed messages in a row.
+pub fn resume_delay(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    RESUME_AFTER_FAILURE
+        .saturating_mul(1 << doublings)
+        .min(RESUME_AFTER_FAILURE_MAX)
+}
 
 /// What the registry and the actor share about one live actor.
 #[derive(Debug)]
@@ -145,6 +155,8 @@ pub(crate) struct EntityActor<K: EntityKind> {
     busy: bool,
     follow_ups_pending: usize,
     last_active: Instant,
+    /// Messages that failed since the last one that succeeded.
+    failures_in_a_row: u32,
 }
 
 enum Handled<K: EntityKind> {
@@ -168,6 +180,7 @@ impl<K: EntityKind> EntityActor<K> {
             busy: false,
             follow_ups_pending: 0,
             last_active: Instant::now(),
+            failures_in_a_row: 0,
         }
     }
 
@@ -196,6 +209,7 @@ impl<K: EntityKind> EntityActor<K> {
         self.last_active = Instant::now();
         match handled {
             Handled::Done(transition) => {
+                self.failures_in_a_row = 0;
                 self.set_state(transition.state);
                 for work in transition.follow_ups {
                     self.follow_ups_pending += 1;
@@ -209,7 +223,8 @@ impl<K: EntityKind> EntityActor<K> {
                 answer(reply, Ok(transition.reply));
             }
             Handled::Failed(error, reloaded) => {
-                tracing::warn!(kind = K::NAME, id = %self.env.id, %error, "a message failed; state reloaded from the database");
+                self.failures_in_a_row = self.failures_in_a_row.saturating_add(1);
+                tracing::warn!(kind = K::NAME, id = %self.env.id, %error, failures_in_a_row = self.failures_in_a_row, "a message failed; state reloaded from the database");
                 answer(reply, Err(error));
                 match reloaded {
                     Ok(Some(state)) => {
@@ -219,7 +234,8 @@ impl<K: EntityKind> EntityActor<K> {
                         // what the database says, as on activation.
                         if let Some(command) = K::on_activate(&self.state) {
                             self.follow_ups_pending += 1;
-                            ctx.run_later(RESUME_AFTER_FAILURE, move |act, ctx| {
+                            let delay = resume_delay(self.failures_in_a_row);
+                            ctx.run_later(delay, move |act, ctx| {
                                 act.follow_ups_pending -= 1;
                                 act.enqueue_self(command, ctx);
                             });
@@ -318,5 +334,22 @@ impl<K: EntityKind> Handler<Halt> for EntityActor<K> {
 
     fn handle(&mut self, _: Halt, ctx: &mut Context<Self>) {
         ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resumption_backs_off_by_doubling_up_to_a_minute() {
+        let delays: Vec<u64> = (1..=9).map(|n| resume_delay(n).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(resume_delay(u32::MAX), RESUME_AFTER_FAILURE_MAX);
+        assert_eq!(
+            resume_delay(0),
+            RESUME_AFTER_FAILURE,
+            "never below the first wait"
+        );
     }
 }
