@@ -9,6 +9,7 @@ use actix_web::dev::Server;
 use actix_web::middleware::{from_fn, Compress};
 use actix_web::{web, App, HttpServer};
 use anyhow::Context;
+use tern_actors::adapters::health::ProviderHealth;
 use tern_actors::adapters::http::{
     HttpCardAcquirer, HttpCardPush, HttpCustodian, HttpProviderConfig,
 };
@@ -81,18 +82,18 @@ impl Application {
             let port = sandbox_port?;
             Some(format!("http://127.0.0.1:{port}"))
         });
-        let settlements = match provider_url {
+        let health = ProviderHealths::default();
+        let (settlements, providers) = match provider_url {
             Some(url) => {
-                let context = settlement_context(&url, &config)?;
-                Some(
-                    runtime
-                        .register::<SettlementKind>(RegistryConfig::default(), context)
-                        .context("registering the settlement actors")?,
-                )
+                let context = settlement_context(&url, &config, &health)?;
+                let registry = runtime
+                    .register::<SettlementKind>(RegistryConfig::default(), context)
+                    .context("registering the settlement actors")?;
+                (Some(registry), health.named())
             }
             None => {
                 tracing::warn!("no provider: TERN_SANDBOX_BIND is off and TERN_PROVIDER_URL unset; settlements answer 503");
-                None
+                (None, Vec::new())
             }
         };
         // Every kind is registered: re-activate their in-flight work.
@@ -110,6 +111,7 @@ impl Application {
             docs,
             runtime,
             settlements,
+            providers,
         });
         let server = api_server(listener, state.clone())?;
         Ok(Application {
@@ -153,15 +155,38 @@ impl Application {
     }
 }
 
-/// The settlement actors' providers (HTTP adapters on `provider_url`) and
-/// retry policy.
-fn settlement_context(provider_url: &str, config: &Config) -> anyhow::Result<SettlementContext> {
+/// One health record per provider the settlements reach.
+#[derive(Default)]
+struct ProviderHealths {
+    acquirer: Arc<ProviderHealth>,
+    card_push: Arc<ProviderHealth>,
+    custodian: Arc<ProviderHealth>,
+}
+
+impl ProviderHealths {
+    fn named(&self) -> Vec<(&'static str, Arc<ProviderHealth>)> {
+        vec![
+            ("card_acquirer", self.acquirer.clone()),
+            ("card_push", self.card_push.clone()),
+            ("custodian", self.custodian.clone()),
+        ]
+    }
+}
+
+/// The settlement actors' providers (HTTP adapters on `provider_url`, each
+/// recording its outcomes in `health`) and retry policy.
+fn settlement_context(
+    provider_url: &str,
+    config: &Config,
+    health: &ProviderHealths,
+) -> anyhow::Result<SettlementContext> {
     let adapter =
         HttpProviderConfig::new(provider_url).with_request_timeout(config.provider_timeout);
+    let observed = |health: &Arc<ProviderHealth>| adapter.clone().with_health(health.clone());
     let providers = Providers {
-        acquirer: Arc::new(HttpCardAcquirer::new(&adapter)?),
-        card_push: Arc::new(HttpCardPush::new(&adapter)?),
-        custodian: Arc::new(HttpCustodian::new(&adapter)?),
+        acquirer: Arc::new(HttpCardAcquirer::new(&observed(&health.acquirer))?),
+        card_push: Arc::new(HttpCardPush::new(&observed(&health.card_push))?),
+        custodian: Arc::new(HttpCustodian::new(&observed(&health.custodian))?),
         pending_poll: chrono::Duration::from_std(PENDING_POLL)?,
     };
     let delays = config

@@ -115,7 +115,19 @@ pub async fn health(state: web::Data<AppState>) -> HttpResponse {
     let actors_ok = figures.healthy();
     let actors = json!({"status": if actors_ok { "ok" } else { "degraded" }, "kinds": figures.kinds, "timers": figures.timers});
     let database_ok = database["status"] == "ok";
-    let status = match (database_ok, actors_ok) {
+    let mut providers_ok = true;
+    let mut components = serde_json::Map::new();
+    for (name, health) in &state.providers {
+        let figures = health.figures();
+        providers_ok &= figures.status == "ok";
+        components.insert((*name).to_owned(), json!(figures));
+    }
+    if state.providers.is_empty() {
+        components.insert("providers".into(), json!({"status": "unconfigured"}));
+    }
+    components.insert("database".into(), database);
+    components.insert("actors".into(), actors);
+    let status = match (database_ok, actors_ok && providers_ok) {
         (false, _) => "down",
         (true, false) => "degraded",
         (true, true) => "ok",
@@ -124,7 +136,7 @@ pub async fn health(state: web::Data<AppState>) -> HttpResponse {
         status,
         version: VERSION,
         environment: state.config.environment.as_str(),
-        components: json!({"database": database, "actors": actors}),
+        components: serde_json::Value::Object(components),
     })
 }
 

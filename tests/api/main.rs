@@ -16,6 +16,7 @@ mod m2m;
 mod merchant_status;
 mod migrations;
 mod ops;
+mod provider_health;
 mod provider_webhooks;
 mod providers;
 mod settlements;

@@ -122,14 +122,14 @@ pub(crate) async fn funded(app: &TestApp, amount: &str) -> (Merchant, String) {
     (merchant, usd)
 }
 
-fn sandbox(app: &TestApp, path: &str) -> String {
+pub(crate) fn sandbox(app: &TestApp, path: &str) -> String {
     format!(
         "{}{path}",
         app.sandbox_address.as_deref().expect("sandbox on")
     )
 }
 
-async fn fault(app: &TestApp, spec: Value) {
+pub(crate) async fn fault(app: &TestApp, spec: Value) {
     let response = app
         .client
         .post(sandbox(app, "/control/faults"))

@@ -1,6 +1,7 @@
 //! Adapters behind the provider ports: HTTP clients (reqwest over rustls)
 //! and the webhook signature scheme shared with the simulator.
 
+pub mod health;
 pub mod http;
 pub mod signature;
 

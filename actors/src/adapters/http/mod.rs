@@ -8,6 +8,7 @@ pub mod control;
 pub mod custodian;
 pub mod wire;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::{Client, Method, RequestBuilder, Response, StatusCode, Url};
@@ -19,6 +20,7 @@ pub use card_push::HttpCardPush;
 pub use control::SandboxControl;
 pub use custodian::HttpCustodian;
 
+use super::health::ProviderHealth;
 use crate::ports::ProviderError;
 
 /// Time to establish a TCP connection; refusal or expiry here means the
@@ -44,6 +46,9 @@ pub struct HttpProviderConfig {
     pub base_url: String,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
+    /// Where the adapter records each request's outcome; `None` records
+    /// nothing.
+    pub health: Option<Arc<ProviderHealth>>,
 }
 
 impl HttpProviderConfig {
@@ -53,7 +58,14 @@ impl HttpProviderConfig {
             base_url: base_url.into(),
             connect_timeout: CONNECT_TIMEOUT,
             request_timeout: REQUEST_TIMEOUT,
+            health: None,
         }
+    }
+
+    /// The same provider, recording its outcomes in `health`.
+    pub fn with_health(mut self, health: Arc<ProviderHealth>) -> HttpProviderConfig {
+        self.health = Some(health);
+        self
     }
 
     pub fn with_request_timeout(mut self, timeout: Duration) -> HttpProviderConfig {
@@ -67,6 +79,7 @@ impl HttpProviderConfig {
 pub(crate) struct ProviderClient {
     base: Url,
     client: Client,
+    health: Option<Arc<ProviderHealth>>,
 }
 
 impl ProviderClient {
@@ -88,7 +101,11 @@ impl ProviderClient {
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)
             .build()?;
-        Ok(ProviderClient { base, client })
+        Ok(ProviderClient {
+            base,
+            client,
+            health: config.health.clone(),
+        })
     }
 
     fn url(&self, path: &str, key_query: Option<&str>) -> Result<Url, ProviderError> {
@@ -115,8 +132,18 @@ impl ProviderClient {
             .request(Method::POST, self.url(path, None)?)
             .header(wire::IDEMPOTENCY_KEY_HEADER, idempotency_key)
             .json(body);
-        let response = send(request).await?;
-        decode(response).await
+        let outcome = match send(request).await {
+            Ok(response) => decode(response).await,
+            Err(error) => Err(error),
+        };
+        self.observe(&outcome);
+        outcome
+    }
+
+    fn observe<T>(&self, outcome: &Result<T, ProviderError>) {
+        if let Some(health) = &self.health {
+            health.observe(outcome);
+        }
     }
 
     /// GETs the record stored under `idempotency_key`; `None` on 404.
@@ -126,11 +153,13 @@ impl ProviderClient {
         idempotency_key: &str,
     ) -> Result<Option<T>, ProviderError> {
         let request = self.client.get(self.url(path, Some(idempotency_key))?);
-        let response = send(request).await?;
-        if response.status() == StatusCode::NOT_FOUND {
-            return Ok(None);
-        }
-        decode(response).await.map(Some)
+        let outcome = match send(request).await {
+            Ok(response) if response.status() == StatusCode::NOT_FOUND => Ok(None),
+            Ok(response) => decode(response).await.map(Some),
+            Err(error) => Err(error),
+        };
+        self.observe(&outcome);
+        outcome
     }
 
     pub(crate) fn client(&self) -> &Client {
