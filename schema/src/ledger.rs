@@ -229,14 +229,18 @@ pub async fn record(tx: &mut Tx<'_>, entry: &Entry, phase: Phase) -> Result<Stri
         if store::add_line(tx, id, currency, bucket, amount, guard).await? {
             continue;
         }
-        let missing = store::find_account(tx, id).await?.is_none();
-        if missing
-            && open_system_account(tx, id).await?
-            && store::add_line(tx, id, currency, bucket, amount, guard).await?
-        {
-            continue;
-        }
-        return Err(refusal(tx, line).await);
+        // Refused: read the account once, to make a missing system account
+        // or to say why.
+        let account = match store::find_account(tx, id).await? {
+            None if open_system_account(tx, id).await? => {
+                if store::add_line(tx, id, currency, bucket, amount, guard).await? {
+                    continue;
+                }
+                store::find_account(tx, id).await?
+            }
+            found => found,
+        };
+        return Err(refusal(line, account));
     }
     // After the balances: a refused entry stops there having written
     // nothing more, and a system account made on first use exists before
@@ -274,16 +278,15 @@ pub async fn record(tx: &mut Tx<'_>, entry: &Entry, phase: Phase) -> Result<Stri
 /// Posts a pending entry: its amounts move from pending to posted.
 /// Why [`store::add_line`] refused a line: no such account, another
 /// currency, or not enough available funds.
-async fn refusal(tx: &mut Tx<'_>, line: &Line) -> LedgerError {
-    match store::find_account(tx, &line.account_id).await {
-        Err(error) => error.into(),
-        Ok(None) => LedgerError::UnknownAccount(line.account_id.clone()),
-        Ok(Some(account)) if account.currency != line.currency => LedgerError::CurrencyMismatch {
+fn refusal(line: &Line, account: Option<LedgerAccountRow>) -> LedgerError {
+    match account {
+        None => LedgerError::UnknownAccount(line.account_id.clone()),
+        Some(account) if account.currency != line.currency => LedgerError::CurrencyMismatch {
             account_id: account.id,
             account_currency: account.currency,
             line_currency: line.currency.clone(),
         },
-        Ok(Some(_)) => LedgerError::InsufficientFunds {
+        Some(_) => LedgerError::InsufficientFunds {
             account_id: line.account_id.clone(),
         },
     }
