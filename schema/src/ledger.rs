@@ -37,7 +37,8 @@ impl SystemAccount {
         }
     }
 
-    /// Deterministic, so every node names the same row.
+    /// Deterministic, so every node names the same row. The row is made on
+    /// first use, by [`record`], so the hot path writes nothing to find it.
     pub fn account_id(self, currency: &str) -> String {
         format!("sys_{}_{}", self.kind(), currency.to_ascii_lowercase())
     }
@@ -168,12 +169,6 @@ pub async fn open_funding_accounts(tx: &mut Tx<'_>, merchant_id: &str) -> Result
         store::insert_account(tx, &row).await?;
     }
     Ok(())
-}
-
-/// The id of a system counterparty account. The row is made on first use,
-/// by [`record`], so that the hot path writes nothing to find it.
-pub fn system_account(account: SystemAccount, currency: &str) -> String {
-    account.account_id(currency)
 }
 
 /// Makes the system account `account_id` names, if it names one.

@@ -67,7 +67,7 @@ fn lines(debit: &str, credit: &str, amount_minor: i64) -> Vec<Line> {
 
 async fn fund(db: &Db, merchant_id: &str, account: &str, amount_minor: i64) {
     let funded: Result<String, LedgerError> = write_tx!(db, |tx| {
-        let acquirer = ledger::system_account(SystemAccount::CardAcquirer, "USD");
+        let acquirer = SystemAccount::CardAcquirer.account_id("USD");
         let entry = Entry {
             merchant_id: Some(merchant_id.into()),
             settlement_key: None,
@@ -104,7 +104,7 @@ async fn holds_post_and_void_and_the_books_balance() {
         let usd = usd.clone();
         async move {
             let held: Result<String, LedgerError> = write_tx!(db, |tx| {
-                let push = ledger::system_account(SystemAccount::CardPush, "USD");
+                let push = SystemAccount::CardPush.account_id("USD");
                 let entry = Entry {
                     merchant_id: Some(merchant_id.clone()),
                     settlement_key: Some("k".into()),
@@ -156,7 +156,7 @@ async fn unbalanced_and_mismatched_entries_write_nothing() {
     let (merchant_id, usd) = merchant(&db).await;
     fund(&db, &merchant_id, &usd, 500).await;
     let attempt: Result<String, LedgerError> = write_tx!(db, |tx| {
-        let push = ledger::system_account(SystemAccount::CardPush, "EUR");
+        let push = SystemAccount::CardPush.account_id("EUR");
         let entry = Entry {
             merchant_id: None,
             settlement_key: None,
@@ -212,7 +212,7 @@ async fn concurrent_holds_never_overdraw_a_funding_account() {
         let (db, merchant_id, usd) = (db.clone(), merchant_id.clone(), usd.clone());
         tasks.push(tokio::spawn(async move {
             let held: Result<String, LedgerError> = write_tx!(db, |tx| {
-                let push = ledger::system_account(SystemAccount::CardPush, "USD");
+                let push = SystemAccount::CardPush.account_id("USD");
                 let entry = Entry {
                     merchant_id: Some(merchant_id.clone()),
                     settlement_key: None,

@@ -24,7 +24,7 @@ async fn accounts(app: &TestApp, merchant: &Merchant) -> Vec<Value> {
 async fn collect(app: &TestApp, merchant: &Merchant, account_id: &str, count: usize) {
     for i in 0..count {
         let posted: Result<String, LedgerError> = write_tx!(app.state.db, |tx| {
-            let acquirer = ledger::system_account(SystemAccount::CardAcquirer, "USD");
+            let acquirer = SystemAccount::CardAcquirer.account_id("USD");
             let entry = Entry {
                 merchant_id: Some(merchant.merchant_id.clone()),
                 settlement_key: Some(format!("key-{i}")),

@@ -504,7 +504,7 @@ async fn record(
     phase: Phase,
     description: &str,
 ) -> Result<String, LedgerError> {
-    let system = ledger::system_account(counterparty, &row.currency);
+    let system = counterparty.account_id(&row.currency);
     let other_side = match source_side {
         Direction::Debit => Direction::Credit,
         Direction::Credit => Direction::Debit,

@@ -154,7 +154,7 @@ pub async fn submit(
                 }
             }
             if new.method.holds_funds() {
-                let system = ledger::system_account(counterparty(new.method), &new.currency);
+                let system = counterparty(new.method).account_id(&new.currency);
                 let hold = Entry {
                     merchant_id: Some(new.merchant_id.clone()),
                     settlement_key: Some(new.key.clone()),
