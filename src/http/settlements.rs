@@ -16,7 +16,7 @@ use tern_actors::settlement::{
 };
 use tern_schema::audit::AuditActor;
 use tern_schema::idempotency::request_digest;
-use tern_schema::models::SettlementRow;
+use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::money::Currency;
 use tern_schema::store::settlements as store;
 use tern_schema::types::as_utc;
@@ -296,17 +296,20 @@ fn validate_submit(
             Some(destination),
             Some(recipient_name),
         ) if errors.is_empty() => Ok(NewSettlement {
-            merchant_id: caller.merchant_id.clone(),
-            key: key.to_string(),
+            intent: SettlementIntent {
+                merchant_id: caller.merchant_id.clone(),
+                idempotency_key: key.to_string(),
+                method: method.as_str().to_owned(),
+                currency: currency.code.to_owned(),
+                amount_minor,
+                asset,
+                source,
+                destination,
+                recipient_name,
+                reference,
+                request_id: caller.request_id.clone(),
+            },
             method,
-            currency: currency.code.to_owned(),
-            amount_minor,
-            asset,
-            source,
-            destination,
-            recipient_name,
-            reference,
-            request_id: caller.request_id.clone(),
             actor: AuditActor::ApiKey(caller.api_key_id.clone()),
         }),
         _ => Err(ApiError::Validation(errors)),
@@ -315,15 +318,16 @@ fn validate_submit(
 
 /// What decides "the same request" for the key: the validated fields.
 fn digest(new: &NewSettlement) -> String {
+    let intent = &new.intent;
     let canonical = json!({
         "method": new.method.as_str(),
-        "currency": new.currency,
-        "amount_minor": new.amount_minor,
-        "asset": new.asset,
-        "source": new.source,
-        "destination": new.destination,
-        "recipient_name": new.recipient_name,
-        "reference": new.reference,
+        "currency": intent.currency,
+        "amount_minor": intent.amount_minor,
+        "asset": intent.asset,
+        "source": intent.source,
+        "destination": intent.destination,
+        "recipient_name": intent.recipient_name,
+        "reference": intent.reference,
     });
     request_digest(&canonical.to_string())
 }
@@ -388,7 +392,7 @@ pub async fn create(
             let status = actix_web::http::StatusCode::from_u16(status)
                 .map_err(|e| ApiError::Internal(e.to_string()))?;
             Ok(HttpResponse::build(status)
-                .insert_header((LOCATION, location(&new.key)))
+                .insert_header((LOCATION, location(&new.intent.idempotency_key)))
                 .insert_header((IDEMPOTENT_REPLAYED_HEADER, HeaderValue::from_static("true")))
                 .content_type("application/json")
                 .body(body))

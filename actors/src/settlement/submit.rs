@@ -19,21 +19,12 @@ use crate::runtime::Versioned;
 /// The idempotency scope of settlement creation.
 pub const IDEMPOTENCY_SCOPE: &str = "settlements";
 
-/// A validated request to create a settlement.
+/// A validated request to create a settlement: the intent as it will be
+/// stored, its method as the machine knows it, and who asked.
 #[derive(Clone, Debug)]
 pub struct NewSettlement {
-    pub merchant_id: String,
-    pub key: String,
+    pub intent: SettlementIntent,
     pub method: Method,
-    pub currency: String,
-    pub amount_minor: i64,
-    /// on_chain only: the stablecoin paid out.
-    pub asset: Option<String>,
-    pub source: String,
-    pub destination: String,
-    pub recipient_name: String,
-    pub reference: Option<String>,
-    pub request_id: String,
     pub actor: AuditActor,
 }
 
@@ -100,31 +91,17 @@ pub async fn submit(
     let new = new.clone();
     let request_sha256 = request_sha256.to_owned();
     let now = utc_now();
-    let mut row = SettlementRow::pending(
-        SettlementIntent {
-            merchant_id: new.merchant_id.clone(),
-            idempotency_key: new.key.clone(),
-            method: new.method.as_str().to_owned(),
-            currency: new.currency.clone(),
-            amount_minor: new.amount_minor,
-            asset: new.asset.clone(),
-            source: new.source.clone(),
-            destination: new.destination.clone(),
-            recipient_name: new.recipient_name.clone(),
-            reference: new.reference.clone(),
-            request_id: new.request_id.clone(),
-        },
-        now,
-    );
+    let mut row = SettlementRow::pending(new.intent.clone(), now);
     row.version = Versioned::<()>::INITIAL;
     // Group-committed: the intent is durable when this answers Created.
     db.write(move |tx| {
         Box::pin(async move {
+            let intent = &new.intent;
             let claim = idempotency::claim(
                 tx,
-                &new.merchant_id,
+                &intent.merchant_id,
                 IDEMPOTENCY_SCOPE,
-                &new.key,
+                &intent.idempotency_key,
                 &request_sha256,
             )
             .await?;
@@ -134,16 +111,16 @@ pub async fn submit(
                 Claim::InProgress => return Ok(Submitted::InProgress),
                 Claim::Mismatch => return Ok(Submitted::Mismatch),
             }
-            let source = ledger_store::find_account(tx, &new.source).await?;
+            let source = ledger_store::find_account(tx, &intent.source).await?;
             match source {
                 Some(account)
                     if account.kind == FUNDING
-                        && account.merchant_id.as_deref() == Some(new.merchant_id.as_str()) =>
+                        && account.merchant_id.as_deref() == Some(intent.merchant_id.as_str()) =>
                 {
-                    if account.currency != new.currency {
+                    if account.currency != intent.currency {
                         return Err(SubmitError::Source(format!(
                             "the source account holds {}, not {}",
-                            account.currency, new.currency
+                            account.currency, intent.currency
                         )));
                     }
                 }
@@ -154,23 +131,23 @@ pub async fn submit(
                 }
             }
             if new.method.holds_funds() {
-                let system = counterparty(new.method).account_id(&new.currency);
+                let system = counterparty(new.method).account_id(&intent.currency);
                 let hold = Entry {
-                    merchant_id: Some(new.merchant_id.clone()),
-                    settlement_key: Some(new.key.clone()),
+                    merchant_id: Some(intent.merchant_id.clone()),
+                    settlement_key: Some(intent.idempotency_key.clone()),
                     description: format!("{} hold", new.method.as_str()),
                     lines: vec![
                         Line {
-                            account_id: new.source.clone(),
+                            account_id: intent.source.clone(),
                             direction: Direction::Debit,
-                            amount_minor: new.amount_minor,
-                            currency: new.currency.clone(),
+                            amount_minor: intent.amount_minor,
+                            currency: intent.currency.clone(),
                         },
                         Line {
                             account_id: system,
                             direction: Direction::Credit,
-                            amount_minor: new.amount_minor,
-                            currency: new.currency.clone(),
+                            amount_minor: intent.amount_minor,
+                            currency: intent.currency.clone(),
                         },
                     ],
                 };
@@ -178,12 +155,12 @@ pub async fn submit(
             }
             settlements::insert(tx, &row).await?;
             let created = AuditRecord {
-                merchant_id: new.merchant_id.clone(),
+                merchant_id: intent.merchant_id.clone(),
                 actor: new.actor.clone(),
                 action: "settlement.created",
                 resource_type: "settlement",
-                resource_id: new.key.clone(),
-                request_id: new.request_id.clone(),
+                resource_id: intent.idempotency_key.clone(),
+                request_id: intent.request_id.clone(),
                 data: json!({
                     "method": row.method,
                     "amount_minor": row.amount_minor,
@@ -196,9 +173,9 @@ pub async fn submit(
             let body = render(&row);
             idempotency::complete(
                 tx,
-                &new.merchant_id,
+                &intent.merchant_id,
                 IDEMPOTENCY_SCOPE,
-                &new.key,
+                &intent.idempotency_key,
                 201,
                 &body,
             )
