@@ -216,3 +216,60 @@ async fn concurrent_claims_of_one_key_yield_one_winner() {
     }
     assert_eq!(winners, 1);
 }
+
+#[derive(diesel::QueryableByName)]
+struct PlanLine {
+    #[diesel(sql_type = diesel::sql_types::Text, column_name = "QUERY PLAN")]
+    line: String,
+}
+
+/// On a fresh, never analyzed database, the plans PostgreSQL caches for a
+/// settlement's lookup and version-checked update use the primary key (not
+/// the listing index, which would walk every settlement of the merchant on
+/// each step), and a listing reads the listing index in order, without
+/// sorting the merchant's settlements (migration 000009).
+#[tokio::test]
+async fn fresh_database_plans_use_the_right_settlement_index() {
+    use diesel_async::{AsyncConnection, RunQueryDsl, SimpleAsyncConnection};
+    let database = TestDatabase::create().await;
+    if !database.is_postgres() {
+        return;
+    }
+    migrate::run_pending(database.url())
+        .await
+        .expect("migrations");
+    let mut conn = diesel_async::AsyncPgConnection::establish(database.url())
+        .await
+        .expect("connect");
+    conn.batch_execute(
+        "SET plan_cache_mode = force_generic_plan;
+         PREPARE find(text, text) AS SELECT * FROM settlements
+             WHERE merchant_id = $1 AND idempotency_key = $2 LIMIT 1;
+         PREPARE step(text, text, bigint) AS UPDATE settlements SET status = 'failed'
+             WHERE merchant_id = $1 AND idempotency_key = $2 AND version = $3;
+         PREPARE list(text, text, bigint) AS SELECT * FROM settlements
+             WHERE merchant_id = $1 AND created_at IS NOT NULL AND status = $2
+             ORDER BY created_at DESC, idempotency_key DESC LIMIT $3;",
+    )
+    .await
+    .expect("prepare");
+    for (statement, index) in [
+        ("find('m', 'k')", "settlements_pkey"),
+        ("step('m', 'k', 1)", "settlements_pkey"),
+        ("list('m', 'pending', 10)", "settlements_by_merchant"),
+    ] {
+        let plan: Vec<PlanLine> = diesel::sql_query(format!("EXPLAIN EXECUTE {statement}"))
+            .load(&mut conn)
+            .await
+            .expect("explain");
+        let plan: Vec<String> = plan.into_iter().map(|l| l.line).collect();
+        assert!(
+            plan.iter().any(|l| l.contains(&format!("using {index}"))),
+            "{statement}: {plan:#?}"
+        );
+        assert!(
+            !plan.iter().any(|l| l.contains("Sort")),
+            "{statement}: {plan:#?}"
+        );
+    }
+}

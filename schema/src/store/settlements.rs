@@ -42,7 +42,13 @@ pub async fn list(
     limit: i64,
 ) -> StoreResult<Vec<SettlementRow>> {
     let rows = dispatch!(tx, conn => {
-        let mut query = settlements::table.filter(settlements::merchant_id.eq(merchant_id)).into_boxed();
+        // `created_at IS NOT NULL` (always true) is the predicate of the
+        // partial listing index, which only queries stating it can use
+        // (migration 000009).
+        let mut query = settlements::table
+            .filter(settlements::merchant_id.eq(merchant_id))
+            .filter(settlements::created_at.is_not_null())
+            .into_boxed();
         if let Some(status) = status {
             query = query.filter(settlements::status.eq(status));
         }
