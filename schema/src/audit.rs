@@ -2,6 +2,8 @@
 //! hash is SHA-256 over a canonical encoding of its fields and the previous
 //! event's hash. Editing or deleting any row breaks verification from there.
 
+use std::collections::BTreeMap;
+
 use chrono::NaiveDateTime;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -68,20 +70,25 @@ pub async fn open_chain(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<()> {
 }
 
 /// Appends to the merchant's chain inside the caller's transaction, so the
-/// event commits with the change it records.
-pub async fn append(tx: &mut Tx<'_>, record: AuditRecord) -> StoreResult<AuditEventRow> {
-    let head = store::lock_head(tx, &record.merchant_id)
-        .await?
-        .ok_or_else(|| {
-            StoreError::Conflict(format!(
-                "no audit chain for merchant {}",
-                record.merchant_id
-            ))
-        })?;
+/// event commits with the change it records. Inside a group commit the
+/// event waits for the end of the batch, which chains every event of the
+/// batch at once (see [`crate::deferred`]); elsewhere it is chained now.
+pub async fn append(tx: &mut Tx<'_>, record: AuditRecord) -> StoreResult<()> {
+    let event = unchained(record);
+    match tx.deferred() {
+        Some(deferred) => deferred.audit(event),
+        None => chain(tx, vec![event]).await?,
+    }
+    Ok(())
+}
+
+/// The event's own fields; its place in the chain (seq and hashes) is
+/// filled in by [`chain`].
+fn unchained(record: AuditRecord) -> AuditEventRow {
     let (actor_type, actor_id) = record.actor.parts();
-    let mut row = AuditEventRow {
+    AuditEventRow {
         merchant_id: record.merchant_id,
-        seq: head.seq + 1,
+        seq: 0,
         id: format!("aud_{}", uuid::Uuid::now_v7().simple()),
         occurred_at: utc_now(),
         actor_type: actor_type.to_owned(),
@@ -91,22 +98,52 @@ pub async fn append(tx: &mut Tx<'_>, record: AuditRecord) -> StoreResult<AuditEv
         resource_id: record.resource_id,
         request_id: record.request_id,
         data: record.data.to_string(),
-        prev_hash: head.hash,
+        prev_hash: String::new(),
         hash: String::new(),
-    };
-    row.hash = hash_of(&row);
-    store::insert_event(tx, &row).await?;
-    store::update_head(
-        tx,
-        &AuditHeadRow {
-            merchant_id: row.merchant_id.clone(),
-            seq: row.seq,
-            hash: row.hash.clone(),
-            updated_at: row.occurred_at,
-        },
-    )
-    .await?;
-    Ok(row)
+    }
+}
+
+/// Links `events` onto their merchants' chains in the order given: one
+/// locked head read per merchant, the events inserted together, one head
+/// update per merchant. Heads are locked in merchant id order, so two
+/// transactions chaining for the same merchants cannot deadlock.
+pub(crate) async fn chain(tx: &mut Tx<'_>, events: Vec<AuditEventRow>) -> StoreResult<()> {
+    let mut chains: BTreeMap<String, Vec<AuditEventRow>> = BTreeMap::new();
+    for event in events {
+        chains
+            .entry(event.merchant_id.clone())
+            .or_default()
+            .push(event);
+    }
+    let mut linked = Vec::new();
+    let mut heads = Vec::with_capacity(chains.len());
+    for (merchant_id, events) in chains {
+        let head = store::lock_head(tx, &merchant_id).await?.ok_or_else(|| {
+            StoreError::Conflict(format!("no audit chain for merchant {merchant_id}"))
+        })?;
+        let (mut seq, mut hash) = (head.seq, head.hash);
+        let mut updated_at = head.updated_at;
+        for mut event in events {
+            seq += 1;
+            event.seq = seq;
+            event.prev_hash = std::mem::take(&mut hash);
+            event.hash = hash_of(&event);
+            hash.clone_from(&event.hash);
+            updated_at = event.occurred_at;
+            linked.push(event);
+        }
+        heads.push(AuditHeadRow {
+            merchant_id,
+            seq,
+            hash,
+            updated_at,
+        });
+    }
+    store::insert_events(tx, &linked).await?;
+    for head in &heads {
+        store::update_head(tx, head).await?;
+    }
+    Ok(())
 }
 
 fn timestamp(at: NaiveDateTime) -> String {

@@ -20,6 +20,7 @@ use futures_util::FutureExt;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::db::{establish_sqlite_inline, immediate_transaction, DatabaseUrl, Db, SqliteConn, Tx};
+use crate::deferred::Deferred;
 use crate::error::{StoreError, StoreResult};
 use crate::DieselError;
 
@@ -124,12 +125,14 @@ async fn run(db: Db, mut units: mpsc::Receiver<Unit>) {
     }
 }
 
-/// Runs one unit in a savepoint of the open transaction on `$conn`.
+/// Runs one unit in a savepoint of the open transaction on `$conn`; a unit
+/// that rolls back takes its deferred writes with it.
 macro_rules! savepoint {
-    ($conn:ident, $unit:ident, $variant:path) => {{
+    ($conn:ident, $deferred:ident, $unit:ident, $tx:path) => {{
+        let mark = $deferred.mark();
         let outcome = $conn
             .transaction(async |conn| {
-                let tx = &mut $variant(conn);
+                let tx = &mut $tx(conn).with_deferred(&mut $deferred);
                 match AssertUnwindSafe($unit(tx)).catch_unwind().await {
                     Ok((true, answer)) => Ok(answer),
                     Ok((false, answer)) => Err(Exit::Failed(answer)),
@@ -137,6 +140,9 @@ macro_rules! savepoint {
                 }
             })
             .await;
+        if outcome.is_err() {
+            $deferred.roll_back_to(mark);
+        }
         settled(outcome)
     }};
 }
@@ -158,23 +164,26 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, batch: Vec<Unit>) {
         None => Err(StoreError::Unavailable(
             "the committer has no database connection".into(),
         )),
-        Some(Writer::Sqlite(conn)) => immediate_transaction(conn, async |conn| {
-            for unit in batch {
-                answers.push(savepoint!(conn, unit, Tx::Sqlite));
-            }
-            Ok::<(), DieselError>(())
-        })
-        .await
-        .map_err(StoreError::from),
-        Some(Writer::Pg(conn)) => conn
-            .transaction(async |conn| {
+        Some(Writer::Sqlite(conn)) => {
+            immediate_transaction(conn, async |conn| {
+                let mut deferred = Deferred::default();
                 for unit in batch {
-                    answers.push(savepoint!(conn, unit, Tx::Pg));
+                    answers.push(savepoint!(conn, deferred, unit, Tx::sqlite));
                 }
-                Ok::<(), DieselError>(())
+                deferred.flush(&mut Tx::sqlite(conn)).await
             })
             .await
-            .map_err(StoreError::from),
+        }
+        Some(Writer::Pg(conn)) => {
+            conn.transaction(async |conn| {
+                let mut deferred = Deferred::default();
+                for unit in batch {
+                    answers.push(savepoint!(conn, deferred, unit, Tx::pg));
+                }
+                deferred.flush(&mut Tx::pg(conn)).await
+            })
+            .await
+        }
     };
     if committed.is_err() {
         *writer = None;

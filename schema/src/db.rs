@@ -25,6 +25,7 @@ use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, TryFutureExt};
 
 use crate::commit::Committer;
+use crate::deferred::Deferred;
 
 use crate::error::{StoreError, StoreResult};
 
@@ -148,7 +149,16 @@ pub enum Pooled {
 
 /// A borrowed connection, inside or outside a transaction: what every store
 /// function takes, so that an actor can compose one transaction per transition.
-pub enum Tx<'a> {
+pub struct Tx<'a> {
+    conn: Conn<'a>,
+    /// Inside a group commit, the writes its batch makes once for all its
+    /// units (see [`crate::deferred`]); `None` elsewhere, where they are made
+    /// at once.
+    deferred: Option<&'a mut Deferred>,
+}
+
+/// The concrete connection a [`Tx`] borrows.
+pub enum Conn<'a> {
     Sqlite(&'a mut SqliteConn),
     Pg(&'a mut AsyncPgConnection),
 }
@@ -156,17 +166,45 @@ pub enum Tx<'a> {
 impl Pooled {
     pub fn tx(&mut self) -> Tx<'_> {
         match self {
-            Pooled::Sqlite(conn) => Tx::Sqlite(conn),
-            Pooled::Pg(conn) => Tx::Pg(conn),
+            Pooled::Sqlite(conn) => Tx::sqlite(conn),
+            Pooled::Pg(conn) => Tx::pg(conn),
         }
     }
 }
 
-impl Tx<'_> {
+impl<'a> Tx<'a> {
+    pub fn sqlite(conn: &'a mut SqliteConn) -> Self {
+        Tx {
+            conn: Conn::Sqlite(conn),
+            deferred: None,
+        }
+    }
+
+    pub fn pg(conn: &'a mut AsyncPgConnection) -> Self {
+        Tx {
+            conn: Conn::Pg(conn),
+            deferred: None,
+        }
+    }
+
+    /// A unit of a group commit, whose batch-wide writes go to `deferred`.
+    pub(crate) fn with_deferred(mut self, deferred: &'a mut Deferred) -> Self {
+        self.deferred = Some(deferred);
+        self
+    }
+
+    pub fn conn(&mut self) -> &mut Conn<'a> {
+        &mut self.conn
+    }
+
+    pub(crate) fn deferred(&mut self) -> Option<&mut Deferred> {
+        self.deferred.as_deref_mut()
+    }
+
     pub fn backend(&self) -> Backend {
-        match self {
-            Tx::Sqlite(_) => Backend::Sqlite,
-            Tx::Pg(_) => Backend::Postgres,
+        match self.conn {
+            Conn::Sqlite(_) => Backend::Sqlite,
+            Conn::Pg(_) => Backend::Postgres,
         }
     }
 }
@@ -176,12 +214,12 @@ impl Tx<'_> {
 #[macro_export]
 macro_rules! dispatch {
     ($tx:expr, $conn:ident => $body:expr) => {
-        match $tx {
-            $crate::db::Tx::Sqlite(inner) => {
+        match $crate::db::Tx::conn($tx) {
+            $crate::db::Conn::Sqlite(inner) => {
                 let $conn = &mut **inner;
                 $body
             }
-            $crate::db::Tx::Pg(inner) => {
+            $crate::db::Conn::Pg(inner) => {
                 let $conn = &mut **inner;
                 $body
             }
@@ -203,14 +241,14 @@ macro_rules! write_tx {
             Ok(mut pooled) => match &mut pooled {
                 $crate::db::Pooled::Sqlite(conn) => {
                     $crate::db::immediate_transaction(&mut **conn, async |conn| {
-                        let $tx = &mut $crate::db::Tx::Sqlite(conn);
+                        let $tx = &mut $crate::db::Tx::sqlite(conn);
                         $body
                     })
                     .await
                 }
                 $crate::db::Pooled::Pg(conn) => {
                     conn.transaction(async |conn| {
-                        let $tx = &mut $crate::db::Tx::Pg(conn);
+                        let $tx = &mut $crate::db::Tx::pg(conn);
                         $body
                     })
                     .await

@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod commit;
 pub mod db;
+pub mod deferred;
 pub mod error;
 pub mod idempotency;
 pub mod ledger;
@@ -15,7 +16,7 @@ pub mod store;
 pub mod testing;
 pub mod types;
 
-pub use db::{Backend, Db, Pooled, Tx};
+pub use db::{Backend, Conn, Db, Pooled, Tx};
 pub use diesel::result::Error as DieselError;
 pub use error::{StoreError, StoreResult};
 

@@ -114,3 +114,75 @@ async fn concurrent_appends_to_one_chain_stay_linked() {
     let result = verify(&db, &merchant).await;
     assert_eq!((result.valid, result.checked), (true, 40));
 }
+
+fn record(merchant_id: &str, i: usize) -> AuditRecord {
+    AuditRecord {
+        merchant_id: merchant_id.to_owned(),
+        actor: AuditActor::System,
+        action: "settlement.status_changed",
+        resource_type: "settlement",
+        resource_id: format!("g{i}"),
+        request_id: format!("req-g{i}"),
+        data: json!({"i": i}),
+    }
+}
+
+/// Units of one group commit chain their events at the batch's end: events
+/// of units that roll back vanish with them, the others link in order, and
+/// appends made outside the committer at the same time interleave cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_committed_appends_link_and_roll_back_with_their_unit() {
+    let (_database, db, merchant) = setup().await;
+    let units: Vec<_> = (0..60)
+        .map(|i| {
+            let (db, merchant) = (db.clone(), merchant.clone());
+            tokio::spawn(async move {
+                db.write(move |tx| {
+                    Box::pin(async move {
+                        audit::append(tx, record(&merchant, i)).await?;
+                        audit::append(tx, record(&merchant, i + 1_000)).await?;
+                        if i % 3 == 0 {
+                            return Err(StoreError::Conflict("this unit rolls back".into()));
+                        }
+                        Ok(())
+                    })
+                })
+                .await
+            })
+        })
+        .collect();
+    let outside = {
+        let (db, merchant) = (db.clone(), merchant.clone());
+        tokio::spawn(async move { append(&db, &merchant, 10).await })
+    };
+    let mut committed = 0;
+    for unit in units {
+        match unit.await.expect("task") {
+            Ok(()) => committed += 1,
+            Err(StoreError::Conflict(_)) => {}
+            Err(other) => panic!("unexpected {other}"),
+        }
+    }
+    outside.await.expect("task");
+    assert_eq!(committed, 40);
+    let result = verify(&db, &merchant).await;
+    assert_eq!((result.valid, result.checked), (true, 40 * 2 + 10));
+    let mut pooled = db.get().await.expect("conn");
+    let events = tern_schema::store::audit::events_after(&mut pooled.tx(), &merchant, 0, 1_000)
+        .await
+        .expect("events");
+    assert!(events.iter().all(|e| !e.resource_id.starts_with('g')
+        || e.resource_id[1..]
+            .parse::<usize>()
+            .is_ok_and(|i| i % 1_000 % 3 != 0)));
+    // A unit's two events stay adjacent and in the order it appended them.
+    for pair in events
+        .iter()
+        .filter(|e| e.resource_id.starts_with('g'))
+        .collect::<Vec<_>>()
+        .chunks(2)
+    {
+        let first: usize = pair[0].resource_id[1..].parse().expect("id");
+        assert_eq!(pair[1].resource_id, format!("g{}", first + 1_000));
+    }
+}

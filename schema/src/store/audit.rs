@@ -3,7 +3,7 @@
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use crate::db::Tx;
+use crate::db::{Conn, Tx};
 use crate::dispatch;
 use crate::models::{AuditEventRow, AuditHeadRow};
 use crate::schema::{audit_events, audit_heads};
@@ -20,14 +20,14 @@ pub async fn insert_head(tx: &mut Tx<'_>, row: &AuditHeadRow) -> StoreResult<()>
 /// needs FOR UPDATE for that; SQLite already holds the database's write lock
 /// in every write transaction (BEGIN IMMEDIATE) and has no FOR UPDATE.
 pub async fn lock_head(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Option<AuditHeadRow>> {
-    let row = match tx {
-        Tx::Sqlite(conn) => audit_heads::table
+    let row = match tx.conn() {
+        Conn::Sqlite(conn) => audit_heads::table
             .find(merchant_id)
             .select(AuditHeadRow::as_select())
             .first(&mut **conn)
             .await
             .optional()?,
-        Tx::Pg(conn) => audit_heads::table
+        Conn::Pg(conn) => audit_heads::table
             .find(merchant_id)
             .select(AuditHeadRow::as_select())
             .for_update()
@@ -56,8 +56,30 @@ pub async fn update_head(tx: &mut Tx<'_>, row: &AuditHeadRow) -> StoreResult<()>
     Ok(())
 }
 
-pub async fn insert_event(tx: &mut Tx<'_>, row: &AuditEventRow) -> StoreResult<()> {
-    dispatch!(tx, conn => Cached(diesel::insert_into(audit_events::table).values(row)).execute(conn).await)?;
+/// Rows per INSERT on PostgreSQL: 13 binds a row stays far below its
+/// 65,535 bind parameters per statement.
+const INSERT_ROWS_MAX: usize = 1_000;
+
+/// Inserts `rows`: on PostgreSQL in as few statements (round trips) as the
+/// bind limit allows; on SQLite, which has no round trips to save, one
+/// cached statement per row (diesel-async cannot build SQLite's multi-row
+/// INSERT: diesel_async#277).
+pub async fn insert_events(tx: &mut Tx<'_>, rows: &[AuditEventRow]) -> StoreResult<()> {
+    match tx.conn() {
+        Conn::Pg(conn) if rows.len() > 1 => {
+            for chunk in rows.chunks(INSERT_ROWS_MAX) {
+                diesel::insert_into(audit_events::table)
+                    .values(chunk)
+                    .execute(&mut **conn)
+                    .await?;
+            }
+        }
+        _ => {
+            for row in rows {
+                dispatch!(tx, conn => Cached(diesel::insert_into(audit_events::table).values(row)).execute(conn).await)?;
+            }
+        }
+    }
     Ok(())
 }
 

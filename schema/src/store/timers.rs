@@ -10,6 +10,7 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
+use crate::db::Conn;
 use crate::dispatch;
 use crate::schema::actor_timers;
 use crate::store::cached::Cached;
@@ -91,15 +92,15 @@ pub async fn claim_due(
         .order((actor_timers::due_at.asc(), actor_timers::id.asc()))
         .limit(limit)
         .select(actor_timers::id);
-    let ids: Vec<String> = match tx {
-        Tx::Pg(conn) => {
+    let ids: Vec<String> = match tx.conn() {
+        Conn::Pg(conn) => {
             candidates
                 .for_update()
                 .skip_locked()
                 .load(&mut **conn)
                 .await?
         }
-        Tx::Sqlite(conn) => candidates.load(&mut **conn).await?,
+        Conn::Sqlite(conn) => candidates.load(&mut **conn).await?,
     };
     if ids.is_empty() {
         return Ok(Vec::new());
