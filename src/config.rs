@@ -6,6 +6,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use tern_actors::adapters::static_rates::RateTable;
+use tern_actors::quote::Pricing;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Environment {
     Development,
@@ -44,7 +47,7 @@ pub struct RateLimits {
 }
 
 /// The limit names TERN_RATE_LIMITS accepts, with their defaults.
-pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 7] = [
+pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 9] = [
     ("login", 10, Duration::from_secs(60)),
     ("register", 10, Duration::from_secs(60)),
     ("m2m_register", 5, Duration::from_secs(3_600)),
@@ -52,6 +55,10 @@ pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 7] = [
     // Reads and lists per key; reversals per key (each one calls a provider).
     ("settlement_read", 1_000, Duration::from_secs(1)),
     ("settlement_reverse", 20, Duration::from_secs(1)),
+    // Per key: each quote is a stored row, so creation is bounded like
+    // submission, at the pace a transfer load needs.
+    ("quote_create", 1_000, Duration::from_secs(1)),
+    ("quote_read", 1_000, Duration::from_secs(1)),
     ("resend", 3, Duration::from_secs(3_600)),
 ];
 
@@ -141,6 +148,11 @@ pub struct Config {
     /// take before its outcome counts as unknown (then inquired).
     pub provider_timeout: Duration,
     pub quote_ttl: Duration,
+    /// *extension* TERN_QUOTE_RATES: the rate table, decisions §3 defaults
+    /// with `CUR/ASSET=RATE,...` applied over them.
+    pub quote_rates: RateTable,
+    /// Fees and bounds of decisions §3 (not read from the environment).
+    pub quote_pricing: Pricing,
     pub settlement_retry_schedule: Vec<Duration>,
     pub challenge_ttl: Duration,
     pub webhook_retry_schedule: Vec<Duration>,
@@ -292,6 +304,8 @@ impl Config {
         }
         let rate_limits = RateLimits::parse(&parsed("TERN_RATE_LIMITS", ""))
             .map_err(|m| error("TERN_RATE_LIMITS", m))?;
+        let quote_rates = RateTable::with_overrides(&parsed("TERN_QUOTE_RATES", ""))
+            .map_err(|m| error("TERN_QUOTE_RATES", m))?;
         let log = parsed("TERN_LOG", "info");
         tracing_subscriber::EnvFilter::try_new(&log)
             .map_err(|e| error("TERN_LOG", e.to_string()))?;
@@ -306,6 +320,8 @@ impl Config {
             provider_url,
             provider_timeout: duration("TERN_PROVIDER_TIMEOUT", "10s")?,
             quote_ttl: duration("TERN_QUOTE_TTL", "60s")?,
+            quote_rates,
+            quote_pricing: Pricing::default(),
             settlement_retry_schedule: schedule(
                 "TERN_SETTLEMENT_RETRY_SCHEDULE",
                 "1s,4s,16s,64s,256s",
@@ -451,6 +467,11 @@ mod tests {
             ("TERN_BIND", "localhost"),
             ("TERN_DATABASE_URL", "mysql://x"),
             ("TERN_QUOTE_TTL", "soon"),
+            ("TERN_QUOTE_TTL", "0s"),
+            ("TERN_QUOTE_RATES", "EUR/USDC=0"),
+            ("TERN_QUOTE_RATES", "EUR/USDC=1.08e0"),
+            ("TERN_QUOTE_RATES", "XXX/USDT=1"),
+            ("TERN_QUOTE_RATES", "EUR=1.08"),
             ("TERN_ENVIRONMENT", "staging"),
             ("TERN_COOKIE_SECURE", "maybe"),
             ("TERN_RATE_LIMITS", "login=ten/1m"),
@@ -483,6 +504,23 @@ mod tests {
         ])
         .expect("valid");
         assert_eq!(ok.secure_details_mode, SecureDetailsMode::Disabled);
+    }
+
+    #[test]
+    fn quote_rates_override_the_defaults_pair_by_pair() {
+        let config = config(&[("TERN_QUOTE_RATES", "EUR/USDC=1.0921")]).expect("valid");
+        let rate = |code: &str, asset| {
+            let currency = tern_schema::money::Currency::find(code).expect(code);
+            config
+                .quote_rates
+                .get(currency, asset)
+                .map(|r| r.to_string())
+        };
+        use tern_actors::ports::Asset;
+        assert_eq!(rate("EUR", Asset::Usdc).as_deref(), Some("1.0921"));
+        assert_eq!(rate("EUR", Asset::Usdt).as_deref(), Some("1.08"));
+        assert_eq!(rate("USD", Asset::Usdt).as_deref(), Some("1"));
+        assert_eq!(config.quote_pricing, Pricing::default());
     }
 
     #[test]

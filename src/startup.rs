@@ -13,6 +13,7 @@ use tern_actors::adapters::health::ProviderHealth;
 use tern_actors::adapters::http::{
     HttpCardAcquirer, HttpCardPush, HttpCustodian, HttpProviderConfig,
 };
+use tern_actors::adapters::static_rates::StaticRates;
 use tern_actors::runtime::{RegistryConfig, Runtime};
 use tern_actors::settlement::machine::RetryPolicy;
 use tern_actors::settlement::{Providers, SettlementContext, SettlementKind};
@@ -103,6 +104,7 @@ impl Application {
             .context("recovering the actor runtime")?;
 
         let state = web::Data::new(AppState {
+            rates: Arc::new(StaticRates::new(config.quote_rates.clone())),
             keys: KeyCache::new(db.clone()),
             limits: Limiters::new(&config.rate_limits),
             started_at: chrono::Utc::now(),

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use tern_actors::adapters::health::ProviderHealth;
+use tern_actors::ports::RateSource;
 use tern_actors::runtime::{Registry, Runtime};
 use tern_actors::settlement::SettlementKind;
 use tern_schema::Db;
@@ -22,6 +23,8 @@ pub struct AppState {
     pub runtime: Arc<Runtime>,
     /// `None` when no provider is configured (sandbox off, no TERN_PROVIDER_URL).
     pub settlements: Option<Registry<SettlementKind>>,
+    /// Where quotes get their rates.
+    pub rates: Arc<dyn RateSource>,
     /// What the adapters observed of each provider, by name; empty when no
     /// provider is configured.
     pub providers: Vec<(&'static str, Arc<ProviderHealth>)>,

@@ -4,5 +4,6 @@
 
 pub mod adapters;
 pub mod ports;
+pub mod quote;
 pub mod runtime;
 pub mod settlement;

@@ -5,7 +5,7 @@ use diesel::prelude::*;
 
 use crate::schema::{
     api_keys, audit_events, audit_heads, idempotency_records, inbound_events, ledger_accounts,
-    ledger_entries, ledger_transactions, merchants, settlements,
+    ledger_entries, ledger_transactions, merchants, quotes, settlements,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -232,4 +232,33 @@ pub struct InboundEventRow {
     pub request_id: String,
     pub received_at: NaiveDateTime,
     pub processed_at: Option<NaiveDateTime>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
+#[diesel(table_name = quotes, treat_none_as_default_value = false)]
+pub struct QuoteRow {
+    /// `qt_` + a UUID v7: opaque and time-sortable.
+    pub id: String,
+    pub merchant_id: String,
+    pub send_currency: String,
+    pub send_amount_minor: i64,
+    pub receive_asset: String,
+    pub receive_network: String,
+    /// Send currency -> receive asset, as the exact decimal it was priced with.
+    pub rate: String,
+    pub platform_fee_minor: i64,
+    pub network_fee_minor: i64,
+    /// Six decimals of the asset.
+    pub receive_amount_minor: i64,
+    pub request_id: String,
+    pub created_at: NaiveDateTime,
+    pub expires_at: NaiveDateTime,
+}
+
+impl QuoteRow {
+    /// A quote is usable strictly before `expires_at`; from then on reads
+    /// and transfers answer 410, and the row stays for audit.
+    pub fn is_expired_at(&self, now: NaiveDateTime) -> bool {
+        now >= self.expires_at
+    }
 }

@@ -174,3 +174,22 @@ diesel::table! {
         processed_at -> Nullable<Timestamp>,
     }
 }
+
+diesel::table! {
+    /// Priced quotes, kept after they expire (see the quotes migration).
+    quotes (id) {
+        id -> Text,
+        merchant_id -> Text,
+        send_currency -> Text,
+        send_amount_minor -> BigInt,
+        receive_asset -> Text,
+        receive_network -> Text,
+        rate -> Text,
+        platform_fee_minor -> BigInt,
+        network_fee_minor -> BigInt,
+        receive_amount_minor -> BigInt,
+        request_id -> Text,
+        created_at -> Timestamp,
+        expires_at -> Timestamp,
+    }
+}

@@ -4,7 +4,9 @@
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::http::{api_keys, audit, ledger, m2m, ops, problem, provider_webhooks, settlements};
+use crate::http::{
+    api_keys, audit, ledger, m2m, ops, problem, provider_webhooks, quotes, settlements,
+};
 
 /// The three credential forms of the interface.
 pub struct SecuritySchemes;
@@ -89,8 +91,9 @@ pub struct SettlementsApi;
 
 #[derive(OpenApi)]
 #[openapi(
+    paths(quotes::create, quotes::get),
     components(schemas(problem::Problem)),
-    tags((name = "quotes", description = "Quotes valid for 60 seconds")),
+    tags((name = "quotes", description = "Server-side quotes: rate, fees and receive amount, valid for 60 seconds")),
     modifiers(&SecuritySchemes)
 )]
 pub struct QuotesApi;

@@ -11,6 +11,7 @@ pub mod money;
 pub mod ops;
 pub mod problem;
 pub mod provider_webhooks;
+pub mod quotes;
 pub mod settlements;
 
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -41,6 +42,8 @@ pub fn routes(cfg: &mut web::ServiceConfig, state: &AppState) {
         .service(
             web::resource("/v1/ledger/accounts/{id}/entries").route(web::get().to(ledger::entries)),
         )
+        .service(web::resource("/v1/quotes").route(web::post().to(quotes::create)))
+        .service(web::resource("/v1/quotes/{id}").route(web::get().to(quotes::get)))
         .service(
             web::resource("/v1/settlements")
                 .route(web::get().to(settlements::list))

@@ -12,6 +12,7 @@ use actix_web::http::header::{HeaderValue, ALLOW, CONTENT_TYPE, RETRY_AFTER};
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
+use tern_actors::quote::{PricingError, QuoteError};
 use tern_actors::runtime::{RuntimeError, RETRY_AFTER_UNAVAILABLE};
 use tern_schema::StoreError;
 
@@ -73,8 +74,11 @@ pub enum ApiError {
         code: Option<&'static str>,
         detail: String,
     },
-    #[error("gone: {0}")]
-    Gone(String),
+    #[error("gone: {detail}")]
+    Gone {
+        code: Option<&'static str>,
+        detail: String,
+    },
     /// Not an error: a 202 whose body is a problem document (decisions §5).
     #[error("reversal pending: {0}")]
     ReversalPending(String),
@@ -132,7 +136,13 @@ impl ApiError {
                     None => problem,
                 }
             }
-            ApiError::Gone(detail) => Problem::new("gone").detail(detail),
+            ApiError::Gone { code, detail } => {
+                let problem = Problem::new("gone").detail(detail);
+                match code {
+                    Some(code) => problem.code(code),
+                    None => problem,
+                }
+            }
             ApiError::ReversalPending(detail) => Problem::new("reversal-pending").detail(detail),
             ApiError::PayloadTooLarge(limit) => {
                 Problem::new("payload-too-large").detail(format!("the body exceeds {limit} bytes"))
@@ -187,7 +197,7 @@ impl ResponseError for ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
-            ApiError::Gone(_) => StatusCode::GONE,
+            ApiError::Gone { .. } => StatusCode::GONE,
             ApiError::ReversalPending(_) => StatusCode::ACCEPTED,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -270,6 +280,55 @@ impl From<tern_schema::ledger::LedgerError> for ApiError {
             ),
             LedgerError::Store(store) => store.into(),
             other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// Why a quote could not be made: what is wrong goes under the request
+/// field it concerns (decisions §3: 422 with field errors).
+impl From<QuoteError> for ApiError {
+    fn from(error: QuoteError) -> Self {
+        match error {
+            QuoteError::Pricing { currency, error } => {
+                let message = match error {
+                    PricingError::BelowMinimum { minimum_minor } => {
+                        format!(
+                            "must be at least {} {currency}",
+                            currency.format(minimum_minor)
+                        )
+                    }
+                    PricingError::AboveMaximum { maximum_minor } => {
+                        format!(
+                            "must be at most {} {currency}",
+                            currency.format(maximum_minor)
+                        )
+                    }
+                    PricingError::NothingToReceive {
+                        platform_fee_minor,
+                        network_fee_minor,
+                    } => format!(
+                        "does not cover the fees ({} platform + {} network {currency}): \
+                         the receive amount would not be positive",
+                        currency.format(platform_fee_minor),
+                        currency.format(network_fee_minor)
+                    ),
+                    PricingError::Overflow => "is too large to quote".to_owned(),
+                };
+                ApiError::field("send_amount", message)
+            }
+            QuoteError::NotQuoted { currency, asset } => ApiError::field(
+                "receive_asset",
+                format!("{asset} is not quoted for {currency}"),
+            ),
+            QuoteError::Rates(error) => {
+                tracing::warn!(%error, "rate source unavailable");
+                ApiError::Overloaded {
+                    detail: "no rate is available right now; retry shortly".into(),
+                    retry_after_s: RETRY_AFTER_UNAVAILABLE.as_secs(),
+                }
+            }
+            QuoteError::Store(error) => error.into(),
+            QuoteError::Lifetime => ApiError::Internal("the quote lifetime is out of range".into()),
         }
     }
 }
@@ -404,6 +463,10 @@ mod tests {
             ApiError::MethodNotAllowed(vec!["GET".into()]),
             ApiError::Conflict {
                 code: Some("X"),
+                detail: "x".into(),
+            },
+            ApiError::Gone {
+                code: Some("QUOTE_EXPIRED"),
                 detail: "x".into(),
             },
             ApiError::PayloadTooLarge(65_536),

@@ -19,4 +19,5 @@ mod ops;
 mod provider_health;
 mod provider_webhooks;
 mod providers;
+mod quotes;
 mod settlements;

@@ -1,9 +1,11 @@
-//! Adapters behind the provider ports: HTTP clients (reqwest over rustls)
-//! and the webhook signature scheme shared with the simulator.
+//! Adapters behind the provider ports: HTTP clients (reqwest over rustls),
+//! the configured rate table, and the webhook signature scheme shared with
+//! the simulator.
 
 pub mod health;
 pub mod http;
 pub mod signature;
+pub mod static_rates;
 
 pub use signature::{
     sign_sandbox_payload, verify_sandbox_signature, SignatureError, SANDBOX_SIGNATURE_HEADER,

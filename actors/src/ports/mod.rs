@@ -1,16 +1,18 @@
-//! Provider ports: what the settlement actor needs from the outside world,
-//! as object-safe async traits (hold them as `Arc<dyn CardAcquirer>` and so
-//! on). Adapters in [`crate::adapters`] implement them; nothing here knows
-//! which provider, real or simulated, is on the other side.
+//! Provider ports: what the settlement actor and quoting need from the
+//! outside world, as object-safe async traits (hold them as
+//! `Arc<dyn CardAcquirer>` and so on). Adapters in [`crate::adapters`]
+//! implement them; nothing here knows which provider, real or simulated, is
+//! on the other side.
 //!
-//! Every request carries the provider idempotency key (derived by the caller
-//! from the settlement key, identical on every retry) and the settlement key,
-//! which travels as provider metadata so provider-side records can be matched
-//! to settlements.
+//! Every money-moving request carries the provider idempotency key (derived
+//! by the caller from the settlement key, identical on every retry) and the
+//! settlement key, which travels as provider metadata so provider-side
+//! records can be matched to settlements.
 
 pub mod acquirer;
 pub mod card_push;
 pub mod custodian;
+pub mod rate_source;
 
 pub use acquirer::{
     CardAcquirer, ChargeOutcome, ChargeRequest, RefundOutcome, RefundRequest,
@@ -21,6 +23,7 @@ pub use card_push::{
     ACTION_CODE_APPROVED, ACTION_CODE_RETRY,
 };
 pub use custodian::{Asset, Custodian, Network, PayoutOutcome, PayoutRequest};
+pub use rate_source::{RateError, RateSource};
 
 /// Why a provider call did not produce an outcome. The split is what the
 /// settlement machine acts on: it decides whether a resend is safe and

@@ -8,5 +8,6 @@ pub mod idempotency;
 pub mod inbound_events;
 pub mod ledger;
 pub mod merchants;
+pub mod quotes;
 pub mod settlements;
 pub mod timers;

@@ -1,0 +1,147 @@
+//! Quotes (decisions §3): a price for sending an amount of fiat and
+//! receiving a stablecoin on a network, held for a short time. Pricing is
+//! pure ([`pricing`]); this module fetches the rates, prices, and stores
+//! the quote. A quote is a fact, not an entity with a life: no actor.
+
+pub mod decimal;
+pub mod pricing;
+
+use std::time::Duration;
+
+use tern_schema::models::QuoteRow;
+use tern_schema::money::Currency;
+use tern_schema::store::quotes;
+use tern_schema::types::utc_now;
+use tern_schema::{Db, StoreError};
+
+pub use decimal::{Decimal, DecimalError, Rate};
+pub use pricing::{NetworkFees, Price, PriceInput, Pricing, PricingError};
+
+use crate::ports::{Asset, Network, RateError, RateSource};
+
+/// The prefix of quote ids (decisions §1).
+pub const ID_PREFIX: &str = "qt_";
+
+/// A validated request for a quote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuoteRequest {
+    pub merchant_id: String,
+    pub request_id: String,
+    pub send_currency: Currency,
+    pub send_amount_minor: i64,
+    pub receive_asset: Asset,
+    pub receive_network: Network,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QuoteError {
+    /// The amount cannot be quoted in `currency` (bounds, fees, overflow).
+    #[error("{error}")]
+    Pricing {
+        currency: Currency,
+        error: PricingError,
+    },
+    /// The rate source has no rate for this pair (or for the gas currency
+    /// to the asset, needed to price the network fee).
+    #[error("no rate from {currency} to {asset}")]
+    NotQuoted {
+        currency: &'static str,
+        asset: &'static str,
+    },
+    #[error(transparent)]
+    Rates(#[from] RateError),
+    /// The configured lifetime reaches past what a timestamp holds.
+    #[error("the quote lifetime is out of range")]
+    Lifetime,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A new quote id: opaque, and sortable by creation time because a UUID v7
+/// starts with its timestamp (and is monotonic within the process).
+pub fn new_id() -> String {
+    format!("{ID_PREFIX}{}", uuid::Uuid::now_v7().simple())
+}
+
+/// Prices `request` with today's rates and stores the quote, valid for `ttl`.
+pub async fn create(
+    db: &Db,
+    rates: &dyn RateSource,
+    pricing: &Pricing,
+    ttl: Duration,
+    request: QuoteRequest,
+) -> Result<QuoteRow, QuoteError> {
+    let rate = rate_of(rates, request.send_currency, request.receive_asset).await?;
+    let gas_currency = Currency::find(pricing::GAS_CURRENCY).ok_or(QuoteError::NotQuoted {
+        currency: pricing::GAS_CURRENCY,
+        asset: request.receive_asset.as_str(),
+    })?;
+    let gas_rate = rate_of(rates, gas_currency, request.receive_asset).await?;
+    let input = PriceInput {
+        currency: request.send_currency,
+        send_minor: request.send_amount_minor,
+        network: request.receive_network,
+        rate,
+        gas_rate,
+    };
+    let price = pricing::price(pricing, &input).map_err(|error| QuoteError::Pricing {
+        currency: request.send_currency,
+        error,
+    })?;
+    let created_at = utc_now();
+    let expires_at = chrono::Duration::from_std(ttl)
+        .ok()
+        .and_then(|ttl| created_at.checked_add_signed(ttl))
+        .ok_or(QuoteError::Lifetime)?;
+    let row = QuoteRow {
+        id: new_id(),
+        merchant_id: request.merchant_id,
+        send_currency: request.send_currency.code.to_owned(),
+        send_amount_minor: request.send_amount_minor,
+        receive_asset: request.receive_asset.as_str().to_owned(),
+        receive_network: request.receive_network.as_str().to_owned(),
+        rate: rate.to_string(),
+        platform_fee_minor: price.platform_fee_minor,
+        network_fee_minor: price.network_fee_minor,
+        receive_amount_minor: price.receive_minor,
+        request_id: request.request_id,
+        created_at,
+        expires_at,
+    };
+    let stored = row.clone();
+    // Group-committed: the quote is durable when this answers.
+    db.write(move |tx| Box::pin(async move { quotes::insert(tx, &stored).await }))
+        .await?;
+    Ok(row)
+}
+
+async fn rate_of(
+    rates: &dyn RateSource,
+    currency: Currency,
+    asset: Asset,
+) -> Result<Rate, QuoteError> {
+    rates
+        .rate(currency, asset)
+        .await?
+        .ok_or(QuoteError::NotQuoted {
+            currency: currency.code,
+            asset: asset.as_str(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_prefixed_distinct_and_time_ordered() {
+        let ids: Vec<String> = (0..1_000).map(|_| new_id()).collect();
+        assert!(ids
+            .iter()
+            .all(|id| id.starts_with(ID_PREFIX) && id.len() == 35));
+        let mut sorted = ids.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted, ids, "distinct, and generation order is sort order");
+    }
+}
