@@ -14,7 +14,7 @@
 
 use std::panic::AssertUnwindSafe;
 
-use diesel_async::{AsyncConnection, AsyncPgConnection};
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use tokio::sync::{mpsc, oneshot};
@@ -22,7 +22,6 @@ use tokio::sync::{mpsc, oneshot};
 use crate::db::{establish_sqlite_inline, immediate_transaction, DatabaseUrl, Db, SqliteConn, Tx};
 use crate::deferred::Deferred;
 use crate::error::{StoreError, StoreResult};
-use crate::DieselError;
 
 /// Units of work committed together at most.
 pub const BATCH_UNITS_MAX: usize = 256;
@@ -38,19 +37,6 @@ type Unit = Box<dyn for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, (bool, A
 #[derive(Clone)]
 pub struct Committer {
     queue: mpsc::Sender<Unit>,
-}
-
-/// Why a savepoint ended: the unit failed (roll it back, answer its error),
-/// or the database refused the savepoint itself.
-enum Exit {
-    Failed(Answer),
-    Database(DieselError),
-}
-
-impl From<DieselError> for Exit {
-    fn from(error: DieselError) -> Self {
-        Exit::Database(error)
-    }
 }
 
 impl Committer {
@@ -126,24 +112,38 @@ async fn run(db: Db, mut units: mpsc::Receiver<Unit>) {
 }
 
 /// Runs one unit in a savepoint of the open transaction on `$conn`; a unit
-/// that rolls back takes its deferred writes with it.
+/// that rolls back takes its deferred writes with it. `$held` says whether
+/// the previous unit's savepoint is still open: releasing it and opening
+/// the next one is then a single round trip, not two. A savepoint statement
+/// that fails leaves the transaction in doubt, so it fails the batch.
 macro_rules! savepoint {
-    ($conn:ident, $deferred:ident, $unit:ident, $tx:path) => {{
+    ($conn:ident, $deferred:ident, $held:ident, $unit:ident, $tx:path) => {{
         let mark = $deferred.mark();
-        let outcome = $conn
-            .transaction(async |conn| {
-                let tx = &mut $tx(conn).with_deferred(&mut $deferred);
-                match AssertUnwindSafe($unit(tx)).catch_unwind().await {
-                    Ok((true, answer)) => Ok(answer),
-                    Ok((false, answer)) => Err(Exit::Failed(answer)),
-                    Err(_) => Err(Exit::Database(DieselError::RollbackTransaction)),
-                }
+        $conn
+            .batch_execute(if $held {
+                "RELEASE SAVEPOINT tern_unit; SAVEPOINT tern_unit"
+            } else {
+                "SAVEPOINT tern_unit"
             })
-            .await;
-        if outcome.is_err() {
+            .await?;
+        $held = true;
+        let tx = &mut $tx(&mut *$conn).with_deferred(&mut $deferred);
+        let (succeeded, answer): (bool, Answer) =
+            match AssertUnwindSafe($unit(tx)).catch_unwind().await {
+                Ok(ran) => ran,
+                Err(_) => {
+                    tracing::error!("a unit of a group commit panicked; it is rolled back");
+                    // Its writer's channel closes unanswered and reports the loss.
+                    (false, Box::new(|_| {}))
+                }
+            };
+        if !succeeded {
             $deferred.roll_back_to(mark);
+            $conn
+                .batch_execute("ROLLBACK TO SAVEPOINT tern_unit")
+                .await?;
         }
-        settled(outcome)
+        (succeeded, answer)
     }};
 }
 
@@ -166,9 +166,9 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, batch: Vec<Unit>) {
         )),
         Some(Writer::Sqlite(conn)) => {
             immediate_transaction(conn, async |conn| {
-                let mut deferred = Deferred::default();
+                let (mut deferred, mut held) = (Deferred::default(), false);
                 for unit in batch {
-                    answers.push(savepoint!(conn, deferred, unit, Tx::sqlite));
+                    answers.push(savepoint!(conn, deferred, held, unit, Tx::sqlite));
                 }
                 deferred.flush(&mut Tx::sqlite(conn)).await
             })
@@ -176,9 +176,9 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, batch: Vec<Unit>) {
         }
         Some(Writer::Pg(conn)) => {
             conn.transaction(async |conn| {
-                let mut deferred = Deferred::default();
+                let (mut deferred, mut held) = (Deferred::default(), false);
                 for unit in batch {
-                    answers.push(savepoint!(conn, deferred, unit, Tx::pg));
+                    answers.push(savepoint!(conn, deferred, held, unit, Tx::pg));
                 }
                 deferred.flush(&mut Tx::pg(conn)).await
             })
@@ -202,17 +202,5 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, batch: Vec<Unit>) {
             (Err(error), true) => Err(StoreError::Unavailable(error.to_string())),
             _ => Ok(()),
         });
-    }
-}
-
-fn settled(outcome: Result<Answer, Exit>) -> (bool, Answer) {
-    match outcome {
-        Ok(answer) => (true, answer),
-        Err(Exit::Failed(answer)) => (false, answer),
-        Err(Exit::Database(error)) => {
-            tracing::error!(%error, "a unit of a group commit failed in the database");
-            // Its writer's channel closes unanswered and reports the loss.
-            (false, Box::new(|_| {}))
-        }
     }
 }

@@ -186,3 +186,36 @@ async fn group_committed_appends_link_and_roll_back_with_their_unit() {
         assert_eq!(pair[1].resource_id, format!("g{}", first + 1_000));
     }
 }
+
+/// A unit that panics after writing is rolled back to its savepoint (with
+/// its deferred events) and its writer hears of the loss; the units batched
+/// with it commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_unit_is_rolled_back_alone() {
+    let (_database, db, merchant) = setup().await;
+    let units: Vec<_> = (0..20)
+        .map(|i| {
+            let (db, merchant) = (db.clone(), merchant.clone());
+            tokio::spawn(async move {
+                db.write(move |tx| {
+                    Box::pin(async move {
+                        audit::append(tx, record(&merchant, i)).await?;
+                        if i == 7 {
+                            panic!("unit {i} fails after writing");
+                        }
+                        Ok::<_, StoreError>(())
+                    })
+                })
+                .await
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for unit in units {
+        outcomes.push(unit.await.expect("task").is_ok());
+    }
+    assert_eq!(outcomes.iter().filter(|ok| **ok).count(), 19);
+    assert!(!outcomes[7]);
+    let result = verify(&db, &merchant).await;
+    assert_eq!((result.valid, result.checked), (true, 19));
+}
