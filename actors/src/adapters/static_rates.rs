@@ -3,6 +3,7 @@
 //! while the process runs, so a quote's price depends only on its request.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU64;
 
 use async_trait::async_trait;
 use tern_schema::money::{Currency, CurrencyKind};
@@ -10,18 +11,27 @@ use tern_schema::money::{Currency, CurrencyKind};
 use crate::ports::{Asset, RateError, RateSource};
 use crate::quote::Rate;
 
-/// currency, asset, rate: every supported fiat currency to each stablecoin.
-/// The stablecoins are USD-pegged, so both assets share each currency's rate.
-pub const DEFAULT_RATES: [(&str, Asset, Rate); 8] = [
-    ("USD", Asset::Usdt, Rate::new(1, 0)),
-    ("USD", Asset::Usdc, Rate::new(1, 0)),
-    ("EUR", Asset::Usdt, Rate::new(108, 2)),
-    ("EUR", Asset::Usdc, Rate::new(108, 2)),
-    ("GBP", Asset::Usdt, Rate::new(127, 2)),
-    ("GBP", Asset::Usdc, Rate::new(127, 2)),
-    ("JPY", Asset::Usdt, Rate::new(67, 4)),
-    ("JPY", Asset::Usdc, Rate::new(67, 4)),
+/// currency, asset, rate as `units / 10^scale`: every supported fiat
+/// currency to each stablecoin. The stablecoins are USD-pegged, so both
+/// assets share each currency's rate.
+pub const DEFAULT_RATES: [(&str, Asset, NonZeroU64, u32); 8] = [
+    ("USD", Asset::Usdt, positive(1), 0),
+    ("USD", Asset::Usdc, positive(1), 0),
+    ("EUR", Asset::Usdt, positive(108), 2),
+    ("EUR", Asset::Usdc, positive(108), 2),
+    ("GBP", Asset::Usdt, positive(127), 2),
+    ("GBP", Asset::Usdc, positive(127), 2),
+    ("JPY", Asset::Usdt, positive(67), 4),
+    ("JPY", Asset::Usdc, positive(67), 4),
 ];
+
+/// A rate's units; zero fails to compile where it is used in a const.
+const fn positive(units: u64) -> NonZeroU64 {
+    match NonZeroU64::new(units) {
+        Some(units) => units,
+        None => panic!("a rate is positive"),
+    }
+}
 
 /// Rates by (currency code, asset code).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,7 +44,9 @@ impl Default for RateTable {
         RateTable {
             rates: DEFAULT_RATES
                 .into_iter()
-                .map(|(currency, asset, rate)| ((currency, asset.as_str()), rate))
+                .map(|(currency, asset, units, scale)| {
+                    ((currency, asset.as_str()), Rate::new(units, scale))
+                })
                 .collect(),
         }
     }
@@ -42,7 +54,7 @@ impl Default for RateTable {
 
 impl RateTable {
     pub fn get(&self, currency: Currency, asset: Asset) -> Option<Rate> {
-        self.rates.get(&(currency.code, asset.as_str())).copied()
+        self.rates.get(&(currency.code, asset.as_str())).cloned()
     }
 
     pub fn set(&mut self, currency: Currency, asset: Asset, rate: Rate) {
@@ -53,7 +65,7 @@ impl RateTable {
     pub fn pairs(&self) -> impl Iterator<Item = (&'static str, &'static str, Rate)> + '_ {
         self.rates
             .iter()
-            .map(|((currency, asset), rate)| (*currency, *asset, *rate))
+            .map(|((currency, asset), rate)| (*currency, *asset, rate.clone()))
     }
 
     /// The defaults with `CUR/ASSET=RATE,...` applied over them (pairs left

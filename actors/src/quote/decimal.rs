@@ -1,23 +1,22 @@
 //! Exact decimals for what quotes are priced with: rates, fee minimums,
-//! bounds and gas estimates. `units / 10^scale` in integers, never floats
-//! (decisions §2), so a configured "1.08" is exactly 1.08.
+//! bounds and gas estimates, all [`BigDecimal`], never floats (decisions
+//! §2), so a configured "1.08" is exactly 1.08. The arithmetic and rounding
+//! are the crate's; what is Tern's own here is the form a configured
+//! decimal may take ([`parse`]) and [`Rate`], a decimal known to be positive.
 
 use std::fmt;
+use std::num::NonZeroU64;
+use std::str::FromStr;
+
+use bigdecimal::num_bigint::BigInt;
+use bigdecimal::{BigDecimal, Zero};
 
 /// Most fractional digits a configured decimal may have. Twelve covers any
-/// rate a fiat-to-stablecoin feed publishes and keeps every product of the
-/// pricing arithmetic inside `i128`.
+/// rate a fiat-to-stablecoin feed publishes.
 pub const SCALE_MAX: u32 = 12;
-/// Most digits in all; with [`SCALE_MAX`] it bounds a value below 10^18.
+/// Most significant digits in all; with [`SCALE_MAX`] it bounds a value
+/// below 10^18, and bounds the work of pricing with it.
 pub const DIGITS_MAX: usize = 18;
-
-/// A non-negative exact decimal, kept normalised (no trailing fractional
-/// zeros), so equal values compare equal.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Decimal {
-    units: u64,
-    scale: u32,
-}
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecimalError {
@@ -31,159 +30,80 @@ pub enum DecimalError {
     NotPositive(String),
 }
 
-impl Decimal {
-    pub const ZERO: Decimal = Decimal { units: 0, scale: 0 };
-
-    /// `units / 10^scale`, normalised. A scale over [`SCALE_MAX`] is a
-    /// programmer error in a constant, caught at compile time there.
-    pub const fn new(units: u64, scale: u32) -> Decimal {
-        assert!(scale <= SCALE_MAX, "scale over SCALE_MAX");
-        let (mut units, mut scale) = (units, scale);
-        while scale > 0 && units % 10 == 0 {
-            units /= 10;
-            scale -= 1;
-        }
-        Decimal { units, scale }
+/// Parses a plain non-negative decimal: digits with at most one point,
+/// digits on both sides of it. Signs, exponents and separators are
+/// refused, though [`BigDecimal`]'s own parser would take some of them.
+/// The value comes back normalised (no trailing fractional zeros).
+pub fn parse(text: &str) -> Result<BigDecimal, DecimalError> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty()
+        || !digits(whole)
+        || !digits(fraction)
+        || (text.contains('.') && fraction.is_empty())
+    {
+        return Err(DecimalError::NotDecimal(text.to_owned()));
     }
-
-    /// Parses digits with at most one point, digits on both sides of it.
-    /// Signs, exponents and separators are refused.
-    pub fn parse(text: &str) -> Result<Decimal, DecimalError> {
-        let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
-        let digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
-        if whole.is_empty()
-            || !digits(whole)
-            || !digits(fraction)
-            || (text.contains('.') && fraction.is_empty())
-        {
-            return Err(DecimalError::NotDecimal(text.to_owned()));
-        }
-        let fraction = fraction.trim_end_matches('0');
-        let whole = whole.trim_start_matches('0');
-        if fraction.len() > SCALE_MAX as usize {
-            return Err(DecimalError::TooManyDecimals(text.to_owned()));
-        }
-        if whole.len() + fraction.len() > DIGITS_MAX {
-            return Err(DecimalError::TooLong(text.to_owned()));
-        }
-        let joined = format!("{whole}{fraction}");
-        let units = if joined.is_empty() {
-            0
-        } else {
-            joined
-                .parse::<u64>()
-                .map_err(|_| DecimalError::TooLong(text.to_owned()))?
-        };
-        // The length checks above keep the scale within SCALE_MAX.
-        Ok(Decimal::new(units, fraction.len() as u32))
+    let significant_fraction = fraction.trim_end_matches('0');
+    let significant_whole = whole.trim_start_matches('0');
+    if significant_fraction.len() > SCALE_MAX as usize {
+        return Err(DecimalError::TooManyDecimals(text.to_owned()));
     }
-
-    pub fn units(self) -> u64 {
-        self.units
+    if significant_whole.len() + significant_fraction.len() > DIGITS_MAX {
+        return Err(DecimalError::TooLong(text.to_owned()));
     }
-
-    pub fn scale(self) -> u32 {
-        self.scale
-    }
-
-    pub fn is_zero(self) -> bool {
-        self.units == 0
-    }
-
-    /// The value in minor units of a currency with `exponent` decimals,
-    /// rounded up: the smallest amount that is at least this value.
-    pub fn to_minor_ceil(self, exponent: u32) -> Option<i64> {
-        let (numerator, denominator) = self.over(exponent)?;
-        i64::try_from(div_ceil(numerator, denominator)).ok()
-    }
-
-    /// The value in minor units, rounded down: the largest amount that is at
-    /// most this value.
-    pub fn to_minor_floor(self, exponent: u32) -> Option<i64> {
-        let (numerator, denominator) = self.over(exponent)?;
-        i64::try_from(numerator / denominator).ok()
-    }
-
-    /// The value in minor units, rounded half-up.
-    pub fn to_minor_half_up(self, exponent: u32) -> Option<i64> {
-        let (numerator, denominator) = self.over(exponent)?;
-        i64::try_from(div_half_up(numerator, denominator)?).ok()
-    }
-
-    /// `value * 10^exponent` as a fraction.
-    fn over(self, exponent: u32) -> Option<(i128, i128)> {
-        let numerator = i128::from(self.units).checked_mul(pow10(exponent)?)?;
-        Some((numerator, pow10(self.scale)?))
-    }
-}
-
-impl fmt::Display for Decimal {
-    /// The shortest exact form: `1`, `1.08`, `0.0067`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.scale == 0 {
-            return write!(f, "{}", self.units);
-        }
-        let scale = 10u64.pow(self.scale);
-        write!(
-            f,
-            "{}.{:0width$}",
-            self.units / scale,
-            self.units % scale,
-            width = self.scale as usize
-        )
-    }
+    BigDecimal::from_str(text)
+        .map(|value| value.normalized())
+        .map_err(|_| DecimalError::NotDecimal(text.to_owned()))
 }
 
 /// A positive exact rate: how many units of an asset one major unit of a
-/// currency buys. Never zero, so it can always divide.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Rate(Decimal);
+/// currency buys. Never zero, so it can always divide; kept normalised, so
+/// it displays in its shortest exact form.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Rate(BigDecimal);
 
 impl Rate {
-    /// A rate constant; zero fails to compile where it is used in a const.
-    pub const fn new(units: u64, scale: u32) -> Rate {
-        assert!(units > 0, "a rate is positive");
-        Rate(Decimal::new(units, scale))
+    /// `units / 10^scale`: positive by its type. A constant past what
+    /// [`parse`] accepts is a programmer error: pricing's exactness relies
+    /// on those bounds.
+    pub fn new(units: NonZeroU64, scale: u32) -> Rate {
+        assert!(
+            scale <= SCALE_MAX && units.get() < 10u64.pow(DIGITS_MAX as u32),
+            "a rate constant within {DIGITS_MAX} digits and {SCALE_MAX} decimals"
+        );
+        Rate(BigDecimal::new(BigInt::from(units.get()), i64::from(scale)).normalized())
     }
 
+    /// A configured rate: a plain decimal ([`parse`]) greater than zero.
     pub fn parse(text: &str) -> Result<Rate, DecimalError> {
-        let value = Decimal::parse(text)?;
+        let value = parse(text)?;
         if value.is_zero() {
             return Err(DecimalError::NotPositive(text.to_owned()));
         }
         Ok(Rate(value))
     }
 
-    pub fn value(self) -> Decimal {
-        self.0
+    pub fn value(&self) -> &BigDecimal {
+        &self.0
     }
 }
 
 impl fmt::Display for Rate {
+    /// The shortest exact form in plain digits: `1`, `1.08`, `0.0067`,
+    /// `10000`, never `1E+4` or `1E-12` as `BigDecimal`'s own Display may.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        self.0.write_plain_string(f)
     }
-}
-
-/// 10^exponent, or `None` past what i128 holds.
-pub(crate) fn pow10(exponent: u32) -> Option<i128> {
-    10i128.checked_pow(exponent)
-}
-
-/// Non-negative numerator, positive denominator.
-pub(crate) fn div_ceil(numerator: i128, denominator: i128) -> i128 {
-    numerator / denominator + i128::from(numerator % denominator != 0)
-}
-
-/// Non-negative numerator, positive denominator: halves round away from zero.
-pub(crate) fn div_half_up(numerator: i128, denominator: i128) -> Option<i128> {
-    let twice = numerator.checked_mul(2)?.checked_add(denominator)?;
-    Some(twice / denominator.checked_mul(2)?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn units(units: u64) -> NonZeroU64 {
+        NonZeroU64::new(units).expect("a positive test constant")
+    }
 
     #[test]
     fn parsing_table() {
@@ -208,55 +128,85 @@ mod tests {
             ("1,000", Err(())),
         ];
         for (text, expected) in cases {
-            let parsed = Decimal::parse(text).map(|d| (d.units(), d.scale()));
+            // The representation too: normalised, as the old type kept it.
+            let parsed = parse(text).map(|value| value.as_bigint_and_exponent());
+            let expected = expected.map(|(units, scale)| (BigInt::from(units), i64::from(scale)));
             assert_eq!(parsed.map_err(|_| ()), expected, "{text}");
         }
     }
 
     #[test]
-    fn displays_the_shortest_exact_form() {
-        for (text, shown) in [
-            ("1.0", "1"),
-            ("1.08", "1.08"),
-            ("0.0067", "0.0067"),
-            ("10000.00", "10000"),
-            ("0.05", "0.05"),
+    fn refusals_say_why() {
+        let refused = |text: &str| parse(text).map_err(|e| e.to_string()).err();
+        for (text, message) in [
+            ("1e3", "`1e3` is not a plain decimal such as 1.08"),
+            ("1E3", "`1E3` is not a plain decimal such as 1.08"),
+            ("-1.08", "`-1.08` is not a plain decimal such as 1.08"),
+            ("+1", "`+1` is not a plain decimal such as 1.08"),
+            ("", "`` is not a plain decimal such as 1.08"),
+            (".5", "`.5` is not a plain decimal such as 1.08"),
+            ("1.", "`1.` is not a plain decimal such as 1.08"),
+            ("1.2.3", "`1.2.3` is not a plain decimal such as 1.08"),
+            (" 1", "` 1` is not a plain decimal such as 1.08"),
+            ("NaN", "`NaN` is not a plain decimal such as 1.08"),
+            ("inf", "`inf` is not a plain decimal such as 1.08"),
+            (
+                "1.0000000000001",
+                "`1.0000000000001` has more than 12 decimal places",
+            ),
+            (
+                "1234567890123456789",
+                "`1234567890123456789` has more than 18 digits",
+            ),
         ] {
-            assert_eq!(Decimal::parse(text).expect(text).to_string(), shown);
+            assert_eq!(refused(text).as_deref(), Some(message), "{text}");
         }
+        // Zeros that carry nothing do not count against the limits.
+        assert!(parse("0001.000000000000000").is_ok());
+        assert!(parse("123456789012345678").is_ok());
+        assert!(parse("123456.123456789012").is_ok());
+        assert!(parse("1234567.123456789012").is_err());
     }
 
     #[test]
-    fn conversions_to_minor_units_round_as_named() {
-        let d = |text: &str| Decimal::parse(text).expect(text);
-        assert_eq!(d("1.00").to_minor_half_up(2), Some(100));
-        assert_eq!(d("1.00").to_minor_half_up(0), Some(1));
-        assert_eq!(d("1.50").to_minor_half_up(0), Some(2));
-        assert_eq!(d("1.49").to_minor_half_up(0), Some(1));
-        assert_eq!(d("1.01").to_minor_ceil(0), Some(2));
-        assert_eq!(d("1.99").to_minor_floor(0), Some(1));
-        assert_eq!(d("10000.00").to_minor_floor(2), Some(1_000_000));
-        assert_eq!(d("999999999999999999").to_minor_floor(2), None);
+    fn rates_display_the_shortest_exact_form_in_plain_digits() {
+        for (text, shown) in [
+            ("1.0", "1"),
+            ("1", "1"),
+            ("1.08", "1.08"),
+            ("1.080", "1.08"),
+            ("0.0067", "0.0067"),
+            ("10000.00", "10000"),
+            ("10000", "10000"),
+            ("100000000000000000", "100000000000000000"),
+            ("0.05", "0.05"),
+            ("0.000000000001", "0.000000000001"),
+            ("0.000001", "0.000001"),
+            ("123456.123456789012", "123456.123456789012"),
+            ("1.0866667", "1.0866667"),
+        ] {
+            assert_eq!(Rate::parse(text).expect(text).to_string(), shown);
+        }
+        assert_eq!(Rate::new(units(10_000), 0).to_string(), "10000");
+        assert_eq!(Rate::new(units(1_000_000), 2).to_string(), "10000");
+        assert_eq!(Rate::new(units(1), 12).to_string(), "0.000000000001");
     }
 
     #[test]
     fn rates_are_positive() {
-        assert!(Rate::parse("0").is_err());
+        assert_eq!(
+            Rate::parse("0").map_err(|e| e.to_string()),
+            Err("`0` must be greater than zero".into())
+        );
         assert!(Rate::parse("0.000").is_err());
+        assert!(Rate::parse("-1").is_err());
         assert_eq!(
             Rate::parse("1.08").map(|r| r.to_string()).ok(),
             Some("1.08".into())
         );
-        assert_eq!(Rate::new(108, 2), Rate::parse("1.080").expect("rate"));
-    }
-
-    #[test]
-    fn half_up_rounds_halves_away_from_zero() {
-        assert_eq!(div_half_up(5, 10), Some(1));
-        assert_eq!(div_half_up(4, 10), Some(0));
-        assert_eq!(div_half_up(15, 10), Some(2));
-        assert_eq!(div_half_up(0, 7), Some(0));
-        assert_eq!(div_ceil(10, 5), 2);
-        assert_eq!(div_ceil(11, 5), 3);
+        assert_eq!(
+            Rate::new(units(108), 2),
+            Rate::parse("1.080").expect("rate")
+        );
     }
 }

@@ -14,7 +14,7 @@ use tern_schema::store::quotes;
 use tern_schema::types::utc_now;
 use tern_schema::{Db, StoreError};
 
-pub use decimal::{Decimal, DecimalError, Rate};
+pub use decimal::{DecimalError, Rate};
 pub use pricing::{NetworkFees, Price, PriceInput, Pricing, PricingError};
 
 use crate::ports::{Asset, Network, RateError, RateSource};
@@ -100,7 +100,7 @@ pub async fn create(
         send_amount_minor: request.send_amount_minor,
         receive_asset: request.receive_asset.as_str().to_owned(),
         receive_network: request.receive_network.as_str().to_owned(),
-        rate: rate.to_string(),
+        rate: input.rate.to_string(),
         platform_fee_minor: price.platform_fee_minor,
         network_fee_minor: price.network_fee_minor,
         receive_amount_minor: price.receive_minor,

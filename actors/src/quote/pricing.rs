@@ -7,37 +7,41 @@
 //!   currency, half-up to its exponent;
 //! - receive_amount = floor to 6 decimals of (send - fees) x rate.
 //!
-//! Every intermediate is an exact fraction of `i128`s, rounded once.
+//! Every intermediate is an exact [`BigDecimal`], and each amount is rounded
+//! once, by [`BigDecimal::with_scale_round`].
 
+use bigdecimal::num_bigint::BigInt;
+use bigdecimal::{BigDecimal, RoundingMode};
 use tern_schema::money::Currency;
 
-use super::decimal::{div_half_up, pow10, Decimal, Rate};
+use super::decimal::Rate;
 use crate::ports::Network;
 
 /// Decimals of a receive amount: the stablecoins' six.
 pub const RECEIVE_SCALE: u32 = 6;
 /// The currency the gas estimates are configured in.
 pub const GAS_CURRENCY: &str = "USD";
-const BASIS_POINTS: i128 = 10_000;
+/// A basis point is 10^-4.
+const BASIS_POINT_SCALE: i64 = 4;
 /// The largest fee rate that can still leave something to receive.
 pub const FEE_BPS_MAX: u32 = 10_000;
 
 /// Per-network gas estimates, in [`GAS_CURRENCY`] major units.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NetworkFees {
-    pub tron: Decimal,
-    pub ethereum: Decimal,
-    pub polygon: Decimal,
-    pub bsc: Decimal,
+    pub tron: BigDecimal,
+    pub ethereum: BigDecimal,
+    pub polygon: BigDecimal,
+    pub bsc: BigDecimal,
 }
 
 impl NetworkFees {
-    pub fn of(&self, network: Network) -> Decimal {
+    pub fn of(&self, network: Network) -> &BigDecimal {
         match network {
-            Network::Tron => self.tron,
-            Network::Ethereum => self.ethereum,
-            Network::Polygon => self.polygon,
-            Network::Bsc => self.bsc,
+            Network::Tron => &self.tron,
+            Network::Ethereum => &self.ethereum,
+            Network::Polygon => &self.polygon,
+            Network::Bsc => &self.bsc,
         }
     }
 }
@@ -46,10 +50,10 @@ impl Default for NetworkFees {
     /// decisions §3: tron 1.00, ethereum 2.50, polygon 0.05, bsc 0.10 USD.
     fn default() -> Self {
         NetworkFees {
-            tron: Decimal::new(100, 2),
-            ethereum: Decimal::new(250, 2),
-            polygon: Decimal::new(5, 2),
-            bsc: Decimal::new(10, 2),
+            tron: decimal(100, 2),
+            ethereum: decimal(250, 2),
+            polygon: decimal(5, 2),
+            bsc: decimal(10, 2),
         }
     }
 }
@@ -60,9 +64,9 @@ impl Default for NetworkFees {
 pub struct Pricing {
     /// Platform fee in basis points of the send amount, at most [`FEE_BPS_MAX`].
     pub fee_bps: u32,
-    pub fee_min: Decimal,
-    pub send_min: Decimal,
-    pub send_max: Decimal,
+    pub fee_min: BigDecimal,
+    pub send_min: BigDecimal,
+    pub send_max: BigDecimal,
     pub network_fees: NetworkFees,
 }
 
@@ -71,16 +75,21 @@ impl Default for Pricing {
     fn default() -> Self {
         Pricing {
             fee_bps: 100,
-            fee_min: Decimal::new(100, 2),
-            send_min: Decimal::new(100, 2),
-            send_max: Decimal::new(1_000_000, 2),
+            fee_min: decimal(100, 2),
+            send_min: decimal(100, 2),
+            send_max: decimal(1_000_000, 2),
             network_fees: NetworkFees::default(),
         }
     }
 }
 
+/// `units / 10^scale`, normalised, so a default shows as `1`, not `1.00`.
+fn decimal(units: u64, scale: i64) -> BigDecimal {
+    BigDecimal::new(BigInt::from(units), scale).normalized()
+}
+
 /// One quote to price.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PriceInput {
     pub currency: Currency,
     pub send_minor: i64,
@@ -116,18 +125,28 @@ pub enum PricingError {
     Overflow,
 }
 
+/// `minor` minor units of a currency with `exponent` decimals, exactly.
+fn major(minor: i128, exponent: u32) -> BigDecimal {
+    BigDecimal::new(BigInt::from(minor), i64::from(exponent))
+}
+
+/// `value` in minor units of a currency with `exponent` decimals, rounded
+/// by `mode`, or `None` past what int64 holds.
+fn to_minor(value: &BigDecimal, exponent: u32, mode: RoundingMode) -> Option<i64> {
+    let (units, _) = value
+        .with_scale_round(i64::from(exponent), mode)
+        .into_bigint_and_scale();
+    i64::try_from(units).ok()
+}
+
 /// The send bounds in minor units of `currency`: the smallest and largest
 /// whole amounts inside the configured range.
 pub fn bounds(pricing: &Pricing, currency: Currency) -> (i64, i64) {
-    let minimum = pricing
-        .send_min
-        .to_minor_ceil(currency.exponent)
+    let minimum = to_minor(&pricing.send_min, currency.exponent, RoundingMode::Ceiling)
         .unwrap_or(i64::MAX)
         .max(1);
-    let maximum = pricing
-        .send_max
-        .to_minor_floor(currency.exponent)
-        .unwrap_or(i64::MAX);
+    let maximum =
+        to_minor(&pricing.send_max, currency.exponent, RoundingMode::Floor).unwrap_or(i64::MAX);
     (minimum, maximum)
 }
 
@@ -151,17 +170,10 @@ pub fn price(pricing: &Pricing, input: &PriceInput) -> Result<Price, PricingErro
     if net_minor <= 0 {
         return Err(nothing);
     }
-    let rate = input.rate.value();
-    let numerator = net_minor
-        .checked_mul(i128::from(rate.units()))
-        .and_then(|n| n.checked_mul(pow10(RECEIVE_SCALE)?))
-        .ok_or(PricingError::Overflow)?;
-    let denominator = pow10(input.currency.exponent)
-        .and_then(|d| d.checked_mul(pow10(rate.scale())?))
-        .ok_or(PricingError::Overflow)?;
+    let received = major(net_minor, input.currency.exponent) * input.rate.value();
     // Floor: the payer is never promised a fraction of a unit not delivered.
     let receive_minor =
-        i64::try_from(numerator / denominator).map_err(|_| PricingError::Overflow)?;
+        to_minor(&received, RECEIVE_SCALE, RoundingMode::Floor).ok_or(PricingError::Overflow)?;
     if receive_minor <= 0 {
         return Err(nothing);
     }
@@ -173,37 +185,29 @@ pub fn price(pricing: &Pricing, input: &PriceInput) -> Result<Price, PricingErro
 }
 
 fn platform_fee(pricing: &Pricing, input: &PriceInput) -> Result<i64, PricingError> {
-    let proportional = i128::from(input.send_minor)
-        .checked_mul(i128::from(pricing.fee_bps))
-        .and_then(|n| div_half_up(n, BASIS_POINTS))
-        .ok_or(PricingError::Overflow)?;
-    let minimum = pricing
-        .fee_min
-        .to_minor_half_up(input.currency.exponent)
-        .ok_or(PricingError::Overflow)?;
-    // Rounding is monotonic, so rounding each side and then taking the
-    // larger equals rounding the larger.
-    let fee = proportional.max(i128::from(minimum));
-    i64::try_from(fee).map_err(|_| PricingError::Overflow)
+    let exponent = input.currency.exponent;
+    let proportional = major(i128::from(input.send_minor), exponent)
+        * BigDecimal::new(BigInt::from(pricing.fee_bps), BASIS_POINT_SCALE);
+    let fee = proportional.max(pricing.fee_min.clone());
+    to_minor(&fee, exponent, RoundingMode::HalfUp).ok_or(PricingError::Overflow)
 }
 
 /// gas x (gas currency -> asset) / (send currency -> asset): the stablecoins
 /// are the bridge between the gas currency and the send currency, so one
 /// table of currency -> asset rates prices everything.
+///
+/// The one division in pricing. `BigDecimal` divides to its default
+/// precision, 100 significant digits, which is exact here: with every
+/// operand within what [`super::decimal::parse`] accepts (at most 18 digits
+/// and 12 decimals, as every configured rate and default is), a quotient
+/// that terminates does so within 78 significant digits, and one that does
+/// not lies at least 10^-(43 + exponent) from every half-up boundary, much
+/// further than rounding at the 100th digit moves any fee that fits int64.
+/// So the fee is the exact fraction rounded once; a test pins the precision.
 fn network_fee(pricing: &Pricing, input: &PriceInput) -> Result<i64, PricingError> {
     let gas = pricing.network_fees.of(input.network);
-    let (gas_rate, rate) = (input.gas_rate.value(), input.rate.value());
-    let numerator = i128::from(gas.units())
-        .checked_mul(i128::from(gas_rate.units()))
-        .and_then(|n| n.checked_mul(pow10(rate.scale())?))
-        .and_then(|n| n.checked_mul(pow10(input.currency.exponent)?))
-        .ok_or(PricingError::Overflow)?;
-    let denominator = pow10(gas.scale())
-        .and_then(|d| d.checked_mul(pow10(gas_rate.scale())?))
-        .and_then(|d| d.checked_mul(i128::from(rate.units())))
-        .ok_or(PricingError::Overflow)?;
-    let fee = div_half_up(numerator, denominator).ok_or(PricingError::Overflow)?;
-    i64::try_from(fee).map_err(|_| PricingError::Overflow)
+    let fee = gas * input.gas_rate.value() / input.rate.value();
+    to_minor(&fee, input.currency.exponent, RoundingMode::HalfUp).ok_or(PricingError::Overflow)
 }
 
 #[cfg(test)]
@@ -314,6 +318,133 @@ mod tests {
         }
     }
 
+    /// Edges where exact decimals and a decimal crate could part ways:
+    /// halves, long floors, the largest bound, rates with 12 decimals.
+    #[test]
+    fn rounding_edges() {
+        use Network::{Ethereum, Polygon, Tron};
+        type Row<'a> = (&'a str, &'a str, Network, &'a str, (i64, i64, i64));
+        let cases: [Row<'_>; 9] = [
+            // Exactly half a cent rounds up, where half-even would go to
+            // 2.50: 1% of 250.50 is 2.505 -> 2.51.
+            ("USD", "250.50", Tron, "1", (251, 100, 246_990_000)),
+            // 0.05 / 2 = 0.025 exactly: up to 0.03.
+            ("EUR", "100.00", Polygon, "2", (100, 3, 197_940_000)),
+            // 0.05 / 0.004 = 12.5 yen exactly: up to 13.
+            ("JPY", "10000", Polygon, "0.004", (100, 13, 39_548_000)),
+            // Either side of that half by 10^-12 of the rate:
+            // 0.05 / 2.000000000001 = 0.02499999999998... -> 0.02;
+            // 0.05 / 1.999999999999 = 0.02500000000001... -> 0.03, and
+            // 98.97 x 1.999999999999 = 197.939999999901... floors.
+            (
+                "EUR",
+                "100.00",
+                Polygon,
+                "2.000000000001",
+                (100, 2, 197_960_000),
+            ),
+            (
+                "EUR",
+                "100.00",
+                Polygon,
+                "1.999999999999",
+                (100, 3, 197_939_999),
+            ),
+            // The largest JPY amount at a 12-decimal rate: 2.50 / rate =
+            // 374.99999998... -> 375 yen; 9,525 x rate = 63.500000003175
+            // floors to 63.500000.
+            (
+                "JPY",
+                "10000",
+                Ethereum,
+                "0.006666666667",
+                (100, 375, 63_500_000),
+            ),
+            // 98.19 x 1.234567890123 = 121.222221131177... floors.
+            (
+                "USD",
+                "100.00",
+                Tron,
+                "1.234567890123",
+                (100, 81, 121_222_221),
+            ),
+            // 1.00 / 0.333333333333 = 3.000000000003 -> 3.00; the receive
+            // amount 9,896.99 x 0.333333333333 = 3,298.99666666337... floors.
+            (
+                "USD",
+                "9999.99",
+                Tron,
+                "0.333333333333",
+                (10_000, 300, 3_298_996_666),
+            ),
+            // 18 digits, 12 of them decimals: 2.50 / 999,999.99... rounds
+            // to no fee at all; 9,900.00 x rate = 9,899,999,999.9999999999901.
+            (
+                "USD",
+                "10000.00",
+                Ethereum,
+                "999999.999999999999",
+                (10_000, 0, 9_899_999_999_999_999),
+            ),
+        ];
+        for (code, send, network, rate_text, (platform, network_fee, receive)) in cases {
+            let got = price(&Pricing::default(), &input(code, send, network, rate_text));
+            assert_eq!(
+                got,
+                ok(platform, network_fee, receive),
+                "{code} {send} {network:?} at {rate_text}"
+            );
+        }
+    }
+
+    /// The cases the hand-written conversions were tested with, on the
+    /// one helper that now rounds every amount.
+    #[test]
+    fn conversions_to_minor_units_round_as_named() {
+        use RoundingMode::{Ceiling, Floor, HalfUp};
+        let d = |text: &str| crate::quote::decimal::parse(text).expect(text);
+        assert_eq!(to_minor(&d("1.00"), 2, HalfUp), Some(100));
+        assert_eq!(to_minor(&d("1.00"), 0, HalfUp), Some(1));
+        assert_eq!(to_minor(&d("1.50"), 0, HalfUp), Some(2));
+        assert_eq!(to_minor(&d("2.50"), 0, HalfUp), Some(3));
+        assert_eq!(to_minor(&d("1.49"), 0, HalfUp), Some(1));
+        assert_eq!(to_minor(&d("0.5"), 0, HalfUp), Some(1));
+        assert_eq!(to_minor(&d("0.4"), 0, HalfUp), Some(0));
+        assert_eq!(to_minor(&d("0.004"), 2, HalfUp), Some(0));
+        assert_eq!(to_minor(&d("0.005"), 2, HalfUp), Some(1));
+        assert_eq!(to_minor(&d("0.004999999999"), 2, HalfUp), Some(0));
+        assert_eq!(to_minor(&d("0"), 2, HalfUp), Some(0));
+        assert_eq!(to_minor(&d("1.01"), 0, Ceiling), Some(2));
+        assert_eq!(to_minor(&d("2"), 0, Ceiling), Some(2));
+        assert_eq!(to_minor(&d("0.000000000001"), 0, Ceiling), Some(1));
+        assert_eq!(to_minor(&d("1.99"), 0, Floor), Some(1));
+        assert_eq!(to_minor(&d("0.999999999999"), 0, Floor), Some(0));
+        assert_eq!(to_minor(&d("10000"), 2, Floor), Some(1_000_000));
+        assert_eq!(to_minor(&d("10000.00"), 2, Floor), Some(1_000_000));
+        assert_eq!(to_minor(&d("999999999999999999"), 2, Floor), None);
+        assert_eq!(
+            to_minor(&major(i128::from(i64::MAX), 2), 2, Floor),
+            Some(i64::MAX)
+        );
+        assert_eq!(
+            to_minor(&major(i128::from(i64::MAX) + 1, 2), 2, Floor),
+            None
+        );
+    }
+
+    #[test]
+    fn division_keeps_enough_digits_to_round_exactly() {
+        // network_fee relies on BigDecimal dividing to at least 78
+        // significant digits (its default is 100, overridable only by
+        // RUST_BIGDECIMAL_DEFAULT_PRECISION at build time).
+        assert!(bigdecimal::Context::default().precision().get() >= 78);
+        // A quotient that terminates though 1 / rate does not:
+        // 0.05 x 0.3 / 0.6 = 0.025 exactly, half-up to 0.03.
+        let mut priced = input("EUR", "100.00", Network::Polygon, "0.6");
+        priced.gas_rate = rate("0.3");
+        assert_eq!(price(&Pricing::default(), &priced), ok(100, 3, 59_382_000));
+    }
+
     #[test]
     fn the_gas_rate_converts_the_estimate_through_the_asset() {
         // USD -> asset 0.9990, EUR -> asset 1.08: 2.50 USD is
@@ -337,7 +468,7 @@ mod tests {
     fn a_receive_amount_that_floors_to_zero_is_refused() {
         let pricing = Pricing {
             network_fees: NetworkFees {
-                tron: Decimal::ZERO,
+                tron: BigDecimal::from(0),
                 ..NetworkFees::default()
             },
             ..Pricing::default()
@@ -350,7 +481,7 @@ mod tests {
     #[test]
     fn amounts_past_int64_are_an_overflow_not_a_wrap() {
         let pricing = Pricing {
-            send_max: Decimal::new(999_999_999_999_999_999, 0),
+            send_max: BigDecimal::from(999_999_999_999_999_999_u64),
             ..Pricing::default()
         };
         let priced = input("USD", "92233720368547758.07", Network::Tron, "1");
