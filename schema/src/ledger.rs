@@ -26,14 +26,38 @@ pub enum SystemAccount {
     CardPush,
     /// On-chain payouts through the custodian.
     Custodian,
+    /// Transfers in flight: the charge collected for a transfer waits here
+    /// (fiat) until converted, and the asset waits here until paid out.
+    TransferClearing,
+    /// Platform fees earned on transfers.
+    PlatformFees,
+    /// Network fees collected on transfers to pay for gas.
+    NetworkFees,
+    /// The conversion desk: takes fiat in and gives the asset out, so each
+    /// currency balances on its own.
+    Conversion,
 }
 
 impl SystemAccount {
+    pub const ALL: [SystemAccount; 7] = [
+        SystemAccount::CardAcquirer,
+        SystemAccount::CardPush,
+        SystemAccount::Custodian,
+        SystemAccount::TransferClearing,
+        SystemAccount::PlatformFees,
+        SystemAccount::NetworkFees,
+        SystemAccount::Conversion,
+    ];
+
     pub fn kind(self) -> &'static str {
         match self {
             SystemAccount::CardAcquirer => "card_acquirer",
             SystemAccount::CardPush => "card_push",
             SystemAccount::Custodian => "custodian",
+            SystemAccount::TransferClearing => "transfer_clearing",
+            SystemAccount::PlatformFees => "platform_fees",
+            SystemAccount::NetworkFees => "network_fees",
+            SystemAccount::Conversion => "conversion",
         }
     }
 
@@ -46,13 +70,9 @@ impl SystemAccount {
     /// The account and currency an id of [`SystemAccount::account_id`] names.
     pub fn parse_id(id: &str) -> Option<(SystemAccount, String)> {
         let (kind, currency) = id.strip_prefix("sys_")?.rsplit_once('_')?;
-        let account = [
-            SystemAccount::CardAcquirer,
-            SystemAccount::CardPush,
-            SystemAccount::Custodian,
-        ]
-        .into_iter()
-        .find(|account| account.kind() == kind)?;
+        let account = SystemAccount::ALL
+            .into_iter()
+            .find(|account| account.kind() == kind)?;
         let currency = Currency::find(&currency.to_ascii_uppercase())?;
         Some((account, currency.code.to_owned()))
     }
@@ -497,5 +517,20 @@ mod tests {
             SystemAccount::Custodian.account_id("EUR"),
             "sys_custodian_eur"
         );
+    }
+
+    #[test]
+    fn every_system_account_id_reads_back() {
+        for account in SystemAccount::ALL {
+            for currency in ["USD", "JPY", "USDT", "USDC"] {
+                let id = account.account_id(currency);
+                assert_eq!(
+                    SystemAccount::parse_id(&id),
+                    Some((account, currency.to_owned())),
+                    "{id}"
+                );
+            }
+        }
+        assert_eq!(SystemAccount::parse_id("sys_transfer_clearing_xyz"), None);
     }
 }

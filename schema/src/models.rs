@@ -5,7 +5,7 @@ use diesel::prelude::*;
 
 use crate::schema::{
     api_keys, audit_events, audit_heads, idempotency_records, inbound_events, ledger_accounts,
-    ledger_entries, ledger_transactions, merchants, quotes, settlements,
+    ledger_entries, ledger_transactions, merchants, quotes, settlements, transfers,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -150,6 +150,10 @@ pub struct SettlementRow {
     pub version: i64,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
+    /// The transfer this settlement is a leg of, which hears of its moves.
+    /// A leg's charge is on-session: it may wait for the payer's 3DS
+    /// challenge instead of failing with `authentication_required`.
+    pub transfer_id: Option<String>,
 }
 
 /// What a new settlement is asked to do; everything a provider or a later
@@ -170,6 +174,11 @@ pub struct SettlementIntent {
 }
 
 impl SettlementRow {
+    /// Whether the payer is present to finish a challenge (decisions §5).
+    pub fn on_session(&self) -> bool {
+        self.transfer_id.is_some() && self.method == "card_charge"
+    }
+
     /// The first version of an intent: pending, no attempt, no provider data.
     pub fn pending(intent: SettlementIntent, now: NaiveDateTime) -> SettlementRow {
         SettlementRow {
@@ -204,6 +213,7 @@ impl SettlementRow {
             version: 1,
             created_at: now,
             updated_at: now,
+            transfer_id: None,
         }
     }
 }
@@ -261,4 +271,45 @@ impl QuoteRow {
     pub fn is_expired_at(&self, now: NaiveDateTime) -> bool {
         now >= self.expires_at
     }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable, AsChangeset)]
+#[diesel(table_name = transfers, treat_none_as_null = true, treat_none_as_default_value = false)]
+pub struct TransferRow {
+    /// `tr_` + a UUID v7: opaque and time-sortable.
+    pub id: String,
+    pub merchant_id: String,
+    pub idempotency_key: String,
+    pub flow: String,
+    pub quote_id: String,
+    pub card_pm: String,
+    pub wallet: String,
+    pub send_currency: String,
+    pub send_amount_minor: i64,
+    pub receive_asset: String,
+    pub receive_network: String,
+    /// Six decimals of the asset.
+    pub receive_amount_minor: i64,
+    pub rate: String,
+    pub platform_fee_minor: i64,
+    pub network_fee_minor: i64,
+    pub status: String,
+    /// Settlement key of leg 1 (card_charge), chosen at creation.
+    pub leg1_key: String,
+    pub leg1_status: String,
+    pub leg1_client_secret: Option<String>,
+    pub leg1_next_action_type: Option<String>,
+    /// Settlement key of leg 2 (on_chain), chosen at creation.
+    pub leg2_key: String,
+    pub leg2_status: String,
+    pub failure_reason: Option<String>,
+    pub conversion_transaction_id: Option<String>,
+    pub compensation_attempt: i32,
+    pub next_attempt_at: Option<NaiveDateTime>,
+    pub alert: Option<String>,
+    pub alert_acknowledged_at: Option<NaiveDateTime>,
+    pub request_id: String,
+    pub version: i64,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
 }

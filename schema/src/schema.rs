@@ -146,6 +146,7 @@ diesel::table! {
         version -> BigInt,
         created_at -> Timestamp,
         updated_at -> Timestamp,
+        transfer_id -> Nullable<Text>,
     }
 }
 
@@ -191,5 +192,43 @@ diesel::table! {
         request_id -> Text,
         created_at -> Timestamp,
         expires_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    /// Transfers: sagas over two leg settlements (see the transfers migration).
+    transfers (id) {
+        id -> Text,
+        merchant_id -> Text,
+        idempotency_key -> Text,
+        flow -> Text,
+        quote_id -> Text,
+        card_pm -> Text,
+        wallet -> Text,
+        send_currency -> Text,
+        send_amount_minor -> BigInt,
+        receive_asset -> Text,
+        receive_network -> Text,
+        receive_amount_minor -> BigInt,
+        rate -> Text,
+        platform_fee_minor -> BigInt,
+        network_fee_minor -> BigInt,
+        status -> Text,
+        leg1_key -> Text,
+        leg1_status -> Text,
+        leg1_client_secret -> Nullable<Text>,
+        leg1_next_action_type -> Nullable<Text>,
+        leg2_key -> Text,
+        leg2_status -> Text,
+        failure_reason -> Nullable<Text>,
+        conversion_transaction_id -> Nullable<Text>,
+        compensation_attempt -> Integer,
+        next_attempt_at -> Nullable<Timestamp>,
+        alert -> Nullable<Text>,
+        alert_acknowledged_at -> Nullable<Timestamp>,
+        request_id -> Text,
+        version -> BigInt,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
     }
 }

@@ -11,3 +11,4 @@ pub mod merchants;
 pub mod quotes;
 pub mod settlements;
 pub mod timers;
+pub mod transfers;

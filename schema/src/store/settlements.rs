@@ -103,3 +103,19 @@ pub async fn with_work_left(
         .await)?;
     Ok(rows)
 }
+
+/// The merchant's settlements with these keys (a transfer's legs), in no
+/// particular order; missing keys are simply absent.
+pub async fn find_many(
+    tx: &mut Tx<'_>,
+    merchant_id: &str,
+    keys: &[&str],
+) -> StoreResult<Vec<SettlementRow>> {
+    let rows = dispatch!(tx, conn => settlements::table
+        .filter(settlements::merchant_id.eq(merchant_id))
+        .filter(settlements::idempotency_key.eq_any(keys))
+        .select(SettlementRow::as_select())
+        .load(conn)
+        .await)?;
+    Ok(rows)
+}

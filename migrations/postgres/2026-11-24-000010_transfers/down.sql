@@ -1,0 +1,2 @@
+ALTER TABLE settlements DROP COLUMN transfer_id;
+DROP TABLE transfers;

@@ -1,0 +1,164 @@
+//! Transfer rows. The transfer's actor is their only writer after
+//! creation, and every update is a compare-and-swap on `version`.
+
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+use crate::dispatch;
+use crate::models::TransferRow;
+use crate::schema::transfers;
+use crate::store::cached::Cached;
+use crate::{StoreResult, Tx};
+
+/// Statuses after which nothing more happens to a transfer.
+pub const TERMINAL_STATUSES: [&str; 2] = ["succeeded", "failed"];
+
+pub async fn insert(tx: &mut Tx<'_>, row: &TransferRow) -> StoreResult<()> {
+    dispatch!(tx, conn => Cached(diesel::insert_into(transfers::table).values(row)).execute(conn).await)?;
+    Ok(())
+}
+
+/// A transfer by id, whoever owns it (the actor's load).
+pub async fn find(tx: &mut Tx<'_>, id: &str) -> StoreResult<Option<TransferRow>> {
+    let row = dispatch!(tx, conn => transfers::table
+        .find(id)
+        .select(TransferRow::as_select())
+        .first(conn)
+        .await
+        .optional())?;
+    Ok(row)
+}
+
+/// Whether a transfer already binds the quote.
+pub async fn quote_bound(tx: &mut Tx<'_>, quote_id: &str) -> StoreResult<bool> {
+    let found: Option<String> = dispatch!(tx, conn => transfers::table
+        .filter(transfers::quote_id.eq(quote_id))
+        .select(transfers::id)
+        .first(conn)
+        .await
+        .optional())?;
+    Ok(found.is_some())
+}
+
+/// One page of the merchant's transfers, newest first, optionally of one
+/// status, and how many match in all.
+pub async fn list(
+    tx: &mut Tx<'_>,
+    merchant_id: &str,
+    status: Option<&str>,
+    limit: i64,
+    offset: i64,
+) -> StoreResult<(Vec<TransferRow>, i64)> {
+    // `created_at IS NOT NULL` (always true) is the predicate of the partial
+    // listing indexes, which only queries stating it can use.
+    let rows = dispatch!(tx, conn => {
+        let mut query = transfers::table
+            .filter(transfers::merchant_id.eq(merchant_id))
+            .filter(transfers::created_at.is_not_null())
+            .into_boxed();
+        if let Some(status) = status {
+            query = query.filter(transfers::status.eq(status));
+        }
+        query
+            .order((transfers::created_at.desc(), transfers::id.desc()))
+            .limit(limit)
+            .offset(offset)
+            .select(TransferRow::as_select())
+            .load(conn)
+            .await
+    })?;
+    let total: i64 = dispatch!(tx, conn => {
+        let mut query = transfers::table
+            .filter(transfers::merchant_id.eq(merchant_id))
+            .filter(transfers::created_at.is_not_null())
+            .into_boxed();
+        if let Some(status) = status {
+            query = query.filter(transfers::status.eq(status));
+        }
+        query.count().get_result(conn).await
+    })?;
+    Ok((rows, total))
+}
+
+/// Writes `next` (with `next.version` already advanced) if the stored row
+/// still has `expected_version`; answers whether it did.
+pub async fn update_if_version(
+    tx: &mut Tx<'_>,
+    next: &TransferRow,
+    expected_version: i64,
+) -> StoreResult<bool> {
+    let changed = dispatch!(tx, conn => Cached(diesel::update(
+            transfers::table
+                .filter(transfers::id.eq(&next.id))
+                .filter(transfers::version.eq(expected_version)),
+        )
+        .set(next)
+        ).execute(conn)
+        .await)?;
+    Ok(changed == 1)
+}
+
+/// Ids of transfers with work left, after `after` in id order, for recovery.
+pub async fn with_work_left(tx: &mut Tx<'_>, after: &str, limit: i64) -> StoreResult<Vec<String>> {
+    let ids = dispatch!(tx, conn => transfers::table
+        .filter(transfers::status.ne_all(TERMINAL_STATUSES))
+        .filter(transfers::id.gt(after))
+        .order(transfers::id.asc())
+        .limit(limit)
+        .select(transfers::id)
+        .load(conn)
+        .await)?;
+    Ok(ids)
+}
+
+/// Open operator alerts: (transfer id, merchant id, alert), oldest first.
+pub async fn open_alerts(
+    tx: &mut Tx<'_>,
+    limit: i64,
+) -> StoreResult<Vec<(String, String, String)>> {
+    let rows: Vec<(String, String, Option<String>)> = dispatch!(tx, conn => transfers::table
+        .filter(transfers::alert.is_not_null())
+        .filter(transfers::alert_acknowledged_at.is_null())
+        .order(transfers::id.asc())
+        .limit(limit)
+        .select((transfers::id, transfers::merchant_id, transfers::alert))
+        .load(conn)
+        .await)?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, merchant, alert)| (id, merchant, alert.unwrap_or_default()))
+        .collect())
+}
+
+/// How many alerts are open.
+pub async fn open_alert_count(tx: &mut Tx<'_>) -> StoreResult<i64> {
+    let count = dispatch!(tx, conn => transfers::table
+        .filter(transfers::alert.is_not_null())
+        .filter(transfers::alert_acknowledged_at.is_null())
+        .count()
+        .get_result(conn)
+        .await)?;
+    Ok(count)
+}
+
+/// Marks the transfer's alert as seen by an operator; answers whether an
+/// open alert was there. The version moves so the actor reloads.
+pub async fn acknowledge_alert(
+    tx: &mut Tx<'_>,
+    id: &str,
+    at: chrono::NaiveDateTime,
+) -> StoreResult<bool> {
+    let changed = dispatch!(tx, conn => diesel::update(
+            transfers::table
+                .filter(transfers::id.eq(id))
+                .filter(transfers::alert.is_not_null())
+                .filter(transfers::alert_acknowledged_at.is_null()),
+        )
+        .set((
+            transfers::alert_acknowledged_at.eq(Some(at)),
+            transfers::version.eq(transfers::version + 1),
+        ))
+        .execute(conn)
+        .await)?;
+    Ok(changed == 1)
+}
