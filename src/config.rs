@@ -47,7 +47,7 @@ pub struct RateLimits {
 }
 
 /// The limit names TERN_RATE_LIMITS accepts, with their defaults.
-pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 9] = [
+pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 11] = [
     ("login", 10, Duration::from_secs(60)),
     ("register", 10, Duration::from_secs(60)),
     ("m2m_register", 5, Duration::from_secs(3_600)),
@@ -59,6 +59,9 @@ pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 9] = [
     // submission, at the pace a transfer load needs.
     ("quote_create", 1_000, Duration::from_secs(1)),
     ("quote_read", 1_000, Duration::from_secs(1)),
+    // Per key, like quotes: a transfer load creates one per quote.
+    ("transfer_create", 1_000, Duration::from_secs(1)),
+    ("transfer_read", 1_000, Duration::from_secs(1)),
     ("resend", 3, Duration::from_secs(3_600)),
 ];
 

@@ -17,6 +17,8 @@ use tern_actors::adapters::static_rates::StaticRates;
 use tern_actors::runtime::{RegistryConfig, Runtime};
 use tern_actors::settlement::machine::RetryPolicy;
 use tern_actors::settlement::{Providers, SettlementContext, SettlementKind};
+use tern_actors::transfer::machine::Policy;
+use tern_actors::transfer::{TransferContext, TransferKind, TransferLegs};
 use tern_schema::{migrate, Db};
 
 use crate::auth::key_cache::KeyCache;
@@ -84,17 +86,34 @@ impl Application {
             Some(format!("http://127.0.0.1:{port}"))
         });
         let health = ProviderHealths::default();
-        let (settlements, providers) = match provider_url {
+        let (settlements, transfers, providers) = match provider_url {
             Some(url) => {
                 let context = settlement_context(&url, &config, &health)?;
-                let registry = runtime
+                let parents = context.parents.clone();
+                let policy = Policy {
+                    refund_delays: context.policy.delays.clone(),
+                };
+                let settlements = runtime
                     .register::<SettlementKind>(RegistryConfig::default(), context)
                     .context("registering the settlement actors")?;
-                (Some(registry), health.named())
+                let transfers = runtime
+                    .register::<TransferKind>(
+                        RegistryConfig::default(),
+                        TransferContext {
+                            settlements: settlements.clone(),
+                            policy,
+                        },
+                    )
+                    .context("registering the transfer actors")?;
+                // Legs tell their transfer how they moved.
+                parents.set(Arc::new(TransferLegs {
+                    transfers: transfers.clone(),
+                }));
+                (Some(settlements), Some(transfers), health.named())
             }
             None => {
-                tracing::warn!("no provider: TERN_SANDBOX_BIND is off and TERN_PROVIDER_URL unset; settlements answer 503");
-                (None, Vec::new())
+                tracing::warn!("no provider: TERN_SANDBOX_BIND is off and TERN_PROVIDER_URL unset; settlements and transfers answer 503");
+                (None, None, Vec::new())
             }
         };
         // Every kind is registered: re-activate their in-flight work.
@@ -113,6 +132,7 @@ impl Application {
             docs,
             runtime,
             settlements,
+            transfers,
             providers,
         });
         let server = api_server(listener, state.clone())?;
@@ -199,6 +219,7 @@ fn settlement_context(
     Ok(SettlementContext {
         providers,
         policy: RetryPolicy { delays },
+        parents: Default::default(),
     })
 }
 

@@ -7,6 +7,7 @@ use tern_actors::adapters::health::ProviderHealth;
 use tern_actors::ports::RateSource;
 use tern_actors::runtime::{Registry, Runtime};
 use tern_actors::settlement::SettlementKind;
+use tern_actors::transfer::TransferKind;
 use tern_schema::Db;
 
 use crate::auth::key_cache::KeyCache;
@@ -23,6 +24,8 @@ pub struct AppState {
     pub runtime: Arc<Runtime>,
     /// `None` when no provider is configured (sandbox off, no TERN_PROVIDER_URL).
     pub settlements: Option<Registry<SettlementKind>>,
+    /// `None` exactly when `settlements` is: transfers run on settlements.
+    pub transfers: Option<Registry<TransferKind>>,
     /// Where quotes get their rates.
     pub rates: Arc<dyn RateSource>,
     /// What the adapters observed of each provider, by name; empty when no

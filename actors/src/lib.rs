@@ -7,3 +7,4 @@ pub mod ports;
 pub mod quote;
 pub mod runtime;
 pub mod settlement;
+pub mod transfer;

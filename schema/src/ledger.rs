@@ -191,6 +191,13 @@ pub async fn open_funding_accounts(tx: &mut Tx<'_>, merchant_id: &str) -> Result
     Ok(())
 }
 
+/// Makes the system account `account_id` names, if it names one and it
+/// does not exist yet: for rows that refer to an account before any entry
+/// has touched it.
+pub async fn ensure_system_account(tx: &mut Tx<'_>, account_id: &str) -> Result<bool, LedgerError> {
+    open_system_account(tx, account_id).await
+}
+
 /// Makes the system account `account_id` names, if it names one.
 async fn open_system_account(tx: &mut Tx<'_>, account_id: &str) -> Result<bool, LedgerError> {
     let Some((account, currency)) = SystemAccount::parse_id(account_id) else {

@@ -5,7 +5,7 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder
 use utoipa::{Modify, OpenApi};
 
 use crate::http::{
-    api_keys, audit, ledger, m2m, ops, problem, provider_webhooks, quotes, settlements,
+    api_keys, audit, ledger, m2m, ops, problem, provider_webhooks, quotes, settlements, transfers,
 };
 
 /// The three credential forms of the interface.
@@ -100,8 +100,9 @@ pub struct QuotesApi;
 
 #[derive(OpenApi)]
 #[openapi(
+    paths(transfers::create, transfers::list, transfers::get),
     components(schemas(problem::Problem)),
-    tags((name = "transfers", description = "Card to chain transfers")),
+    tags((name = "transfers", description = "Card to chain transfers: a card charge, then an on-chain payout, with a refund when the payout fails")),
     modifiers(&SecuritySchemes)
 )]
 pub struct TransfersApi;

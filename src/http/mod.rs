@@ -13,6 +13,7 @@ pub mod problem;
 pub mod provider_webhooks;
 pub mod quotes;
 pub mod settlements;
+pub mod transfers;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
@@ -44,6 +45,12 @@ pub fn routes(cfg: &mut web::ServiceConfig, state: &AppState) {
         )
         .service(web::resource("/v1/quotes").route(web::post().to(quotes::create)))
         .service(web::resource("/v1/quotes/{id}").route(web::get().to(quotes::get)))
+        .service(
+            web::resource("/v1/transfers")
+                .route(web::get().to(transfers::list))
+                .route(web::post().to(transfers::create)),
+        )
+        .service(web::resource("/v1/transfers/{id}").route(web::get().to(transfers::get)))
         .service(
             web::resource("/v1/settlements")
                 .route(web::get().to(settlements::list))

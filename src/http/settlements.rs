@@ -172,7 +172,7 @@ pub fn view(row: &SettlementRow) -> Settlement {
 }
 
 /// The Idempotency-Key header: a UUID v4, canonicalised (400 otherwise).
-fn idempotency_key(req: &HttpRequest) -> Result<Uuid, ApiError> {
+pub fn idempotency_key(req: &HttpRequest) -> Result<Uuid, ApiError> {
     let value = req.headers().get(IDEMPOTENCY_KEY_HEADER).ok_or_else(|| {
         ApiError::InvalidIdempotencyKey("the Idempotency-Key header is required".into())
     })?;

@@ -312,6 +312,21 @@ impl<K: EntityKind> Registry<K> {
         self.send(id, command, Admission::Bounded).await
     }
 
+    /// Sends a message from inside the runtime (one entity to another)
+    /// without waiting for its handling. Not bounded by the mailbox: such
+    /// messages are bounded by in-flight work, and refusing one would lose
+    /// it. A failure is logged; the receiver's recovery at its next
+    /// activation must not depend on the message arriving.
+    pub fn tell(&self, id: &str, command: K::Command) {
+        let registry = self.clone();
+        let id = id.to_owned();
+        actix::spawn(async move {
+            if let Err(error) = registry.send(&id, command, Admission::Unbounded).await {
+                tracing::warn!(kind = K::NAME, %id, %error, "an internal message was not handled");
+            }
+        });
+    }
+
     /// Activates the entity's actor unless it is live already.
     pub async fn activate(&self, id: &str) -> RuntimeResult<()> {
         if self.is_live(id) {

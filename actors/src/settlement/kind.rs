@@ -31,6 +31,7 @@ const RECOVERY_PAGE_ROWS: i64 = 500;
 pub struct SettlementContext {
     pub providers: Providers,
     pub policy: RetryPolicy,
+    pub parents: super::Parents,
 }
 
 pub enum SettlementCommand {
@@ -391,6 +392,7 @@ async fn step(
         })
         .await;
     let next = written?;
+    env.ctx.parents.notify(&next);
     if next.status != row.status {
         tracing::info!(
             settlement = %env.id,

@@ -8,6 +8,7 @@
 
 pub mod kind;
 pub mod machine;
+pub mod parent;
 pub mod providers;
 pub mod record;
 pub mod submit;
@@ -15,5 +16,6 @@ pub mod submit;
 pub use kind::{
     ReverseOutcome, SettlementCommand, SettlementContext, SettlementKind, SettlementReply,
 };
+pub use parent::{LegObserver, Parents};
 pub use providers::Providers;
 pub use submit::{submit, NewSettlement, SubmitError, Submitted};

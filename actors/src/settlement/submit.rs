@@ -11,7 +11,7 @@ use tern_schema::ledger::{
 use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::{ledger as ledger_store, settlements};
 use tern_schema::types::utc_now;
-use tern_schema::{Db, DieselError, StoreError};
+use tern_schema::{Db, DieselError, StoreError, Tx};
 
 use super::machine::Method;
 use crate::runtime::Versioned;
@@ -130,46 +130,7 @@ pub async fn submit(
                     ))
                 }
             }
-            if new.method.holds_funds() {
-                let system = counterparty(new.method).account_id(&intent.currency);
-                let hold = Entry {
-                    merchant_id: Some(intent.merchant_id.clone()),
-                    settlement_key: Some(intent.idempotency_key.clone()),
-                    description: format!("{} hold", new.method.as_str()),
-                    lines: vec![
-                        Line {
-                            account_id: intent.source.clone(),
-                            direction: Direction::Debit,
-                            amount_minor: intent.amount_minor,
-                            currency: intent.currency.clone(),
-                        },
-                        Line {
-                            account_id: system,
-                            direction: Direction::Credit,
-                            amount_minor: intent.amount_minor,
-                            currency: intent.currency.clone(),
-                        },
-                    ],
-                };
-                row.funding_transaction_id = Some(ledger::record(tx, &hold, Phase::Pending).await?);
-            }
-            settlements::insert(tx, &row).await?;
-            let created = AuditRecord {
-                merchant_id: intent.merchant_id.clone(),
-                actor: new.actor.clone(),
-                action: "settlement.created",
-                resource_type: "settlement",
-                resource_id: intent.idempotency_key.clone(),
-                request_id: intent.request_id.clone(),
-                data: json!({
-                    "method": row.method,
-                    "amount_minor": row.amount_minor,
-                    "currency": row.currency,
-                    "source": row.source,
-                    "funding_transaction_id": row.funding_transaction_id,
-                }),
-            };
-            audit::append(tx, created).await?;
+            let row = record_intent(tx, row, new.method, &new.actor).await?;
             let body = render(&row);
             idempotency::complete(
                 tx,
@@ -187,4 +148,72 @@ pub async fn submit(
         })
     })
     .await
+}
+
+/// A transfer's leg: a settlement the transfer's actor creates inside its
+/// own transition, so the leg exists exactly when the transfer says so.
+/// No Idempotency-Key record: the transfer chose the key at its creation.
+pub async fn insert_leg(
+    tx: &mut Tx<'_>,
+    intent: SettlementIntent,
+    method: Method,
+    transfer_id: &str,
+) -> Result<SettlementRow, SubmitError> {
+    // A charge leg's source is a system account no entry may have made yet.
+    ledger::ensure_system_account(tx, &intent.source).await?;
+    let mut row = SettlementRow::pending(intent, utc_now());
+    row.version = Versioned::<()>::INITIAL;
+    row.transfer_id = Some(transfer_id.to_owned());
+    record_intent(tx, row, method, &AuditActor::System).await
+}
+
+/// The intent's hold (card_push, on_chain), its row and its audit record.
+async fn record_intent(
+    tx: &mut Tx<'_>,
+    mut row: SettlementRow,
+    method: Method,
+    actor: &AuditActor,
+) -> Result<SettlementRow, SubmitError> {
+    if method.holds_funds() {
+        let system = counterparty(method).account_id(&row.currency);
+        let hold = Entry {
+            merchant_id: Some(row.merchant_id.clone()),
+            settlement_key: Some(row.idempotency_key.clone()),
+            description: format!("{} hold", method.as_str()),
+            lines: vec![
+                Line {
+                    account_id: row.source.clone(),
+                    direction: Direction::Debit,
+                    amount_minor: row.amount_minor,
+                    currency: row.currency.clone(),
+                },
+                Line {
+                    account_id: system,
+                    direction: Direction::Credit,
+                    amount_minor: row.amount_minor,
+                    currency: row.currency.clone(),
+                },
+            ],
+        };
+        row.funding_transaction_id = Some(ledger::record(tx, &hold, Phase::Pending).await?);
+    }
+    settlements::insert(tx, &row).await?;
+    let created = AuditRecord {
+        merchant_id: row.merchant_id.clone(),
+        actor: actor.clone(),
+        action: "settlement.created",
+        resource_type: "settlement",
+        resource_id: row.idempotency_key.clone(),
+        request_id: row.request_id.clone(),
+        data: json!({
+            "method": row.method,
+            "amount_minor": row.amount_minor,
+            "currency": row.currency,
+            "source": row.source,
+            "funding_transaction_id": row.funding_transaction_id,
+            "transfer_id": row.transfer_id,
+        }),
+    };
+    audit::append(tx, created).await?;
+    Ok(row)
 }

@@ -1,0 +1,639 @@
+//! The transfer actor: one per in-flight transfer. It feeds what its legs
+//! do to the pure saga, writes each move in one transaction (the row under
+//! its version, the legs it creates, the conversion entries, the retry
+//! timer, the audit records), then starts legs and asks for refunds outside
+//! that transaction, feeding the answers back as events.
+
+use chrono::{NaiveDateTime, Utc};
+use serde_json::json;
+use tern_schema::audit::{self, AuditActor, AuditRecord};
+use tern_schema::ledger::{LedgerError, SystemAccount};
+use tern_schema::models::{SettlementIntent, SettlementRow, TransferRow};
+use tern_schema::store::{settlements, transfers};
+use tern_schema::types::utc_now;
+use tern_schema::{write_tx, Db, DieselError, StoreError, Tx};
+
+use super::machine::{self, Effect, Event, Moved, Observed, Policy, Refund, Rejected, Resume};
+use super::postings;
+use super::record::{apply_state, state_of};
+use crate::runtime::timers::{complete_in, schedule_in};
+use crate::runtime::{
+    EntityEnv, EntityKind, Registry, RuntimeError, RuntimeResult, TimerFiring, TimerSpec,
+    Transition,
+};
+use crate::settlement::machine::Method;
+use crate::settlement::record::entity_id as settlement_entity_id;
+use crate::settlement::submit::{insert_leg, SubmitError};
+use crate::settlement::{
+    LegObserver, ReverseOutcome, SettlementCommand, SettlementKind, SettlementReply,
+};
+
+/// Payload of the refund retry timer.
+const TIMER_REFUND: &str = "refund";
+/// Recovery pages through transfers with work left this many at a time.
+const RECOVERY_PAGE_ROWS: i64 = 500;
+/// Why leg 1 is refunded, as its reversal records it.
+const COMPENSATION_REASON: &str = "transfer compensation: the on-chain leg failed";
+
+/// What every transfer actor needs: the settlements its legs are, and how
+/// often to ask for a refund.
+#[derive(Clone)]
+pub struct TransferContext {
+    pub settlements: Registry<SettlementKind>,
+    pub policy: Policy,
+}
+
+pub enum TransferCommand {
+    /// The transfer is durable: start leg 1.
+    Start,
+    /// Re-activated: look at the legs, and ask for the refund again if the
+    /// compensation was asking when the process stopped.
+    Resume,
+    /// A leg's settlement moved.
+    LegMoved {
+        settlement_key: String,
+        observed: Observed,
+    },
+    /// The answer to a request for leg 1's refund.
+    Refund(Refund),
+    Timer(TimerFiring),
+}
+
+pub enum TransferReply {
+    Ack,
+}
+
+pub struct TransferKind;
+
+#[derive(Debug, thiserror::Error)]
+enum StepError {
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Leg(#[from] SubmitError),
+}
+
+impl From<StoreError> for StepError {
+    fn from(error: StoreError) -> Self {
+        StepError::Runtime(error.into())
+    }
+}
+
+impl From<DieselError> for StepError {
+    fn from(error: DieselError) -> Self {
+        StepError::Runtime(error.into())
+    }
+}
+
+impl From<StepError> for RuntimeError {
+    fn from(error: StepError) -> Self {
+        match error {
+            StepError::Runtime(error) => error,
+            StepError::Ledger(LedgerError::Store(error))
+            | StepError::Leg(SubmitError::Store(error)) => error.into(),
+            other => RuntimeError::Store(StoreError::Unavailable(format!(
+                "a transfer transition was refused: {other}"
+            ))),
+        }
+    }
+}
+
+impl EntityKind for TransferKind {
+    const NAME: &'static str = "transfer";
+    type State = TransferRow;
+    type Command = TransferCommand;
+    type Reply = TransferReply;
+    type Context = TransferContext;
+
+    async fn load(env: EntityEnv<TransferContext>) -> RuntimeResult<Option<TransferRow>> {
+        let mut pooled = env.db.get().await?;
+        Ok(transfers::find(&mut pooled.tx(), &env.id).await?)
+    }
+
+    async fn handle(
+        env: EntityEnv<TransferContext>,
+        row: TransferRow,
+        command: TransferCommand,
+    ) -> RuntimeResult<Transition<Self>> {
+        match command {
+            TransferCommand::Start => advance(&env, row, Event::Start, None).await,
+            TransferCommand::LegMoved {
+                settlement_key,
+                observed,
+            } => match leg_event(&row, &settlement_key, observed) {
+                Some(event) => advance(&env, row, event, None).await,
+                None => Ok(Transition::new(row, TransferReply::Ack)),
+            },
+            TransferCommand::Refund(answer) => {
+                advance(&env, row, Event::Refund(answer), None).await
+            }
+            TransferCommand::Timer(firing) => {
+                advance(&env, row, Event::RetryDue, Some(firing)).await
+            }
+            TransferCommand::Resume => resume(&env, row).await,
+        }
+    }
+
+    fn in_flight_since(row: &TransferRow) -> Option<NaiveDateTime> {
+        let terminal = machine::Status::parse(&row.status).is_none_or(|s| s.is_terminal());
+        (!terminal).then_some(row.updated_at)
+    }
+
+    async fn list_in_flight(db: Db, limit: i64) -> RuntimeResult<Vec<String>> {
+        let mut ids = Vec::new();
+        let mut after = String::new();
+        let mut pooled = db.get().await?;
+        while (ids.len() as i64) < limit {
+            let page = RECOVERY_PAGE_ROWS.min(limit - ids.len() as i64);
+            let rows = transfers::with_work_left(&mut pooled.tx(), &after, page).await?;
+            let full = rows.len() as i64 == page;
+            if let Some(last) = rows.last() {
+                after = last.clone();
+            }
+            ids.extend(rows);
+            if !full {
+                break;
+            }
+        }
+        Ok(ids)
+    }
+
+    fn timer_command(firing: TimerFiring) -> RuntimeResult<TransferCommand> {
+        if firing.payload == TIMER_REFUND {
+            Ok(TransferCommand::Timer(firing))
+        } else {
+            Err(RuntimeError::InvalidTimer {
+                reason: format!("unknown payload `{}`", firing.payload),
+                id: firing.id,
+            })
+        }
+    }
+
+    fn on_activate(row: &TransferRow) -> Option<TransferCommand> {
+        let state = state_of(row).ok()?;
+        match machine::resumption(&state) {
+            Resume::Nothing => None,
+            Resume::Start => Some(TransferCommand::Start),
+            Resume::Observe | Resume::ObserveAndRefund => Some(TransferCommand::Resume),
+        }
+    }
+}
+
+/// Which leg a settlement key is, as an event.
+fn leg_event(row: &TransferRow, settlement_key: &str, observed: Observed) -> Option<Event> {
+    if settlement_key == row.leg1_key {
+        Some(Event::Leg1(observed))
+    } else if settlement_key == row.leg2_key {
+        Some(Event::Leg2(observed))
+    } else {
+        None
+    }
+}
+
+/// What a leg's settlement row shows, in the saga's terms.
+pub fn observe(row: &SettlementRow) -> Observed {
+    match row.status.as_str() {
+        "succeeded" => Observed::Succeeded,
+        "reversed" => Observed::Reversed,
+        "failed" => Observed::Failed {
+            reason: row
+                .failure_reason
+                .clone()
+                .unwrap_or_else(|| "failed".to_owned()),
+        },
+        _ => match (&row.client_secret, &row.next_action_type) {
+            (Some(client_secret), Some(next_action_type)) => Observed::AwaitingChallenge {
+                client_secret: client_secret.clone(),
+                next_action_type: next_action_type.clone(),
+            },
+            _ => Observed::InFlight,
+        },
+    }
+}
+
+/// Tells a leg's transfer that the leg moved: the settlement side's hook.
+pub struct TransferLegs {
+    pub transfers: Registry<TransferKind>,
+}
+
+impl LegObserver for TransferLegs {
+    fn leg_moved(&self, row: &SettlementRow) {
+        let Some(transfer_id) = &row.transfer_id else {
+            return;
+        };
+        self.transfers.tell(
+            transfer_id,
+            TransferCommand::LegMoved {
+                settlement_key: row.idempotency_key.clone(),
+                observed: observe(row),
+            },
+        );
+    }
+}
+
+/// Re-activated: feed what the legs show now (a notice may have been lost
+/// with the process), then ask for the refund again if it was being asked.
+async fn resume(
+    env: &EntityEnv<TransferContext>,
+    row: TransferRow,
+) -> RuntimeResult<Transition<TransferKind>> {
+    let legs = {
+        let mut pooled = env.db.get().await?;
+        let keys = [row.leg1_key.as_str(), row.leg2_key.as_str()];
+        settlements::find_many(&mut pooled.tx(), &row.merchant_id, &keys).await?
+    };
+    let mut row = row;
+    let mut follow_ups = Vec::new();
+    for leg in &legs {
+        let Some(event) = leg_event(&row, &leg.idempotency_key, observe(leg)) else {
+            continue;
+        };
+        let transition = advance(env, row, event, None).await?;
+        row = transition.state;
+        follow_ups.extend(transition.follow_ups);
+    }
+    let state = state_of(&row).map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
+    let mut transition = Transition::new(row.clone(), TransferReply::Ack);
+    transition.follow_ups = follow_ups;
+    if machine::resumption(&state) == Resume::ObserveAndRefund {
+        transition = with_refund_request(env, &row, transition);
+    }
+    Ok(transition)
+}
+
+/// Applies one event and schedules the work its effects ask for.
+async fn advance(
+    env: &EntityEnv<TransferContext>,
+    row: TransferRow,
+    event: Event,
+    firing: Option<TimerFiring>,
+) -> RuntimeResult<Transition<TransferKind>> {
+    let state = state_of(&row).map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
+    let label = format!("{event:?}");
+    let moved = match machine::transition(&state, event, &env.ctx.policy) {
+        Ok(moved) => moved,
+        Err(rejected) => {
+            if rejected != Rejected::Unchanged {
+                tracing::debug!(transfer = %env.id, %rejected, event = %label, "event ignored");
+            }
+            // A stale timer is done with all the same.
+            if let Some(firing) = firing {
+                let done: Result<(), RuntimeError> =
+                    write_tx!(env.db, |tx| complete_in(tx, &firing).await);
+                done?;
+            }
+            return Ok(Transition::new(row, TransferReply::Ack));
+        }
+    };
+    let effects = moved.effects.clone();
+    let next = step(env, &row, moved, firing).await?;
+    Ok(follow_up(env, next, &effects))
+}
+
+fn follow_up(
+    env: &EntityEnv<TransferContext>,
+    row: TransferRow,
+    effects: &[Effect],
+) -> Transition<TransferKind> {
+    let mut transition = Transition::new(row.clone(), TransferReply::Ack);
+    for effect in effects {
+        match effect {
+            Effect::StartLeg1 => start_leg(env, &row.merchant_id, &row.leg1_key),
+            Effect::StartLeg2 => start_leg(env, &row.merchant_id, &row.leg2_key),
+            Effect::RequestRefund => transition = with_refund_request(env, &row, transition),
+            Effect::Convert | Effect::Unconvert | Effect::ScheduleRetry { .. } => {}
+        }
+    }
+    transition
+}
+
+/// A leg's row is durable: its own actor executes it (recovery starts it
+/// too, should this activation be lost).
+fn start_leg(env: &EntityEnv<TransferContext>, merchant_id: &str, key: &str) {
+    let id = settlement_entity_id(merchant_id, key);
+    let registry = env.ctx.settlements.clone();
+    actix::spawn(async move {
+        if let Err(error) = registry.activate(&id).await {
+            tracing::warn!(settlement = %id, %error, "leg did not start; recovery will");
+        }
+    });
+}
+
+/// Asks leg 1's settlement for its refund; the answer comes back as an event.
+fn with_refund_request(
+    env: &EntityEnv<TransferContext>,
+    row: &TransferRow,
+    transition: Transition<TransferKind>,
+) -> Transition<TransferKind> {
+    let id = settlement_entity_id(&row.merchant_id, &row.leg1_key);
+    let registry = env.ctx.settlements.clone();
+    let request_id = row.request_id.clone();
+    transition.with_follow_up(async move {
+        let command = SettlementCommand::Reverse {
+            actor: AuditActor::System,
+            request_id,
+            reason: COMPENSATION_REASON.to_owned(),
+        };
+        let answer = match registry.call(&id, command).await {
+            Ok(SettlementReply::Reverse(outcome)) => refund_of(outcome),
+            Ok(_) => not_made("the settlement answered off topic".to_owned()),
+            Err(error) => not_made(error.to_string()),
+        };
+        Some(TransferCommand::Refund(answer))
+    })
+}
+
+fn not_made(reason: String) -> Refund {
+    Refund::NotMade {
+        reason,
+        now: Utc::now(),
+    }
+}
+
+/// The settlement's answer to a reversal, in the saga's terms.
+fn refund_of(outcome: ReverseOutcome) -> Refund {
+    use crate::settlement::machine::Rejected as Refused;
+    match outcome {
+        ReverseOutcome::Reversed(_) => Refund::Completed,
+        ReverseOutcome::Pending(_) => Refund::Pending,
+        // Asked again after a restart: the first request is still going,
+        // or already done. Neither makes a second refund.
+        ReverseOutcome::Refused(Refused::ReversalUnderWay) => Refund::Pending,
+        ReverseOutcome::Refused(Refused::NotReversibleInStatus { status: "reversed" }) => {
+            Refund::Completed
+        }
+        ReverseOutcome::Refused(refused) => not_made(refused.to_string()),
+        ReverseOutcome::Declined { detail, .. } => not_made(format!("declined: {detail}")),
+        ReverseOutcome::Unavailable(detail) => not_made(format!("provider unavailable: {detail}")),
+        ReverseOutcome::InsufficientFunds => not_made("insufficient funds".to_owned()),
+    }
+}
+
+/// One move in one transaction: the timer it completes, the legs it
+/// creates, its ledger entries and due time, the row under its version, and
+/// an audit record per status passed through.
+async fn step(
+    env: &EntityEnv<TransferContext>,
+    row: &TransferRow,
+    moved: Moved,
+    firing: Option<TimerFiring>,
+) -> Result<TransferRow, StepError> {
+    let mut next = apply_state(row, &moved.state);
+    next.version = crate::runtime::version::next_version(row.version);
+    next.updated_at = utc_now();
+    let before = row.clone();
+    let Moved {
+        effects, statuses, ..
+    } = moved;
+    // Group-committed with other transitions: durable when this returns Ok.
+    let written: Result<TransferRow, StepError> = env
+        .db
+        .write(move |tx| {
+            Box::pin(async move {
+                if let Some(firing) = &firing {
+                    complete_in(tx, firing).await?;
+                }
+                for effect in &effects {
+                    book(tx, &mut next, effect).await?;
+                }
+                if !transfers::update_if_version(tx, &next, before.version).await? {
+                    return Err(StepError::Runtime(RuntimeError::Conflict {
+                        kind: TransferKind::NAME,
+                        id: next.id.clone(),
+                    }));
+                }
+                audit_step(tx, &before, &next, &statuses).await?;
+                Ok(next)
+            })
+        })
+        .await;
+    let next = written?;
+    if next.status != row.status {
+        tracing::info!(
+            transfer = %env.id,
+            from = %row.status,
+            to = %next.status,
+            leg1 = %next.leg1_status,
+            leg2 = %next.leg2_status,
+            failure_reason = next.failure_reason.as_deref().unwrap_or(""),
+            "transfer status changed"
+        );
+    }
+    if next.alert.is_some() && row.alert.is_none() {
+        tracing::error!(transfer = %env.id, alert = next.alert.as_deref().unwrap_or(""), "operator alert raised");
+    }
+    Ok(next)
+}
+
+/// The leg settlements of a transfer: leg 1 charges the payer's card
+/// on-session into transfer clearing; leg 2 pays the asset out of it.
+fn leg_intent(row: &TransferRow, leg: u8) -> (SettlementIntent, Method) {
+    let common =
+        |key: &str, method: Method, currency: &str, amount_minor, destination| SettlementIntent {
+            merchant_id: row.merchant_id.clone(),
+            idempotency_key: key.to_owned(),
+            method: method.as_str().to_owned(),
+            currency: currency.to_owned(),
+            amount_minor,
+            asset: (method == Method::OnChain).then(|| row.receive_asset.clone()),
+            source: SystemAccount::TransferClearing.account_id(currency),
+            destination,
+            recipient_name: format!("transfer {}", row.id),
+            reference: Some(row.id.clone()),
+            request_id: row.request_id.clone(),
+        };
+    if leg == 1 {
+        (
+            common(
+                &row.leg1_key,
+                Method::CardCharge,
+                &row.send_currency,
+                row.send_amount_minor,
+                row.card_pm.clone(),
+            ),
+            Method::CardCharge,
+        )
+    } else {
+        (
+            common(
+                &row.leg2_key,
+                Method::OnChain,
+                &row.receive_asset,
+                row.receive_amount_minor,
+                format!("{}:{}", row.receive_network, row.wallet),
+            ),
+            Method::OnChain,
+        )
+    }
+}
+
+/// The bookkeeping of one effect, inside the move's transaction.
+async fn book(tx: &mut Tx<'_>, next: &mut TransferRow, effect: &Effect) -> Result<(), StepError> {
+    match effect {
+        Effect::StartLeg1 | Effect::StartLeg2 => {
+            let leg = if *effect == Effect::StartLeg1 { 1 } else { 2 };
+            let (intent, method) = leg_intent(next, leg);
+            insert_leg(tx, intent, method, &next.id).await?;
+        }
+        Effect::Convert => {
+            next.conversion_transaction_id = Some(postings::convert(tx, next).await?);
+        }
+        Effect::Unconvert => {
+            postings::unconvert(tx, next).await?;
+        }
+        Effect::ScheduleRetry { at } => {
+            let timer_id = format!("{}:refund:{}", next.id, next.version);
+            schedule_in(
+                tx,
+                &TimerSpec {
+                    id: &timer_id,
+                    kind: TransferKind::NAME,
+                    entity_id: &next.id,
+                    due_at: at.naive_utc(),
+                    payload: TIMER_REFUND,
+                },
+            )
+            .await?;
+        }
+        Effect::RequestRefund => {}
+    }
+    Ok(())
+}
+
+async fn audit_step(
+    tx: &mut Tx<'_>,
+    before: &TransferRow,
+    after: &TransferRow,
+    statuses: &[machine::Status],
+) -> Result<(), StoreError> {
+    let record = |action: &'static str, data: serde_json::Value| AuditRecord {
+        merchant_id: after.merchant_id.clone(),
+        actor: AuditActor::System,
+        action,
+        resource_type: "transfer",
+        resource_id: after.id.clone(),
+        request_id: after.request_id.clone(),
+        data,
+    };
+    let mut from = before.status.clone();
+    for status in statuses {
+        let data = json!({
+            "from": from,
+            "to": status.as_str(),
+            "leg1_status": after.leg1_status,
+            "leg2_status": after.leg2_status,
+            "failure_reason": after.failure_reason,
+        });
+        audit::append(tx, record("transfer.status_changed", data)).await?;
+        from = status.as_str().to_owned();
+    }
+    if after.alert.is_some() && before.alert.is_none() {
+        let data = json!({"alert": after.alert});
+        audit::append(tx, record("transfer.alert_raised", data)).await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    mod settlement_rows {
+        use tern_schema::models::{SettlementIntent, SettlementRow};
+
+        pub fn row() -> SettlementRow {
+            SettlementRow::pending(
+                SettlementIntent {
+                    merchant_id: "m".into(),
+                    idempotency_key: "k".into(),
+                    method: "card_charge".into(),
+                    currency: "EUR".into(),
+                    amount_minor: 100,
+                    asset: None,
+                    source: "sys_transfer_clearing_eur".into(),
+                    destination: "pm_card_visa".into(),
+                    recipient_name: "transfer tr_1".into(),
+                    reference: None,
+                    request_id: "r".into(),
+                },
+                tern_schema::types::utc_now(),
+            )
+        }
+    }
+
+    #[test]
+    fn a_leg_row_is_observed_by_its_status() {
+        let mut row = settlement_rows::row();
+        row.status = "in_flight".into();
+        assert_eq!(observe(&row), Observed::InFlight);
+        row.client_secret = Some("cs".into());
+        assert_eq!(observe(&row), Observed::InFlight, "no open action");
+        row.next_action_type = Some("redirect_to_url".into());
+        assert_eq!(
+            observe(&row),
+            Observed::AwaitingChallenge {
+                client_secret: "cs".into(),
+                next_action_type: "redirect_to_url".into()
+            }
+        );
+        row.status = "succeeded".into();
+        assert_eq!(observe(&row), Observed::Succeeded);
+        row.status = "failed".into();
+        row.failure_reason = Some("challenge_expired".into());
+        assert_eq!(
+            observe(&row),
+            Observed::Failed {
+                reason: "challenge_expired".into()
+            }
+        );
+        row.status = "reversed".into();
+        assert_eq!(observe(&row), Observed::Reversed);
+    }
+
+    #[test]
+    fn refund_answers_map_to_the_saga() {
+        use crate::settlement::machine::Rejected as Refused;
+        let row = Box::new(settlement_rows::row());
+        assert_eq!(
+            refund_of(ReverseOutcome::Reversed(row.clone())),
+            Refund::Completed
+        );
+        assert_eq!(refund_of(ReverseOutcome::Pending(row)), Refund::Pending);
+        assert_eq!(
+            refund_of(ReverseOutcome::Refused(Refused::ReversalUnderWay)),
+            Refund::Pending
+        );
+        assert_eq!(
+            refund_of(ReverseOutcome::Refused(Refused::NotReversibleInStatus {
+                status: "reversed"
+            })),
+            Refund::Completed
+        );
+        for outcome in [
+            ReverseOutcome::Unavailable("down".into()),
+            ReverseOutcome::InsufficientFunds,
+            ReverseOutcome::Refused(Refused::NotReversibleInStatus { status: "failed" }),
+        ] {
+            assert!(matches!(refund_of(outcome), Refund::NotMade { .. }));
+        }
+    }
+
+    #[test]
+    fn legs_draw_on_transfer_clearing_in_their_currency() {
+        let row = crate::transfer::record::tests::row();
+        let (charge, method) = leg_intent(&row, 1);
+        assert_eq!(method, Method::CardCharge);
+        assert_eq!(charge.source, "sys_transfer_clearing_eur");
+        assert_eq!(charge.amount_minor, row.send_amount_minor);
+        assert_eq!(charge.destination, "pm_card_visa");
+        let (payout, method) = leg_intent(&row, 2);
+        assert_eq!(method, Method::OnChain);
+        assert_eq!(payout.source, "sys_transfer_clearing_usdc");
+        assert_eq!(payout.currency, "USDC");
+        assert_eq!(payout.asset.as_deref(), Some("USDC"));
+        assert_eq!(payout.amount_minor, row.receive_amount_minor);
+        assert_eq!(payout.destination, format!("polygon:{}", row.wallet));
+    }
+}

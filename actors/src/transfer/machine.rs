@@ -1,0 +1,702 @@
+//! The transfer saga (decisions §7), pure: no I/O, no clock. A transfer
+//! drives two child settlements, leg 1 a card_charge of the send amount and
+//! leg 2 an on_chain payout of the receive amount; when leg 2 fails for good,
+//! leg 1 is refunded.
+//!
+//! Status moves: pending -> leg1_in_flight -> leg1_succeeded | failed;
+//! leg1_succeeded -> leg2_in_flight -> succeeded | compensating;
+//! compensating -> failed. Leg moves: not_started -> in_flight -> succeeded |
+//! failed; succeeded -> reversing -> reversed | reverse_failed.
+
+use chrono::{DateTime, Duration, Utc};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Pending,
+    Leg1InFlight,
+    Leg1Succeeded,
+    Leg2InFlight,
+    Succeeded,
+    Compensating,
+    Failed,
+}
+
+impl Status {
+    pub const ALL: [Status; 7] = [
+        Status::Pending,
+        Status::Leg1InFlight,
+        Status::Leg1Succeeded,
+        Status::Leg2InFlight,
+        Status::Succeeded,
+        Status::Compensating,
+        Status::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Leg1InFlight => "leg1_in_flight",
+            Status::Leg1Succeeded => "leg1_succeeded",
+            Status::Leg2InFlight => "leg2_in_flight",
+            Status::Succeeded => "succeeded",
+            Status::Compensating => "compensating",
+            Status::Failed => "failed",
+        }
+    }
+
+    pub fn parse(code: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|s| s.as_str() == code)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Succeeded | Status::Failed)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LegStatus {
+    NotStarted,
+    InFlight,
+    Succeeded,
+    Failed,
+    Reversing,
+    Reversed,
+    ReverseFailed,
+}
+
+impl LegStatus {
+    pub const ALL: [LegStatus; 7] = [
+        LegStatus::NotStarted,
+        LegStatus::InFlight,
+        LegStatus::Succeeded,
+        LegStatus::Failed,
+        LegStatus::Reversing,
+        LegStatus::Reversed,
+        LegStatus::ReverseFailed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LegStatus::NotStarted => "not_started",
+            LegStatus::InFlight => "in_flight",
+            LegStatus::Succeeded => "succeeded",
+            LegStatus::Failed => "failed",
+            LegStatus::Reversing => "reversing",
+            LegStatus::Reversed => "reversed",
+            LegStatus::ReverseFailed => "reverse_failed",
+        }
+    }
+
+    pub fn parse(code: &str) -> Option<LegStatus> {
+        LegStatus::ALL.into_iter().find(|s| s.as_str() == code)
+    }
+}
+
+/// The 3DS challenge leg 1 waits for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Challenge {
+    pub client_secret: String,
+    /// Set while the challenge is open, cleared once the payer finished it.
+    pub next_action_type: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct State {
+    pub status: Status,
+    pub leg1: LegStatus,
+    pub leg2: LegStatus,
+    pub challenge: Option<Challenge>,
+    pub failure_reason: Option<String>,
+    /// Refunds of leg 1 asked for so far (the first is 1).
+    pub compensation_attempt: u32,
+    /// When the next refund attempt is due.
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// An operator must look: the refund could not be made.
+    pub alert: Option<String>,
+}
+
+impl State {
+    pub fn new() -> State {
+        State {
+            status: Status::Pending,
+            leg1: LegStatus::NotStarted,
+            leg2: LegStatus::NotStarted,
+            challenge: None,
+            failure_reason: None,
+            compensation_attempt: 0,
+            next_attempt_at: None,
+            alert: None,
+        }
+    }
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State::new()
+    }
+}
+
+/// How often the compensation asks for leg 1's refund: the wait before
+/// attempt n+1 is `refund_delays[n-1]`; after `refund_delays.len() + 1`
+/// attempts, the leg is `reverse_failed`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    pub refund_delays: Vec<Duration>,
+}
+
+impl Policy {
+    pub fn attempts_max(&self) -> u32 {
+        self.refund_delays.len() as u32 + 1
+    }
+}
+
+/// What a leg's settlement was seen to be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Observed {
+    InFlight,
+    /// An on-session charge waiting for the payer's 3DS challenge.
+    AwaitingChallenge {
+        client_secret: String,
+        next_action_type: String,
+    },
+    Succeeded,
+    Failed {
+        reason: String,
+    },
+    Reversed,
+}
+
+/// The answer to a request for leg 1's refund.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refund {
+    Completed,
+    /// The provider finishes it later; the leg's own move brings the end.
+    Pending,
+    /// Not made this time (declined, provider unreachable).
+    NotMade {
+        reason: String,
+        now: DateTime<Utc>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The transfer is durable: start leg 1.
+    Start,
+    Leg1(Observed),
+    Leg2(Observed),
+    Refund(Refund),
+    /// The persisted refund retry timer fired.
+    RetryDue,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Create leg 1 (card_charge, on-session) and start it.
+    StartLeg1,
+    /// Book the collected fiat into the asset: fees out, conversion through
+    /// the conversion accounts, the asset into transfer clearing.
+    Convert,
+    /// Create leg 2 (on_chain, held on transfer clearing) and start it.
+    StartLeg2,
+    /// Undo [`Effect::Convert`], so the fiat is there to refund.
+    Unconvert,
+    /// Ask leg 1's settlement for its refund.
+    RequestRefund,
+    /// Persist a due time; when it fires the actor feeds [`Event::RetryDue`].
+    ScheduleRetry { at: DateTime<Utc> },
+}
+
+/// A move and every status it passed through, in order (a move may pass
+/// through more than one: leg 1's success converts and starts leg 2 at once).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Moved {
+    pub state: State,
+    pub effects: Vec<Effect>,
+    pub statuses: Vec<Status>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Rejected {
+    /// Nothing new: a repeated or stale observation.
+    #[error("nothing changes")]
+    Unchanged,
+    #[error("event {event} does not apply to a {status} transfer")]
+    Inapplicable {
+        event: &'static str,
+        status: &'static str,
+    },
+}
+
+pub type Outcome = Result<Moved, Rejected>;
+
+fn event_name(event: &Event) -> &'static str {
+    match event {
+        Event::Start => "start",
+        Event::Leg1(_) => "leg1",
+        Event::Leg2(_) => "leg2",
+        Event::Refund(_) => "refund",
+        Event::RetryDue => "retry_due",
+    }
+}
+
+fn moved(state: State, effects: Vec<Effect>, statuses: Vec<Status>) -> Outcome {
+    Ok(Moved {
+        state,
+        effects,
+        statuses,
+    })
+}
+
+pub fn transition(state: &State, event: Event, policy: &Policy) -> Outcome {
+    let mut next = state.clone();
+    match (state.status, event) {
+        (Status::Pending, Event::Start) => {
+            next.status = Status::Leg1InFlight;
+            next.leg1 = LegStatus::InFlight;
+            moved(next, vec![Effect::StartLeg1], vec![Status::Leg1InFlight])
+        }
+        (Status::Leg1InFlight, Event::Leg1(observed)) => match observed {
+            Observed::InFlight => Err(Rejected::Unchanged),
+            Observed::AwaitingChallenge {
+                client_secret,
+                next_action_type,
+            } => {
+                let challenge = Challenge {
+                    client_secret,
+                    next_action_type: Some(next_action_type),
+                };
+                if state.challenge.as_ref() == Some(&challenge) {
+                    return Err(Rejected::Unchanged);
+                }
+                next.challenge = Some(challenge);
+                moved(next, vec![], vec![])
+            }
+            Observed::Succeeded => {
+                finish_challenge(&mut next);
+                next.leg1 = LegStatus::Succeeded;
+                next.leg2 = LegStatus::InFlight;
+                next.status = Status::Leg2InFlight;
+                moved(
+                    next,
+                    vec![Effect::Convert, Effect::StartLeg2],
+                    vec![Status::Leg1Succeeded, Status::Leg2InFlight],
+                )
+            }
+            Observed::Failed { reason } => {
+                finish_challenge(&mut next);
+                next.leg1 = LegStatus::Failed;
+                next.status = Status::Failed;
+                next.failure_reason = Some(reason);
+                moved(next, vec![], vec![Status::Failed])
+            }
+            // A charge that never succeeded cannot have been refunded.
+            Observed::Reversed => Err(Rejected::Unchanged),
+        },
+        (Status::Leg2InFlight, Event::Leg2(observed)) => match observed {
+            Observed::Succeeded => {
+                next.leg2 = LegStatus::Succeeded;
+                next.status = Status::Succeeded;
+                moved(next, vec![], vec![Status::Succeeded])
+            }
+            Observed::Failed { reason } => {
+                next.leg2 = LegStatus::Failed;
+                next.leg1 = LegStatus::Reversing;
+                next.status = Status::Compensating;
+                next.failure_reason = Some(reason);
+                next.compensation_attempt = 1;
+                moved(
+                    next,
+                    vec![Effect::Unconvert, Effect::RequestRefund],
+                    vec![Status::Compensating],
+                )
+            }
+            Observed::InFlight | Observed::AwaitingChallenge { .. } | Observed::Reversed => {
+                Err(Rejected::Unchanged)
+            }
+        },
+        (Status::Compensating, Event::Leg1(Observed::Reversed))
+        | (Status::Compensating, Event::Refund(Refund::Completed)) => {
+            next.leg1 = LegStatus::Reversed;
+            next.status = Status::Failed;
+            next.next_attempt_at = None;
+            moved(next, vec![], vec![Status::Failed])
+        }
+        (Status::Compensating, Event::Refund(Refund::NotMade { reason, now })) => {
+            if state.next_attempt_at.is_some() {
+                // A retry is already scheduled: a late answer changes nothing.
+                return Err(Rejected::Unchanged);
+            }
+            let delay = policy
+                .refund_delays
+                .get(state.compensation_attempt.saturating_sub(1) as usize);
+            match delay {
+                Some(delay) => {
+                    let at = now + *delay;
+                    next.next_attempt_at = Some(at);
+                    moved(next, vec![Effect::ScheduleRetry { at }], vec![])
+                }
+                None => {
+                    next.leg1 = LegStatus::ReverseFailed;
+                    next.status = Status::Failed;
+                    next.alert = Some(format!(
+                        "the refund of leg 1 failed {} times (last: {reason}); the payer has not been paid back",
+                        state.compensation_attempt
+                    ));
+                    moved(next, vec![], vec![Status::Failed])
+                }
+            }
+        }
+        (Status::Compensating, Event::RetryDue) if state.next_attempt_at.is_some() => {
+            next.compensation_attempt += 1;
+            next.next_attempt_at = None;
+            moved(next, vec![Effect::RequestRefund], vec![])
+        }
+        (Status::Compensating, Event::Refund(Refund::Pending))
+        | (Status::Compensating, Event::Leg1(_))
+        | (Status::Compensating, Event::Leg2(_)) => Err(Rejected::Unchanged),
+        // Observations that arrive late, twice, or for the other leg.
+        (_, Event::Leg1(_) | Event::Leg2(_) | Event::Refund(_)) => Err(Rejected::Unchanged),
+        (_, event) => Err(Rejected::Inapplicable {
+            event: event_name(&event),
+            status: state.status.as_str(),
+        }),
+    }
+}
+
+/// The payer is done with the challenge: nothing more to act on.
+fn finish_challenge(next: &mut State) {
+    if let Some(challenge) = &mut next.challenge {
+        challenge.next_action_type = None;
+    }
+}
+
+/// The work a transfer re-activated in `state` must resume (at start, after
+/// a crash): which legs to look at, and whether to ask for the refund again.
+pub fn resumption(state: &State) -> Resume {
+    match state.status {
+        Status::Pending => Resume::Start,
+        Status::Leg1InFlight => Resume::Observe,
+        // Converted but leg 2 not started cannot be persisted (one move), so
+        // leg1_succeeded is never at rest; observe to be safe.
+        Status::Leg1Succeeded | Status::Leg2InFlight => Resume::Observe,
+        // Waiting for a scheduled retry: its timer resumes the work.
+        Status::Compensating if state.next_attempt_at.is_some() => Resume::Observe,
+        Status::Compensating => Resume::ObserveAndRefund,
+        Status::Succeeded | Status::Failed => Resume::Nothing,
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resume {
+    Nothing,
+    Start,
+    /// Read the legs' settlements and feed what they show.
+    Observe,
+    /// Observe, then ask for leg 1's refund (again: the settlement answers
+    /// a refund it already made or is making without making another).
+    ObserveAndRefund,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> Policy {
+        Policy {
+            refund_delays: vec![Duration::seconds(1), Duration::seconds(4)],
+        }
+    }
+
+    fn now() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000, 0).expect("time")
+    }
+
+    fn at(status: Status) -> State {
+        let (leg1, leg2) = match status {
+            Status::Pending => (LegStatus::NotStarted, LegStatus::NotStarted),
+            Status::Leg1InFlight => (LegStatus::InFlight, LegStatus::NotStarted),
+            Status::Leg1Succeeded => (LegStatus::Succeeded, LegStatus::NotStarted),
+            Status::Leg2InFlight => (LegStatus::Succeeded, LegStatus::InFlight),
+            Status::Succeeded => (LegStatus::Succeeded, LegStatus::Succeeded),
+            Status::Compensating => (LegStatus::Reversing, LegStatus::Failed),
+            Status::Failed => (LegStatus::Failed, LegStatus::NotStarted),
+        };
+        State {
+            status,
+            leg1,
+            leg2,
+            compensation_attempt: u32::from(status == Status::Compensating),
+            ..State::new()
+        }
+    }
+
+    fn challenge() -> Observed {
+        Observed::AwaitingChallenge {
+            client_secret: "ch_1_secret_x".into(),
+            next_action_type: "redirect_to_url".into(),
+        }
+    }
+
+    fn failed(reason: &str) -> Observed {
+        Observed::Failed {
+            reason: reason.into(),
+        }
+    }
+
+    fn not_made() -> Event {
+        Event::Refund(Refund::NotMade {
+            reason: "declined".into(),
+            now: now(),
+        })
+    }
+
+    fn all_events() -> Vec<Event> {
+        let mut events = vec![Event::Start, Event::RetryDue];
+        for observed in [
+            Observed::InFlight,
+            challenge(),
+            Observed::Succeeded,
+            failed("card_declined"),
+            Observed::Reversed,
+        ] {
+            events.push(Event::Leg1(observed.clone()));
+            events.push(Event::Leg2(observed));
+        }
+        events.push(Event::Refund(Refund::Completed));
+        events.push(Event::Refund(Refund::Pending));
+        events.push(not_made());
+        events
+    }
+
+    /// (status, event) -> (status after, leg1 after, leg2 after, effects,
+    /// statuses passed), or `None`: rejected.
+    type Row = (
+        Status,
+        Event,
+        Option<(Status, LegStatus, LegStatus, Vec<Effect>, Vec<Status>)>,
+    );
+
+    fn table() -> Vec<Row> {
+        use LegStatus as L;
+        use Status as S;
+        vec![
+            (
+                S::Pending,
+                Event::Start,
+                Some((
+                    S::Leg1InFlight,
+                    L::InFlight,
+                    L::NotStarted,
+                    vec![Effect::StartLeg1],
+                    vec![S::Leg1InFlight],
+                )),
+            ),
+            (S::Leg1InFlight, Event::Leg1(Observed::InFlight), None),
+            (
+                S::Leg1InFlight,
+                Event::Leg1(challenge()),
+                Some((S::Leg1InFlight, L::InFlight, L::NotStarted, vec![], vec![])),
+            ),
+            (
+                S::Leg1InFlight,
+                Event::Leg1(Observed::Succeeded),
+                Some((
+                    S::Leg2InFlight,
+                    L::Succeeded,
+                    L::InFlight,
+                    vec![Effect::Convert, Effect::StartLeg2],
+                    vec![S::Leg1Succeeded, S::Leg2InFlight],
+                )),
+            ),
+            (
+                S::Leg1InFlight,
+                Event::Leg1(failed("card_declined")),
+                Some((S::Failed, L::Failed, L::NotStarted, vec![], vec![S::Failed])),
+            ),
+            (
+                S::Leg2InFlight,
+                Event::Leg2(Observed::Succeeded),
+                Some((
+                    S::Succeeded,
+                    L::Succeeded,
+                    L::Succeeded,
+                    vec![],
+                    vec![S::Succeeded],
+                )),
+            ),
+            (
+                S::Leg2InFlight,
+                Event::Leg2(failed("card_declined")),
+                Some((
+                    S::Compensating,
+                    L::Reversing,
+                    L::Failed,
+                    vec![Effect::Unconvert, Effect::RequestRefund],
+                    vec![S::Compensating],
+                )),
+            ),
+            (
+                S::Compensating,
+                Event::Refund(Refund::Completed),
+                Some((S::Failed, L::Reversed, L::Failed, vec![], vec![S::Failed])),
+            ),
+            (
+                S::Compensating,
+                Event::Leg1(Observed::Reversed),
+                Some((S::Failed, L::Reversed, L::Failed, vec![], vec![S::Failed])),
+            ),
+            (S::Compensating, Event::Refund(Refund::Pending), None),
+            (
+                S::Compensating,
+                not_made(),
+                Some((
+                    S::Compensating,
+                    L::Reversing,
+                    L::Failed,
+                    vec![Effect::ScheduleRetry {
+                        at: now() + Duration::seconds(1),
+                    }],
+                    vec![],
+                )),
+            ),
+            // No retry is scheduled: the timer is stale.
+            (S::Compensating, Event::RetryDue, None),
+        ]
+    }
+
+    #[test]
+    fn transition_table() {
+        for (status, event, expected) in table() {
+            let outcome = transition(&at(status), event.clone(), &policy());
+            match (outcome, expected) {
+                (Ok(moved), Some((to, leg1, leg2, effects, statuses))) => {
+                    assert_eq!(
+                        (
+                            moved.state.status,
+                            moved.state.leg1,
+                            moved.state.leg2,
+                            moved.effects,
+                            moved.statuses
+                        ),
+                        (to, leg1, leg2, effects, statuses),
+                        "{status:?} + {event:?}"
+                    );
+                }
+                (Err(_), None) => {}
+                (outcome, expected) => {
+                    panic!("{status:?} + {event:?}: got {outcome:?}, expected {expected:?}")
+                }
+            }
+        }
+    }
+
+    /// Every pair not in the table is rejected: the table is the whole
+    /// machine, and terminal transfers never move again.
+    #[test]
+    fn everything_else_is_rejected() {
+        let table = table();
+        for status in Status::ALL {
+            for event in all_events() {
+                let listed = table.iter().any(|(s, e, _)| *s == status && *e == event);
+                if listed {
+                    continue;
+                }
+                assert!(
+                    transition(&at(status), event.clone(), &policy()).is_err(),
+                    "{status:?} + {event:?} is not in the table but moved"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn refund_retries_then_gives_up_with_an_alert() {
+        let policy = policy();
+        let mut state = transition(
+            &at(Status::Leg2InFlight),
+            Event::Leg2(failed("invalid_destination")),
+            &policy,
+        )
+        .expect("compensates")
+        .state;
+        assert_eq!(state.failure_reason.as_deref(), Some("invalid_destination"));
+        let mut scheduled = Vec::new();
+        for _ in 1..policy.attempts_max() {
+            let moved = transition(&state, not_made(), &policy).expect("schedules");
+            let [Effect::ScheduleRetry { at }] = moved.effects[..] else {
+                panic!("expected a retry: {:?}", moved.effects)
+            };
+            scheduled.push(at - now());
+            // A second answer before the timer changes nothing.
+            assert_eq!(
+                transition(&moved.state, not_made(), &policy),
+                Err(Rejected::Unchanged)
+            );
+            let retried = transition(&moved.state, Event::RetryDue, &policy).expect("retries");
+            assert_eq!(retried.effects, vec![Effect::RequestRefund]);
+            state = retried.state;
+        }
+        assert_eq!(scheduled, policy.refund_delays);
+        assert_eq!(state.compensation_attempt, policy.attempts_max());
+        let gave_up = transition(&state, not_made(), &policy).expect("gives up");
+        assert_eq!(gave_up.state.status, Status::Failed);
+        assert_eq!(gave_up.state.leg1, LegStatus::ReverseFailed);
+        assert!(gave_up.state.alert.is_some());
+        assert!(gave_up.effects.is_empty());
+    }
+
+    #[test]
+    fn a_challenge_is_shown_until_the_payer_finishes_it() {
+        let policy = policy();
+        let waiting = transition(&at(Status::Leg1InFlight), Event::Leg1(challenge()), &policy)
+            .expect("shows the challenge")
+            .state;
+        let shown = waiting.challenge.clone().expect("challenge");
+        assert_eq!(shown.next_action_type.as_deref(), Some("redirect_to_url"));
+        assert_eq!(
+            transition(&waiting, Event::Leg1(challenge()), &policy),
+            Err(Rejected::Unchanged),
+            "the same challenge twice is nothing new"
+        );
+        for outcome in [Observed::Succeeded, failed("authentication_failed")] {
+            let done = transition(&waiting, Event::Leg1(outcome), &policy)
+                .expect("finishes")
+                .state;
+            let kept = done.challenge.expect("the client secret stays");
+            assert_eq!(kept.client_secret, shown.client_secret);
+            assert_eq!(kept.next_action_type, None);
+        }
+    }
+
+    #[test]
+    fn resumption_by_status() {
+        let cases = [
+            (Status::Pending, Resume::Start),
+            (Status::Leg1InFlight, Resume::Observe),
+            (Status::Leg2InFlight, Resume::Observe),
+            (Status::Compensating, Resume::ObserveAndRefund),
+            (Status::Succeeded, Resume::Nothing),
+            (Status::Failed, Resume::Nothing),
+        ];
+        for (status, resume) in cases {
+            assert_eq!(resumption(&at(status)), resume, "{status:?}");
+        }
+        let waiting = State {
+            next_attempt_at: Some(now()),
+            ..at(Status::Compensating)
+        };
+        assert_eq!(resumption(&waiting), Resume::Observe);
+    }
+
+    #[test]
+    fn codes_read_back() {
+        for status in Status::ALL {
+            assert_eq!(Status::parse(status.as_str()), Some(status));
+        }
+        for leg in LegStatus::ALL {
+            assert_eq!(LegStatus::parse(leg.as_str()), Some(leg));
+        }
+        assert_eq!(Status::parse("lost"), None);
+    }
+}
