@@ -5,7 +5,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tern_schema::audit::{self, AuditActor, AuditRecord};
-use tern_schema::store::merchants;
+use tern_schema::store::{merchants, transfers};
+use tern_schema::types::utc_now;
 use tern_schema::types::MerchantStatus;
 use tern_schema::{ledger, migrate, write_tx, Db, StoreError};
 
@@ -48,6 +49,11 @@ enum Command {
         #[command(subcommand)]
         action: AuditAction,
     },
+    /// Operator alerts (a transfer whose refund could not be made): list, acknowledge.
+    Alerts {
+        #[command(subcommand)]
+        action: AlertsAction,
+    },
     /// Load tools that measure a running server.
     Bench {
         #[command(subcommand)]
@@ -82,6 +88,14 @@ enum BenchAction {
         #[arg(long)]
         no_check: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum AlertsAction {
+    /// The open alerts, oldest first.
+    List,
+    /// Mark a transfer's alert as seen: it leaves /health.
+    Ack { transfer_id: String },
 }
 
 #[derive(Subcommand)]
@@ -156,6 +170,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Audit {
             action: AuditAction::Verify { merchant },
         } => audit_verify(&config, merchant).await,
+        Command::Alerts { action } => alerts(&config, action).await,
         Command::Bench {
             action:
                 BenchAction::Settlements {
@@ -265,6 +280,52 @@ async fn set_merchant_status(config: &Config, action: MerchantAction) -> anyhow:
         status.as_str()
     );
     Ok(())
+}
+
+/// Most open alerts listed.
+const ALERTS_LISTED_MAX: i64 = 1_000;
+
+async fn alerts(config: &Config, action: AlertsAction) -> anyhow::Result<()> {
+    migrate::run_pending(&config.database_url).await?;
+    let db = Db::connect(&config.database_url).await?;
+    match action {
+        AlertsAction::List => {
+            let mut pooled = db.get().await?;
+            let open = transfers::open_alerts(&mut pooled.tx(), ALERTS_LISTED_MAX).await?;
+            for (transfer_id, merchant_id, alert) in &open {
+                println!("{transfer_id} merchant {merchant_id}: {alert}");
+            }
+            println!("{} open alert(s)", open.len());
+            Ok(())
+        }
+        AlertsAction::Ack { transfer_id } => {
+            let request_id = format!("cli-{}", uuid::Uuid::new_v4());
+            let acknowledged: Result<bool, StoreError> = write_tx!(db, |tx| {
+                let Some(row) = transfers::find(tx, &transfer_id).await? else {
+                    return Ok(false);
+                };
+                if !transfers::acknowledge_alert(tx, &transfer_id, utc_now()).await? {
+                    return Ok(false);
+                }
+                let seen = AuditRecord {
+                    merchant_id: row.merchant_id.clone(),
+                    actor: AuditActor::Operator,
+                    action: "transfer.alert_acknowledged",
+                    resource_type: "transfer",
+                    resource_id: transfer_id.clone(),
+                    request_id: request_id.clone(),
+                    data: serde_json::json!({"alert": row.alert}),
+                };
+                audit::append(tx, seen).await?;
+                Ok(true)
+            });
+            if !acknowledged? {
+                anyhow::bail!("transfer {transfer_id} has no open alert");
+            }
+            println!("transfer {transfer_id}: alert acknowledged");
+            Ok(())
+        }
+    }
 }
 
 async fn ledger_check(config: &Config) -> anyhow::Result<()> {

@@ -7,11 +7,15 @@ use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
+use tern_schema::store::transfers;
+
 use crate::http::problem::{ApiError, Problem};
 use crate::state::{AppState, BUILD, VERSION};
 
 /// How long readiness and health wait for the database before calling it down.
 pub const DATABASE_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+/// Most open alerts listed by /health and /health/actors (all are counted).
+pub const ALERTS_LISTED_MAX: i64 = 20;
 
 #[derive(Serialize, ToSchema)]
 pub struct ServiceIdentity {
@@ -125,9 +129,12 @@ pub async fn health(state: web::Data<AppState>) -> HttpResponse {
     if state.providers.is_empty() {
         components.insert("providers".into(), json!({"status": "unconfigured"}));
     }
+    let alerts = open_alerts(&state).await;
+    let alerts_ok = alerts["status"] == "ok";
     components.insert("database".into(), database);
     components.insert("actors".into(), actors);
-    let status = match (database_ok, actors_ok && providers_ok) {
+    components.insert("alerts".into(), alerts);
+    let status = match (database_ok, actors_ok && providers_ok && alerts_ok) {
         (false, _) => "down",
         (true, false) => "degraded",
         (true, true) => "ok",
@@ -144,7 +151,40 @@ pub async fn health(state: web::Data<AppState>) -> HttpResponse {
 /// in-flight age, stuck entities.
 #[utoipa::path(get, path = "/health/actors", tag = "ops", responses((status = 200, description = "Figures per actor kind", body = Object)))]
 pub async fn actors(state: web::Data<AppState>) -> HttpResponse {
-    HttpResponse::Ok().json(state.runtime.figures())
+    let mut body = serde_json::to_value(state.runtime.figures()).unwrap_or_else(|_| json!({}));
+    if let Some(body) = body.as_object_mut() {
+        body.insert("alerts".into(), open_alerts(&state).await);
+    }
+    HttpResponse::Ok().json(body)
+}
+
+/// Open operator alerts (transfers whose refund could not be made), until
+/// an operator acknowledges them with `tern alerts ack <transfer_id>`.
+async fn open_alerts(state: &AppState) -> serde_json::Value {
+    let listed = async {
+        let mut pooled = state.db.get().await?;
+        let tx = &mut pooled.tx();
+        let count = transfers::open_alert_count(tx).await?;
+        let open = transfers::open_alerts(tx, ALERTS_LISTED_MAX).await?;
+        Ok::<_, tern_schema::StoreError>((count, open))
+    };
+    match tokio::time::timeout(DATABASE_CHECK_TIMEOUT, listed).await {
+        Ok(Ok((count, open))) => {
+            let entities: Vec<_> = open
+                .into_iter()
+                .map(|(id, merchant_id, alert)| {
+                    json!({"kind": "transfer", "id": id, "merchant_id": merchant_id, "alert": alert})
+                })
+                .collect();
+            json!({
+                "status": if count == 0 { "ok" } else { "alerting" },
+                "open": count,
+                "entities": entities,
+            })
+        }
+        Ok(Err(error)) => json!({"status": "unknown", "error": error.to_string()}),
+        Err(_) => json!({"status": "unknown", "error": "the database did not answer in time"}),
+    }
 }
 
 async fn check_database(state: &AppState) -> Result<(), String> {
