@@ -88,6 +88,38 @@ enum BenchAction {
         #[arg(long)]
         no_check: bool,
     },
+    /// Drive transfers (a quote, then a transfer on it) over HTTP and wait
+    /// for every one to be succeeded or failed. Run the server with
+    /// TERN_RATE_LIMITS=off.
+    Transfers {
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        url: String,
+        /// Transfers to create.
+        #[arg(short = 'n', long, default_value_t = 10_000)]
+        count: u64,
+        /// Transfers being created at once.
+        #[arg(short = 'c', long, default_value_t = 64)]
+        concurrency: usize,
+        /// Transfers started per second (paced); unpaced when omitted.
+        #[arg(long)]
+        rate: Option<f64>,
+        #[arg(long, default_value = "USD")]
+        send_currency: String,
+        #[arg(long, default_value = "10.00")]
+        send_amount: String,
+        #[arg(long, default_value = "USDC")]
+        asset: String,
+        #[arg(long, default_value = "polygon")]
+        network: String,
+        /// The payer's card: `pm_card_visa` succeeds, `pm_card_chargeDeclined` fails.
+        #[arg(long, default_value = "pm_card_visa")]
+        card_pm: String,
+        #[arg(long, default_value_t = 600)]
+        wait_s: u64,
+        /// Skip the closing ledger check on TERN_DATABASE_URL.
+        #[arg(long)]
+        no_check: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -198,6 +230,42 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             };
             let report = crate::bench::settlements(&options).await?;
             crate::bench::print(&options, &report);
+            if let Some(database_url) = &options.database_url {
+                crate::bench::check_ledger(database_url).await?;
+            }
+            Ok(())
+        }
+        Command::Bench {
+            action:
+                BenchAction::Transfers {
+                    url,
+                    count,
+                    concurrency,
+                    rate,
+                    send_currency,
+                    send_amount,
+                    asset,
+                    network,
+                    card_pm,
+                    wait_s,
+                    no_check,
+                },
+        } => {
+            let options = crate::bench::transfers::Options {
+                url,
+                count,
+                concurrency,
+                rate_per_s: rate,
+                send_currency,
+                send_amount,
+                asset,
+                network,
+                card_pm,
+                wait: std::time::Duration::from_secs(wait_s),
+                database_url: (!no_check).then(|| config.database_url.clone()),
+            };
+            let report = crate::bench::transfers::run(&options).await?;
+            crate::bench::transfers::print(&options, &report);
             if let Some(database_url) = &options.database_url {
                 crate::bench::check_ledger(database_url).await?;
             }

@@ -5,7 +5,7 @@
 //! percentiles, and ends with the ledger check on the server's database.
 //!
 //! It speaks only the public API, as a client would; timing lives here and
-//! never in tests.
+//! never in tests. `tern bench transfers` ([`transfers`]) drives the product.
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 use tern_schema::money::Currency;
 use tern_schema::{ledger, Db};
+
+pub mod transfers;
 
 /// The most settlements one run drives: latencies are kept in memory.
 pub const SETTLEMENTS_MAX: u64 = 5_000_000;
@@ -84,18 +86,18 @@ impl Percentiles {
 }
 
 /// A merchant of the bench's own, with its USD funding account.
-struct Merchant {
+pub(crate) struct Merchant {
     key: String,
     account: String,
 }
 
-struct Client {
+pub(crate) struct Client {
     http: reqwest::Client,
     base: String,
 }
 
 impl Client {
-    fn new(url: &str, concurrency: usize) -> anyhow::Result<Client> {
+    pub(crate) fn new(url: &str, concurrency: usize) -> anyhow::Result<Client> {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(concurrency)
             .timeout(REQUEST_TIMEOUT)
@@ -107,7 +109,11 @@ impl Client {
         })
     }
 
-    async fn json(&self, request: reqwest::RequestBuilder, want: u16) -> anyhow::Result<Value> {
+    pub(crate) async fn json(
+        &self,
+        request: reqwest::RequestBuilder,
+        want: u16,
+    ) -> anyhow::Result<Value> {
         let response = request.send().await.context("sending a request")?;
         let status = response.status().as_u16();
         let body: Value = response.json().await.unwrap_or(Value::Null);
@@ -120,7 +126,7 @@ impl Client {
         Ok(body)
     }
 
-    async fn register(&self) -> anyhow::Result<Merchant> {
+    pub(crate) async fn register(&self) -> anyhow::Result<Merchant> {
         let tag = uuid::Uuid::new_v4().simple().to_string();
         let body = json!({"organization_name": format!("Bench {}", &tag[..8]),
             "email": format!("bench-{tag}@bench.example")});
@@ -203,7 +209,7 @@ async fn fund(client: &Client, merchant: &Merchant, amount_minor: i64) -> anyhow
     }
 }
 
-fn bar(length: u64, what: &str) -> ProgressBar {
+pub(crate) fn bar(length: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(length);
     let template = format!("{what:>9} [{{bar:40}}] {{pos}}/{{len}} {{per_sec}} {{elapsed}}");
     if let Ok(style) = ProgressStyle::with_template(&template) {
@@ -316,11 +322,11 @@ pub async fn settlements(options: &Options) -> anyhow::Result<Report> {
     })
 }
 
-fn per_s(count: u64, elapsed: Duration) -> f64 {
+pub(crate) fn per_s(count: u64, elapsed: Duration) -> f64 {
     count as f64 / elapsed.as_secs_f64().max(f64::EPSILON)
 }
 
-fn ms(us: u64) -> f64 {
+pub(crate) fn ms(us: u64) -> f64 {
     us as f64 / 1_000.0
 }
 
