@@ -176,7 +176,7 @@ impl ProviderHealths {
 }
 
 /// The settlement actors' providers (HTTP adapters on `provider_url`, each
-/// recording its outcomes in `health`) and retry policy.
+/// recording its outcomes in `health`), retry policy and challenge lifetime.
 fn settlement_context(
     provider_url: &str,
     config: &Config,
@@ -198,7 +198,10 @@ fn settlement_context(
         .collect::<Result<Vec<_>, _>>()?;
     Ok(SettlementContext {
         providers,
-        policy: RetryPolicy { delays },
+        policy: RetryPolicy {
+            delays,
+            challenge_ttl: chrono::Duration::from_std(config.challenge_ttl)?,
+        },
     })
 }
 

@@ -50,10 +50,11 @@ impl Providers {
                     amount_minor: row.amount_minor,
                     currency: row.currency.clone(),
                     payment_method: row.destination.clone(),
-                    // Direct settlements are off-session (decisions §5).
-                    off_session: true,
+                    // Direct settlements are off-session; a transfer's leg
+                    // has its payer there for a challenge (decisions §5).
+                    off_session: !row.on_session(),
                 };
-                self.charge_event(self.acquirer.charge(&request).await)
+                self.charge_event(self.acquirer.charge(&request).await, row.on_session())
             }
             Some(Method::CardPush) => {
                 let request = PushRequest {
@@ -93,7 +94,7 @@ impl Providers {
         match Method::parse(&row.method) {
             Some(Method::CardCharge) => match self.acquirer.lookup_charge(&key).await {
                 Ok(None) => Event::InquiryFoundNothing,
-                Ok(Some(outcome)) => self.charge_event(Ok(outcome)),
+                Ok(Some(outcome)) => self.charge_event(Ok(outcome), row.on_session()),
                 Err(error) => self.error_event(error),
             },
             Some(Method::CardPush) => match self.card_push.inquiry(&key).await {
@@ -168,13 +169,30 @@ impl Providers {
         }
     }
 
-    fn charge_event(&self, answer: Result<ChargeOutcome, ProviderError>) -> Event {
+    /// `on_session`: whether the payer is there to finish a challenge. A
+    /// payer's decline on the challenge page comes back as a declined charge
+    /// (`authentication_failed`), kept as the failure reason.
+    fn charge_event(
+        &self,
+        answer: Result<ChargeOutcome, ProviderError>,
+        on_session: bool,
+    ) -> Event {
         match answer {
             Ok(ChargeOutcome::Succeeded { charge_id }) => Event::Succeeded(Execution {
                 provider_id: Some(charge_id),
                 ..Execution::default()
             }),
-            // Off-session charges cannot be challenged.
+            Ok(ChargeOutcome::RequiresAction {
+                client_secret,
+                next_action_type,
+                ..
+            }) if on_session => Event::ActionRequired {
+                client_secret,
+                next_action_type,
+                now: Utc::now(),
+            },
+            // Off-session charges cannot be challenged (the acquirer should
+            // have declined them itself; never leave one waiting).
             Ok(ChargeOutcome::RequiresAction { charge_id, .. }) => Event::Declined {
                 reason: "authentication_required".into(),
                 execution: Execution {
