@@ -14,6 +14,7 @@ use tern_schema::types::utc_now;
 use tern_schema::{write_tx, Db, DieselError, StoreError, Tx};
 
 use super::machine::{self, Effect, Event, Method, Rejected, RetryPolicy, Status};
+use super::parent::Parents;
 use super::providers::Providers;
 use super::record::{apply_state, entity_id, split_entity_id, state_of};
 use crate::runtime::timers::{complete_in, schedule_in};
@@ -26,11 +27,13 @@ const TIMER_DUE: &str = "due";
 /// Recovery pages through settlements with work left this many at a time.
 const RECOVERY_PAGE_ROWS: i64 = 500;
 
-/// What every settlement actor needs: its providers and the retry policy.
+/// What every settlement actor needs: its providers, the retry policy, and
+/// the transfers its legs report to.
 #[derive(Clone)]
 pub struct SettlementContext {
     pub providers: Providers,
     pub policy: RetryPolicy,
+    pub parents: Parents,
 }
 
 pub enum SettlementCommand {
@@ -391,6 +394,9 @@ async fn step(
         })
         .await;
     let next = written?;
+    if leg_moved(row, &next) {
+        env.ctx.parents.notify(&next);
+    }
     if next.status != row.status {
         tracing::info!(
             settlement = %env.id,
@@ -405,6 +411,16 @@ async fn step(
         row: Box::new(next),
         effects,
     })
+}
+
+/// Whether a transfer's leg changed in a way its transfer follows: status,
+/// reversal, or the payer's challenge (the transfer shows it).
+fn leg_moved(before: &SettlementRow, after: &SettlementRow) -> bool {
+    after.transfer_id.is_some()
+        && (before.status != after.status
+            || before.reversal != after.reversal
+            || before.client_secret != after.client_secret
+            || before.next_action_type != after.next_action_type)
 }
 
 /// The bookkeeping of one effect, inside the transition's transaction.
