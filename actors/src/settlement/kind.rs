@@ -44,6 +44,9 @@ pub enum SettlementCommand {
     /// A provider's answer (or an inquiry's).
     Provider(Event),
     Timer(TimerFiring),
+    /// The provider said something happened (an inbound webhook): ask it
+    /// under the settlement's own key. The webhook's body is never trusted.
+    Nudge,
     /// Reverse a succeeded settlement; answers when the provider has.
     Reverse {
         actor: AuditActor,
@@ -166,6 +169,7 @@ impl EntityKind for SettlementKind {
                 advance(env, row, Event::RetryDue, Some(firing), origin).await
             }
             SettlementCommand::Resume => Ok(resume(env, row)),
+            SettlementCommand::Nudge => Ok(nudge(env, row)),
             SettlementCommand::Reverse {
                 actor,
                 request_id,
@@ -297,6 +301,29 @@ fn resume(env: EntityEnv<SettlementContext>, row: SettlementRow) -> Transition<S
             ))
         }),
         _ => transition,
+    }
+}
+
+/// A webhook said the provider moved: ask under the key and let the answer
+/// decide, as any other provider answer. A settlement with nothing under way
+/// ignores it (a late or repeated webhook).
+fn nudge(env: EntityEnv<SettlementContext>, row: SettlementRow) -> Transition<SettlementKind> {
+    let providers = env.ctx.providers.clone();
+    let sent = row.clone();
+    let transition = Transition::new(row.clone(), SettlementReply::Ack);
+    match (row.status.as_str(), row.reversal.as_str()) {
+        ("in_flight", _) => transition.with_follow_up(async move {
+            Some(SettlementCommand::Provider(providers.inquire(&sent).await))
+        }),
+        (_, "in_flight" | "pending_at_provider") => transition.with_follow_up(async move {
+            Some(SettlementCommand::Provider(
+                providers.inquire_reversal(&sent).await.event,
+            ))
+        }),
+        _ => {
+            tracing::debug!(settlement = %env.id, status = %row.status, "nudge ignored: nothing under way");
+            transition
+        }
     }
 }
 
