@@ -16,7 +16,7 @@ use tern_actors::adapters::http::{
 use tern_actors::adapters::static_rates::StaticRates;
 use tern_actors::runtime::{RegistryConfig, Runtime};
 use tern_actors::settlement::machine::RetryPolicy;
-use tern_actors::settlement::{Providers, SettlementContext, SettlementKind};
+use tern_actors::settlement::{Parents, Providers, SettlementContext, SettlementKind};
 use tern_actors::transfer::machine::Policy;
 use tern_actors::transfer::{TransferContext, TransferKind, TransferLegs};
 use tern_schema::{migrate, Db};
@@ -86,10 +86,13 @@ impl Application {
             Some(format!("http://127.0.0.1:{port}"))
         });
         let health = ProviderHealths::default();
+        // The transfers their legs report to: bound once the transfer
+        // registry exists, which is made after the settlement one.
+        let parents = Parents::default();
         let (settlements, transfers, providers) = match provider_url {
             Some(url) => {
-                let context = settlement_context(&url, &config, &health)?;
-                let parents = context.parents.clone();
+                let context = settlement_context(&url, &config, &health, parents.clone())?;
+                // A refund that fails is asked again on the settlements' schedule.
                 let policy = Policy {
                     refund_delays: context.policy.delays.clone(),
                 };
@@ -196,11 +199,13 @@ impl ProviderHealths {
 }
 
 /// The settlement actors' providers (HTTP adapters on `provider_url`, each
-/// recording its outcomes in `health`) and retry policy.
+/// recording its outcomes in `health`), retry policy and challenge lifetime,
+/// and the (late-bound) transfers their legs report to.
 fn settlement_context(
     provider_url: &str,
     config: &Config,
     health: &ProviderHealths,
+    parents: Parents,
 ) -> anyhow::Result<SettlementContext> {
     let adapter =
         HttpProviderConfig::new(provider_url).with_request_timeout(config.provider_timeout);
@@ -218,8 +223,11 @@ fn settlement_context(
         .collect::<Result<Vec<_>, _>>()?;
     Ok(SettlementContext {
         providers,
-        policy: RetryPolicy { delays },
-        parents: Default::default(),
+        policy: RetryPolicy {
+            delays,
+            challenge_ttl: chrono::Duration::from_std(config.challenge_ttl)?,
+        },
+        parents,
     })
 }
 

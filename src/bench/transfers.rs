@@ -79,7 +79,10 @@ impl Client {
     async fn count(&self, key: &str, status: &str) -> anyhow::Result<u64> {
         let request = self
             .http
-            .get(format!("{}/v1/transfers?status={status}&limit=1", self.base))
+            .get(format!(
+                "{}/v1/transfers?status={status}&limit=1",
+                self.base
+            ))
             .bearer_auth(key);
         let page = self.json(request, 200).await?;
         page["total"]

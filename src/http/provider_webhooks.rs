@@ -1,12 +1,17 @@
 //! Webhooks from the card provider (`POST /v1/webhooks/<card_provider>`):
 //! the signature is verified over the raw body before anything is stored,
 //! and each provider event id is recorded once however often it arrives.
+//! A new event about a charge or refund nudges its settlement's actor, which
+//! asks the provider under its own key: the body only says whom to wake.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use tern_actors::adapters::{
     verify_sandbox_signature, SANDBOX_SIGNATURE_HEADER, SIGNATURE_TOLERANCE_DEFAULT,
 };
+use tern_actors::runtime::RuntimeError;
+use tern_actors::settlement::record::entity_id;
+use tern_actors::settlement::SettlementCommand;
 use tern_schema::models::InboundEventRow;
 use tern_schema::store::inbound_events;
 use tern_schema::types::utc_now;
@@ -21,6 +26,15 @@ use crate::state::AppState;
 pub const CARD_PROVIDER: &str = "sandbox";
 /// Longest event id or type stored.
 pub const EVENT_FIELD_LENGTH_MAX: usize = 255;
+/// Event types that say a settlement's charge or refund moved at the provider.
+pub const SETTLEMENT_EVENT_TYPES: [&str; 4] = [
+    "payment.succeeded",
+    "payment.failed",
+    "refund.succeeded",
+    "refund.failed",
+];
+/// The suffix of a reversal's provider key (see `record::reversal_key`).
+const REVERSAL_KEY_SUFFIX: &str = "_reversal";
 
 /// A provider event. Providers add fields over time, so unknown ones are kept, not refused.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -96,6 +110,9 @@ pub async fn receive(
             "event id and type must be 1 to 255 characters".into(),
         ));
     }
+    let settlement = SETTLEMENT_EVENT_TYPES
+        .contains(&event.event_type.as_str())
+        .then(|| named_settlement(&event.data));
     let row = InboundEventRow {
         provider: CARD_PROVIDER.to_owned(),
         event_id: event.id,
@@ -111,8 +128,115 @@ pub async fn receive(
     .await?));
     let new = new?;
     tracing::info!(event_id = %row.event_id, event_type = %row.event_type, duplicate = !new, "provider event received");
+    match settlement {
+        // A duplicate was acted on when it first arrived.
+        Some(Some((merchant_id, key))) if new => nudge(&state, &merchant_id, &key),
+        Some(None) if new => {
+            tracing::warn!(event_id = %row.event_id, "provider event names no settlement of ours")
+        }
+        _ => {}
+    }
     Ok(HttpResponse::Ok().json(Received {
         received: true,
         duplicate: !new,
     }))
+}
+
+/// The settlement an event is about, as (merchant id, settlement key), when
+/// its provider key is one Tern made for that settlement:
+/// `{merchant_id}_{settlement_key}`, or with `_reversal` for its reversal.
+/// Merchant ids are UUIDs, so they hold no `_` (nor the `/` of actor ids).
+fn named_settlement(data: &serde_json::Value) -> Option<(String, String)> {
+    let key = data.get("settlement_key")?.as_str()?;
+    let provider_key = data.get("idempotency_key")?.as_str()?;
+    if key.is_empty() || key.len() > EVENT_FIELD_LENGTH_MAX {
+        return None;
+    }
+    let bases = [
+        Some(provider_key),
+        provider_key.strip_suffix(REVERSAL_KEY_SUFFIX),
+    ];
+    bases.into_iter().flatten().find_map(|base| {
+        let merchant_id = base.strip_suffix(key)?.strip_suffix('_')?;
+        let plausible = !merchant_id.is_empty()
+            && !merchant_id.contains(['_', '/'])
+            && merchant_id.len() <= EVENT_FIELD_LENGTH_MAX;
+        plausible.then(|| (merchant_id.to_owned(), key.to_owned()))
+    })
+}
+
+/// Tells the settlement's actor to ask its provider, off the request path:
+/// the provider gets its 200 at once, whatever the actor is doing.
+fn nudge(state: &AppState, merchant_id: &str, key: &str) {
+    let Some(registry) = state.settlements.clone() else {
+        tracing::debug!("no settlement provider configured; provider event not followed");
+        return;
+    };
+    let id = entity_id(merchant_id, key);
+    actix_web::rt::spawn(async move {
+        match registry.call(&id, SettlementCommand::Nudge).await {
+            Ok(_) => {}
+            Err(RuntimeError::NotFound { .. }) => {
+                tracing::debug!(settlement = %id, "provider event for an unknown settlement")
+            }
+            Err(error) => {
+                tracing::warn!(settlement = %id, %error, "could not nudge the settlement")
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const MERCHANT: &str = "0b7e6a52-3c1f-4d2e-9a61-5d8f0c2b7e11";
+    const KEY: &str = "6f1c2d3e-4a5b-4c6d-8e7f-901a2b3c4d5e";
+
+    fn data(provider_key: &str) -> serde_json::Value {
+        json!({"settlement_key": KEY, "idempotency_key": provider_key})
+    }
+
+    #[test]
+    fn a_charge_or_refund_key_names_its_settlement() {
+        let expected = Some((MERCHANT.to_owned(), KEY.to_owned()));
+        assert_eq!(
+            named_settlement(&data(&format!("{MERCHANT}_{KEY}"))),
+            expected
+        );
+        assert_eq!(
+            named_settlement(&data(&format!("{MERCHANT}_{KEY}_reversal"))),
+            expected
+        );
+    }
+
+    #[test]
+    fn keys_not_made_for_the_settlement_name_nothing() {
+        for provider_key in [
+            KEY.to_owned(),
+            format!("_{KEY}"),
+            format!("{MERCHANT}{KEY}"),
+            format!("{MERCHANT}_other"),
+            format!("{MERCHANT}_{KEY}_refund"),
+            format!("a_b_{KEY}"),
+            format!("a/b_{KEY}"),
+        ] {
+            assert_eq!(
+                named_settlement(&data(&provider_key)),
+                None,
+                "{provider_key}"
+            );
+        }
+        assert_eq!(named_settlement(&json!({"idempotency_key": "m_k"})), None);
+        assert_eq!(
+            named_settlement(&json!({"settlement_key": 7, "idempotency_key": "m_7"})),
+            None
+        );
+        assert_eq!(
+            named_settlement(&json!({"settlement_key": "", "idempotency_key": "m_"})),
+            None
+        );
+    }
 }

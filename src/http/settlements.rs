@@ -501,7 +501,7 @@ pub async fn get(
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Missing scope settlements:reverse, or merchant suspended or disabled", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such settlement for this merchant", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Not reversible (method, status, already reversed or under way), declined by the provider, or a refund beyond the available funds", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Not reversible (method, status, already reversed or under way, a transfer's leg: code TRANSFER_LEG), declined by the provider, or a refund beyond the available funds", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Missing or empty reason", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Rate limited; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The provider is unreachable; nothing was reversed", body = Problem, content_type = "application/problem+json"),
@@ -528,6 +528,17 @@ pub async fn reverse(
     let Some(reason) = reason else {
         return Err(ApiError::Validation(errors));
     };
+    // A leg's refund belongs to its transfer's saga (compensation), which
+    // sends the actor's Reverse itself; a merchant's refund beside it would
+    // leave the transfer believing money it no longer holds.
+    if let Some(transfer_id) = &row.transfer_id {
+        return Err(ApiError::Conflict {
+            code: Some("TRANSFER_LEG"),
+            detail: format!(
+                "this settlement is a leg of transfer {transfer_id}; the transfer refunds it itself"
+            ),
+        });
+    }
     let command = SettlementCommand::Reverse {
         actor: AuditActor::ApiKey(caller.api_key_id.clone()),
         request_id: caller.request_id.clone(),

@@ -21,3 +21,4 @@ mod provider_webhooks;
 mod providers;
 mod quotes;
 mod settlements;
+mod settlements_on_session;

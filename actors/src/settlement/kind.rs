@@ -14,6 +14,7 @@ use tern_schema::types::utc_now;
 use tern_schema::{write_tx, Db, DieselError, StoreError, Tx};
 
 use super::machine::{self, Effect, Event, Method, Rejected, RetryPolicy, Status};
+use super::parent::Parents;
 use super::providers::Providers;
 use super::record::{apply_state, entity_id, split_entity_id, state_of};
 use crate::runtime::timers::{complete_in, schedule_in};
@@ -26,12 +27,13 @@ const TIMER_DUE: &str = "due";
 /// Recovery pages through settlements with work left this many at a time.
 const RECOVERY_PAGE_ROWS: i64 = 500;
 
-/// What every settlement actor needs: its providers and the retry policy.
+/// What every settlement actor needs: its providers, the retry policy, and
+/// the transfers its legs report to.
 #[derive(Clone)]
 pub struct SettlementContext {
     pub providers: Providers,
     pub policy: RetryPolicy,
-    pub parents: super::Parents,
+    pub parents: Parents,
 }
 
 pub enum SettlementCommand {
@@ -42,6 +44,9 @@ pub enum SettlementCommand {
     /// A provider's answer (or an inquiry's).
     Provider(Event),
     Timer(TimerFiring),
+    /// The provider said something happened (an inbound webhook): ask it
+    /// under the settlement's own key. The webhook's body is never trusted.
+    Nudge,
     /// Reverse a succeeded settlement; answers when the provider has.
     Reverse {
         actor: AuditActor,
@@ -164,6 +169,7 @@ impl EntityKind for SettlementKind {
                 advance(env, row, Event::RetryDue, Some(firing), origin).await
             }
             SettlementCommand::Resume => Ok(resume(env, row)),
+            SettlementCommand::Nudge => Ok(nudge(env, row)),
             SettlementCommand::Reverse {
                 actor,
                 request_id,
@@ -298,6 +304,29 @@ fn resume(env: EntityEnv<SettlementContext>, row: SettlementRow) -> Transition<S
     }
 }
 
+/// A webhook said the provider moved: ask under the key and let the answer
+/// decide, as any other provider answer. A settlement with nothing under way
+/// ignores it (a late or repeated webhook).
+fn nudge(env: EntityEnv<SettlementContext>, row: SettlementRow) -> Transition<SettlementKind> {
+    let providers = env.ctx.providers.clone();
+    let sent = row.clone();
+    let transition = Transition::new(row.clone(), SettlementReply::Ack);
+    match (row.status.as_str(), row.reversal.as_str()) {
+        ("in_flight", _) => transition.with_follow_up(async move {
+            Some(SettlementCommand::Provider(providers.inquire(&sent).await))
+        }),
+        (_, "in_flight" | "pending_at_provider") => transition.with_follow_up(async move {
+            Some(SettlementCommand::Provider(
+                providers.inquire_reversal(&sent).await.event,
+            ))
+        }),
+        _ => {
+            tracing::debug!(settlement = %env.id, status = %row.status, "nudge ignored: nothing under way");
+            transition
+        }
+    }
+}
+
 /// A reversal answers its caller with the provider's verdict, so the call
 /// happens within the command; the actor serialises it with everything else.
 async fn reverse(
@@ -392,7 +421,9 @@ async fn step(
         })
         .await;
     let next = written?;
-    env.ctx.parents.notify(&next);
+    if leg_moved(row, &next) {
+        env.ctx.parents.notify(&next);
+    }
     if next.status != row.status {
         tracing::info!(
             settlement = %env.id,
@@ -407,6 +438,16 @@ async fn step(
         row: Box::new(next),
         effects,
     })
+}
+
+/// Whether a transfer's leg changed in a way its transfer follows: status,
+/// reversal, or the payer's challenge (the transfer shows it).
+fn leg_moved(before: &SettlementRow, after: &SettlementRow) -> bool {
+    after.transfer_id.is_some()
+        && (before.status != after.status
+            || before.reversal != after.reversal
+            || before.client_secret != after.client_secret
+            || before.next_action_type != after.next_action_type)
 }
 
 /// The bookkeeping of one effect, inside the transition's transaction.

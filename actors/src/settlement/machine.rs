@@ -6,6 +6,11 @@
 //! Status moves: pending -> in_flight -> succeeded | failed | retrying;
 //! retrying -> in_flight | failed; succeeded -> reversed. failed and reversed
 //! are terminal.
+//!
+//! An on-session charge (a transfer's card_charge leg) may stay in_flight
+//! with an open 3DS challenge (`client_secret`, `next_action_type`) until the
+//! payer finishes it or its deadline passes (`challenge_expired`). While the
+//! challenge is open, `next_attempt_at` is that deadline.
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -117,6 +122,11 @@ pub struct State {
     pub execution: Execution,
     pub failure_reason: Option<String>,
     pub reversal: Reversal,
+    /// The 3DS challenge the payer was given; kept after it ends, so that
+    /// the outcome can still be matched to the challenge.
+    pub client_secret: Option<String>,
+    /// Set only while the challenge is open: the payer has something to do.
+    pub next_action_type: Option<String>,
 }
 
 impl State {
@@ -130,7 +140,20 @@ impl State {
             execution: Execution::default(),
             failure_reason: None,
             reversal: Reversal::None,
+            client_secret: None,
+            next_action_type: None,
         }
+    }
+
+    /// Whether the payer is still expected to finish a 3DS challenge.
+    pub fn challenge_open(&self) -> bool {
+        self.next_action_type.is_some()
+    }
+
+    /// Whether the open challenge's deadline has passed at `now`. Without a
+    /// deadline (dropped while retrying an inquiry after it passed) it has.
+    fn challenge_expired_at(&self, now: DateTime<Utc>) -> bool {
+        self.next_attempt_at.is_none_or(|deadline| now >= deadline)
     }
 }
 
@@ -139,6 +162,8 @@ impl State {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     pub delays: Vec<Duration>,
+    /// How long a 3DS challenge may stay open (TERN_CHALLENGE_TTL).
+    pub challenge_ttl: Duration,
 }
 
 impl RetryPolicy {
@@ -167,6 +192,13 @@ pub enum Event {
     },
     /// The persisted retry timer fired.
     RetryDue,
+    /// An on-session charge waits for the payer's 3DS challenge (the answer
+    /// to the charge, or to an inquiry about it).
+    ActionRequired {
+        client_secret: String,
+        next_action_type: String,
+        now: DateTime<Utc>,
+    },
     /// The inquiry after an unknown outcome found nothing under the key.
     InquiryFoundNothing,
     /// The provider accepted the operation and finishes it later (a payout
@@ -230,6 +262,10 @@ pub enum Rejected {
         event: &'static str,
         status: &'static str,
     },
+    /// The event is known already (a challenge still open before its
+    /// deadline): nothing to write.
+    #[error("nothing changes")]
+    Unchanged,
 }
 
 pub type Outcome = Result<(State, Vec<Effect>), Rejected>;
@@ -242,6 +278,7 @@ fn event_name(event: &Event) -> &'static str {
         Event::Transient { .. } => "transient",
         Event::Unknown { .. } => "unknown",
         Event::RetryDue => "retry_due",
+        Event::ActionRequired { .. } => "action_required",
         Event::InquiryFoundNothing => "inquiry_found_nothing",
         Event::ProviderPending { .. } => "provider_pending",
         Event::ReverseRequested => "reverse_requested",
@@ -270,6 +307,7 @@ pub fn transition(state: &State, event: Event, policy: &RetryPolicy) -> Outcome 
             next.execution = execution;
             next.outcome_unknown = false;
             next.next_attempt_at = None;
+            next.next_action_type = None;
             let book = if state.method.holds_funds() {
                 Effect::PostHold
             } else {
@@ -280,8 +318,27 @@ pub fn transition(state: &State, event: Event, policy: &RetryPolicy) -> Outcome 
         (Status::InFlight, Event::Declined { reason, execution }) => {
             Ok(fail(next, reason, execution))
         }
+        (Status::InFlight, Event::Transient { now } | Event::Unknown { now })
+            if state.challenge_open() =>
+        {
+            challenge_unanswered(next, now, policy)
+        }
         (Status::InFlight, Event::Transient { now }) => Ok(retry_or_fail(next, now, false, policy)),
         (Status::InFlight, Event::Unknown { now }) => Ok(retry_or_fail(next, now, true, policy)),
+        (
+            Status::InFlight,
+            Event::ActionRequired {
+                client_secret,
+                next_action_type,
+                now,
+            },
+        ) => action_required(next, client_secret, next_action_type, now, policy),
+        (Status::InFlight, Event::RetryDue) if state.challenge_open() => {
+            // The challenge's deadline: ask the provider whether the payer
+            // finished; the answer decides (still open: challenge_expired).
+            // next_attempt_at stays, it is the deadline the answer is held to.
+            Ok((next, vec![Effect::Inquire]))
+        }
         (Status::InFlight, Event::InquiryFoundNothing) => {
             // Nothing was executed under the key: sending (again) is safe.
             // Also the path of an actor re-activated in flight, which cannot
@@ -392,11 +449,54 @@ fn release_refund(method: Method) -> Vec<Effect> {
     }
 }
 
+/// An on-session charge asks for the payer: the first answer opens the
+/// challenge with its deadline; later ones (webhook nudges, the deadline's
+/// inquiry) fail it once the deadline has passed and change nothing before.
+fn action_required(
+    mut next: State,
+    client_secret: String,
+    next_action_type: String,
+    now: DateTime<Utc>,
+    policy: &RetryPolicy,
+) -> Outcome {
+    if !next.challenge_open() {
+        let at = now + policy.challenge_ttl;
+        next.client_secret = Some(client_secret);
+        next.next_action_type = Some(next_action_type);
+        next.outcome_unknown = false;
+        next.next_attempt_at = Some(at);
+        return Ok((next, vec![Effect::ScheduleRetry { at }]));
+    }
+    if next.challenge_expired_at(now) {
+        return Ok(fail(
+            next,
+            "challenge_expired".to_owned(),
+            Execution::default(),
+        ));
+    }
+    Err(Rejected::Unchanged)
+}
+
+/// An inquiry about an open challenge could not be answered. Before the
+/// deadline nothing changes: the deadline's timer still stands and asks
+/// again. After it, keep asking on the retry schedule as for an unknown
+/// outcome: the charge exists at the provider, so it is never resent blind
+/// nor given up as `provider_unavailable`.
+fn challenge_unanswered(next: State, now: DateTime<Utc>, policy: &RetryPolicy) -> Outcome {
+    if next.challenge_expired_at(now) {
+        Ok(retry_or_fail(next, now, true, policy))
+    } else {
+        Err(Rejected::Unchanged)
+    }
+}
+
 fn fail(mut next: State, reason: String, execution: Execution) -> (State, Vec<Effect>) {
     next.status = Status::Failed;
     next.failure_reason = Some(reason);
     next.next_attempt_at = None;
     next.outcome_unknown = false;
+    // A challenge ends with the settlement; its client_secret stays on record.
+    next.next_action_type = None;
     if execution != Execution::default() {
         next.execution = execution;
     }
@@ -460,6 +560,27 @@ mod tests {
     fn policy() -> RetryPolicy {
         RetryPolicy {
             delays: vec![Duration::seconds(1), Duration::seconds(4)],
+            challenge_ttl: Duration::minutes(15),
+        }
+    }
+
+    fn action_required(now: DateTime<Utc>) -> Event {
+        Event::ActionRequired {
+            client_secret: "ch_1_secret_abc".into(),
+            next_action_type: "redirect_to_url".into(),
+            now,
+        }
+    }
+
+    /// An on-session charge whose challenge was opened at `now()`.
+    fn challenged() -> State {
+        State {
+            status: Status::InFlight,
+            attempt: 1,
+            next_attempt_at: Some(now() + Duration::minutes(15)),
+            client_secret: Some("ch_1_secret_abc".into()),
+            next_action_type: Some("redirect_to_url".into()),
+            ..State::new(Method::CardCharge)
         }
     }
 
@@ -494,6 +615,7 @@ mod tests {
             Event::Transient { now: now() },
             Event::Unknown { now: now() },
             Event::RetryDue,
+            action_required(now()),
             Event::InquiryFoundNothing,
             Event::ProviderPending { at: now() },
             Event::ReverseRequested,
@@ -667,6 +789,35 @@ mod tests {
                 Event::ReversalSucceeded(Execution::default()),
                 None,
             ),
+            // The first ActionRequired opens the challenge; its deadline is
+            // the persisted timer.
+            (
+                Status::InFlight,
+                Method::CardCharge,
+                action_required(now()),
+                Some((
+                    Status::InFlight,
+                    vec![Effect::ScheduleRetry { at: at(900) }],
+                )),
+            ),
+            (
+                Status::Pending,
+                Method::CardCharge,
+                action_required(now()),
+                None,
+            ),
+            (
+                Status::Retrying,
+                Method::CardCharge,
+                action_required(now()),
+                None,
+            ),
+            (
+                Status::Succeeded,
+                Method::CardCharge,
+                action_required(now()),
+                None,
+            ),
         ];
         for (status, method, event, expected) in rows {
             let label = format!("{status:?} {method:?} {event:?}");
@@ -684,6 +835,180 @@ mod tests {
                 (Err(_), None) => {}
                 (outcome, expected) => panic!("{label}: got {outcome:?}, expected {expected:?}"),
             }
+        }
+    }
+
+    /// The challenge of an on-session charge: the whole state after each
+    /// event, since the challenge lives in fields beside the status.
+    #[test]
+    fn challenge_transition_table() {
+        let deadline = now() + Duration::minutes(15);
+        let later = |secs| now() + Duration::seconds(secs);
+        let retrying_after_deadline = State {
+            status: Status::Retrying,
+            outcome_unknown: true,
+            next_attempt_at: Some(deadline + Duration::seconds(1)),
+            ..challenged()
+        };
+        let asking_after_deadline = State {
+            status: Status::InFlight,
+            attempt: 2,
+            next_attempt_at: None,
+            ..retrying_after_deadline.clone()
+        };
+        let ended = |status: Status, reason: Option<&str>| State {
+            status,
+            next_attempt_at: None,
+            next_action_type: None,
+            failure_reason: reason.map(str::to_owned),
+            ..challenged()
+        };
+        let rows: Vec<(&str, State, Event, Outcome)> = vec![
+            (
+                "the first ask opens the challenge until its deadline",
+                state(Status::InFlight, Method::CardCharge),
+                action_required(now()),
+                Ok((challenged(), vec![Effect::ScheduleRetry { at: deadline }])),
+            ),
+            (
+                "asked again before the deadline: nothing changes",
+                challenged(),
+                action_required(later(300)),
+                Err(Rejected::Unchanged),
+            ),
+            (
+                "asked again at the deadline: expired",
+                challenged(),
+                action_required(deadline),
+                Ok((ended(Status::Failed, Some("challenge_expired")), vec![])),
+            ),
+            (
+                "the deadline's timer asks the provider and keeps the deadline",
+                challenged(),
+                Event::RetryDue,
+                Ok((challenged(), vec![Effect::Inquire])),
+            ),
+            (
+                "the payer finished: the charge succeeds",
+                challenged(),
+                Event::Succeeded(Execution::default()),
+                Ok((ended(Status::Succeeded, None), vec![Effect::CreditFunding])),
+            ),
+            (
+                "the payer declined the challenge",
+                challenged(),
+                Event::Declined {
+                    reason: "authentication_failed".into(),
+                    execution: Execution::default(),
+                },
+                Ok((ended(Status::Failed, Some("authentication_failed")), vec![])),
+            ),
+            (
+                "an unanswered inquiry before the deadline: the timer stands",
+                challenged(),
+                Event::Transient { now: later(60) },
+                Err(Rejected::Unchanged),
+            ),
+            (
+                "an unknown inquiry before the deadline: the timer stands",
+                challenged(),
+                Event::Unknown { now: later(60) },
+                Err(Rejected::Unchanged),
+            ),
+            (
+                "an unanswered inquiry after the deadline: ask again, never resend",
+                challenged(),
+                Event::Transient { now: deadline },
+                Ok((
+                    retrying_after_deadline.clone(),
+                    vec![Effect::ScheduleRetry {
+                        at: deadline + Duration::seconds(1),
+                    }],
+                )),
+            ),
+            (
+                "the retry after the deadline inquires",
+                retrying_after_deadline,
+                Event::RetryDue,
+                Ok((asking_after_deadline.clone(), vec![Effect::Inquire])),
+            ),
+            (
+                "still open with the deadline gone: expired",
+                asking_after_deadline.clone(),
+                action_required(now()),
+                Ok((
+                    State {
+                        attempt: 2,
+                        ..ended(Status::Failed, Some("challenge_expired"))
+                    },
+                    vec![],
+                )),
+            ),
+            (
+                "an open challenge is not reversible",
+                challenged(),
+                Event::ReverseRequested,
+                Err(Rejected::NotReversibleInStatus {
+                    status: "in_flight",
+                }),
+            ),
+        ];
+        for (label, start, event, expected) in rows {
+            assert_eq!(transition(&start, event, &policy()), expected, "{label}");
+        }
+    }
+
+    /// On every path of an on-session charge: an open challenge is never
+    /// resent blind, and a charge never ends with its challenge still open.
+    #[test]
+    fn a_challenge_ends_with_its_charge_and_is_never_resent_blind() {
+        let policy = policy();
+        let deadline = now() + policy.challenge_ttl;
+        let outcomes = [
+            action_required(now()),
+            action_required(deadline),
+            Event::Succeeded(approved()),
+            Event::Declined {
+                reason: "authentication_failed".into(),
+                execution: Execution::default(),
+            },
+            Event::Transient { now: now() },
+            Event::Transient { now: deadline },
+            Event::RetryDue,
+            Event::InquiryFoundNothing,
+        ];
+        let mut frontier = vec![
+            transition(&State::new(Method::CardCharge), Event::Start, &policy)
+                .expect("start")
+                .0,
+        ];
+        for _ in 0..6 {
+            let mut next_frontier = Vec::new();
+            for current in frontier {
+                for event in &outcomes {
+                    let Ok((next, effects)) = transition(&current, event.clone(), &policy) else {
+                        continue;
+                    };
+                    if current.challenge_open() && effects.contains(&Effect::Execute) {
+                        assert_eq!(
+                            *event,
+                            Event::InquiryFoundNothing,
+                            "blind resend of a challenged charge: {current:?}"
+                        );
+                    }
+                    if next.status != Status::InFlight && next.status != Status::Retrying {
+                        assert!(
+                            !next.challenge_open(),
+                            "ended open: {next:?} after {event:?}"
+                        );
+                    }
+                    if current.client_secret.is_some() {
+                        assert_eq!(next.client_secret, current.client_secret, "secret kept");
+                    }
+                    next_frontier.push(next);
+                }
+            }
+            frontier = next_frontier;
         }
     }
 

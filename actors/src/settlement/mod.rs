@@ -4,7 +4,8 @@
 //! - `record`: the row and the machine state, actor ids, provider keys;
 //! - `submit`: creation, durable before any provider call;
 //! - `kind`: the actor that executes, retries, inquires and reverses;
-//! - `providers`: the provider calls and how their answers become events.
+//! - `providers`: the provider calls and how their answers become events;
+//! - `parent`: how a transfer's leg tells its transfer that it moved.
 
 pub mod kind;
 pub mod machine;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use chrono::{Duration, Utc};
 use tern_schema::models::SettlementRow;
+use tern_schema::money::{Currency, CurrencyKind};
 
 use super::machine::{Event, Execution, Method};
 use super::record::{provider_key, reversal_key};
@@ -50,10 +51,11 @@ impl Providers {
                     amount_minor: row.amount_minor,
                     currency: row.currency.clone(),
                     payment_method: row.destination.clone(),
-                    // Direct settlements are off-session (decisions §5).
-                    off_session: true,
+                    // Direct settlements are off-session; a transfer's leg
+                    // has its payer there for a challenge (decisions §5).
+                    off_session: !row.on_session(),
                 };
-                self.charge_event(self.acquirer.charge(&request).await)
+                self.charge_event(self.acquirer.charge(&request).await, row.on_session())
             }
             Some(Method::CardPush) => {
                 let request = PushRequest {
@@ -69,17 +71,17 @@ impl Providers {
                 let Some((network, wallet)) = on_chain_destination(&row.destination) else {
                     return declined("invalid_destination");
                 };
-                let asset = row
-                    .asset
-                    .as_deref()
-                    .and_then(Asset::parse)
-                    .unwrap_or(Asset::Usdc);
+                let Some((asset, amount_minor)) =
+                    payout_amount(&row.currency, row.amount_minor, row.asset.as_deref())
+                else {
+                    return declined("unsupported_asset");
+                };
                 let request = PayoutRequest {
                     keys,
                     network,
                     wallet: wallet.to_owned(),
                     asset,
-                    amount_minor: row.amount_minor.saturating_mul(STABLECOIN_UNITS_PER_CENT),
+                    amount_minor,
                 };
                 self.payout_event(self.custodian.payout(&request).await)
             }
@@ -93,7 +95,7 @@ impl Providers {
         match Method::parse(&row.method) {
             Some(Method::CardCharge) => match self.acquirer.lookup_charge(&key).await {
                 Ok(None) => Event::InquiryFoundNothing,
-                Ok(Some(outcome)) => self.charge_event(Ok(outcome)),
+                Ok(Some(outcome)) => self.charge_event(Ok(outcome), row.on_session()),
                 Err(error) => self.error_event(error),
             },
             Some(Method::CardPush) => match self.card_push.inquiry(&key).await {
@@ -168,13 +170,30 @@ impl Providers {
         }
     }
 
-    fn charge_event(&self, answer: Result<ChargeOutcome, ProviderError>) -> Event {
+    /// `on_session`: whether the payer is there to finish a challenge. A
+    /// payer's decline on the challenge page comes back as a declined charge
+    /// (`authentication_failed`), kept as the failure reason.
+    fn charge_event(
+        &self,
+        answer: Result<ChargeOutcome, ProviderError>,
+        on_session: bool,
+    ) -> Event {
         match answer {
             Ok(ChargeOutcome::Succeeded { charge_id }) => Event::Succeeded(Execution {
                 provider_id: Some(charge_id),
                 ..Execution::default()
             }),
-            // Off-session charges cannot be challenged.
+            Ok(ChargeOutcome::RequiresAction {
+                client_secret,
+                next_action_type,
+                ..
+            }) if on_session => Event::ActionRequired {
+                client_secret,
+                next_action_type,
+                now: Utc::now(),
+            },
+            // Off-session charges cannot be challenged (the acquirer should
+            // have declined them itself; never leave one waiting).
             Ok(ChargeOutcome::RequiresAction { charge_id, .. }) => Event::Declined {
                 reason: "authentication_required".into(),
                 execution: Execution {
@@ -333,8 +352,67 @@ fn nothing_found() -> ReversalAnswer {
     settled(Event::ReversalFoundNothing)
 }
 
+/// The asset and micro-units the custodian pays for an on_chain row. A
+/// transfer's leg is denominated in the asset itself (`USDT`, `USDC`, six
+/// decimals) and is paid as is; a direct settlement is in USD cents, paid
+/// 1:1 in the row's asset (USDC by default, as before assets had rows of
+/// their own). `None`: an asset currency the custodian port cannot name.
+pub fn payout_amount(
+    currency: &str,
+    amount_minor: i64,
+    asset: Option<&str>,
+) -> Option<(Asset, i64)> {
+    match Currency::find(currency) {
+        Some(found) if found.kind == CurrencyKind::Asset => {
+            Some((Asset::parse(found.code)?, amount_minor))
+        }
+        _ => {
+            let asset = asset.and_then(Asset::parse).unwrap_or(Asset::Usdc);
+            Some((
+                asset,
+                amount_minor.saturating_mul(STABLECOIN_UNITS_PER_CENT),
+            ))
+        }
+    }
+}
+
 /// `<network>:<wallet>`, as validated at creation.
 pub fn on_chain_destination(destination: &str) -> Option<(Network, &str)> {
     let (network, wallet) = destination.split_once(':')?;
     Some((Network::parse(network)?, wallet))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn asset_rows_are_paid_as_is_and_cents_are_converted() {
+        assert_eq!(
+            payout_amount("USDT", 12_345_678, None),
+            Some((Asset::Usdt, 12_345_678))
+        );
+        // The row's currency names the asset; a stray asset column does not.
+        assert_eq!(
+            payout_amount("USDC", 1_000_000, Some("USDT")),
+            Some((Asset::Usdc, 1_000_000))
+        );
+        assert_eq!(
+            payout_amount("USD", 1_050, Some("USDT")),
+            Some((Asset::Usdt, 10_500_000))
+        );
+        assert_eq!(
+            payout_amount("USD", 1_050, None),
+            Some((Asset::Usdc, 10_500_000))
+        );
+        assert_eq!(
+            payout_amount("USD", 100, Some("DAI")),
+            Some((Asset::Usdc, 1_000_000))
+        );
+        assert_eq!(
+            payout_amount("USD", i64::MAX, None),
+            Some((Asset::Usdc, i64::MAX)),
+            "saturates instead of wrapping"
+        );
+    }
 }

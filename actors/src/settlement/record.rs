@@ -79,6 +79,8 @@ pub fn state_of(row: &SettlementRow) -> Result<State, CorruptRow> {
         failure_reason: row.failure_reason.clone(),
         reversal: parse_reversal(&row.reversal)
             .ok_or_else(|| corrupt("reversal", &row.reversal))?,
+        client_secret: row.client_secret.clone(),
+        next_action_type: row.next_action_type.clone(),
     })
 }
 
@@ -98,6 +100,8 @@ pub fn apply_state(row: &SettlementRow, state: &State) -> SettlementRow {
         action_code: state.execution.action_code.clone(),
         failure_reason: state.failure_reason.clone(),
         reversal: reversal_code(state.reversal).to_owned(),
+        client_secret: state.client_secret.clone(),
+        next_action_type: state.next_action_type.clone(),
         ..row.clone()
     }
 }
@@ -136,6 +140,8 @@ mod tests {
         state.outcome_unknown = true;
         state.reversal = Reversal::PendingAtProvider;
         state.execution.stan = Some("123456".into());
+        state.client_secret = Some("ch_1_secret_abc".into());
+        state.next_action_type = Some("redirect_to_url".into());
         let written = apply_state(&row, &state);
         assert_eq!(state_of(&written).expect("readable"), state);
     }
