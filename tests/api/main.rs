@@ -22,3 +22,4 @@ mod providers;
 mod quotes;
 mod settlements;
 mod settlements_on_session;
+mod transfers;

@@ -140,7 +140,7 @@ pub(crate) async fn fault(app: &TestApp, spec: Value) {
     assert!(response.status().is_success(), "{}", response.status());
 }
 
-async fn executions(app: &TestApp, settlement_key: &str) -> Vec<Value> {
+pub(crate) async fn executions(app: &TestApp, settlement_key: &str) -> Vec<Value> {
     let body: Value = app
         .client
         .get(sandbox(
@@ -156,7 +156,7 @@ async fn executions(app: &TestApp, settlement_key: &str) -> Vec<Value> {
     body["data"].as_array().cloned().unwrap_or_default()
 }
 
-async fn assert_ledger_balanced(app: &TestApp) {
+pub(crate) async fn assert_ledger_balanced(app: &TestApp) {
     let mut pooled = app.state.db.get().await.expect("connection");
     let report = ledger::check(&mut pooled.tx()).await.expect("check runs");
     assert!(report.is_ok(), "{:?}", report.violations);
