@@ -3,6 +3,7 @@
 //! parallel. Set TERN_TEST_DATABASE_URL to run them on PostgreSQL.
 
 mod helpers;
+mod processes;
 
 mod api_keys;
 mod audit;
