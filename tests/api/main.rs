@@ -10,6 +10,7 @@ mod audit;
 mod bench;
 mod binary;
 mod crash;
+mod crash_transfers;
 mod docs;
 mod errors;
 mod ledger;
