@@ -4,99 +4,16 @@
 //! database. The provider is a standalone `tern sandbox` process that
 //! outlives Tern, as a real provider would, and counts its executions.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tern_schema::testing::TestDatabase;
 use uuid::Uuid;
 
-const TERN: &str = env!("CARGO_BIN_EXE_tern");
-const SECRET: &str = "crash-test-webhook-secret";
+use crate::processes::Cluster;
+
 const WAIT_MAX: Duration = Duration::from_secs(60);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// A child process killed with SIGKILL when dropped, so a failing test
-/// leaves nothing running.
-struct Process(Child);
-
-impl Process {
-    fn kill_hard(&mut self) {
-        // std's kill() is SIGKILL on Unix: no shutdown code runs.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        self.kill_hard();
-    }
-}
-
-fn sandbox(port: u16, api_port: u16) -> Process {
-    let child = Command::new(TERN)
-        .arg("sandbox")
-        .env("TERN_SANDBOX_BIND", format!("127.0.0.1:{port}"))
-        .env("TERN_PUBLIC_URL", format!("http://127.0.0.1:{api_port}"))
-        .env("TERN_CARD_PROVIDER_WEBHOOK_SECRET", SECRET)
-        .env("TERN_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn the sandbox");
-    Process(child)
-}
-
-fn tern(
-    database_url: &str,
-    data_dir: &std::path::Path,
-    api_port: u16,
-    sandbox_port: u16,
-) -> Process {
-    let child = Command::new(TERN)
-        .env("TERN_DATABASE_URL", database_url)
-        .env("TERN_DATA_DIR", data_dir)
-        .env("TERN_BIND", format!("127.0.0.1:{api_port}"))
-        .env("TERN_SANDBOX_BIND", "off")
-        .env(
-            "TERN_PROVIDER_URL",
-            format!("http://127.0.0.1:{sandbox_port}"),
-        )
-        // Wide windows: a hanging call outlives the kill, a retry waits 3 s.
-        .env("TERN_PROVIDER_TIMEOUT", "20s")
-        .env("TERN_SETTLEMENT_RETRY_SCHEDULE", "3s,1s,1s,1s")
-        .env("TERN_CARD_PROVIDER_WEBHOOK_SECRET", SECRET)
-        .env("TERN_RATE_LIMITS", "off")
-        .env("TERN_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn tern");
-    Process(child)
-}
-
-async fn wait_ready(client: &reqwest::Client, url: &str) {
-    let started = Instant::now();
-    loop {
-        if let Ok(response) = client.get(url).send().await {
-            if response.status().is_success() {
-                return;
-            }
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{url} not ready"
-        );
-        actix_web::rt::time::sleep(Duration::from_millis(25)).await;
-    }
-}
+/// Wide windows: a retry waits 3 s, long enough to be killed in.
+const RETRY_SCHEDULE: &str = "3s,1s,1s,1s";
 
 struct Api {
     client: reqwest::Client,
@@ -171,31 +88,11 @@ fn push(source: &str, card: &str) -> Value {
 
 #[actix_web::test]
 async fn a_killed_process_loses_nothing_and_repeats_nothing() {
-    tern_actors::adapters::install_crypto_provider();
-    let database = TestDatabase::create().await;
-    let data_dir = tempfile::tempdir().expect("dir");
-    let (api_port, sandbox_port) = (free_port(), free_port());
-    let client = reqwest::Client::new();
-    let _sandbox = sandbox(sandbox_port, api_port);
-    let sandbox_url = format!("http://127.0.0.1:{sandbox_port}");
-    wait_ready(&client, &format!("{sandbox_url}/control/executions")).await;
-    let mut first = tern(database.url(), data_dir.path(), api_port, sandbox_port);
-    let base = format!("http://127.0.0.1:{api_port}");
-    wait_ready(&client, &format!("{base}/ready")).await;
-
-    let registered: Value = client
-        .post(format!("{base}/v1/auth/m2m/register"))
-        .json(&json!({"organization_name": "Crash Test", "email": "ops@crash.example"}))
-        .send()
-        .await
-        .expect("register")
-        .json()
-        .await
-        .expect("json");
+    let mut cluster = Cluster::start(RETRY_SCHEDULE).await;
     let api = Api {
-        client: client.clone(),
-        base: base.clone(),
-        key: registered["api_key"].as_str().expect("key").to_owned(),
+        client: cluster.client.clone(),
+        base: cluster.base.clone(),
+        key: cluster.register("Crash Test").await,
     };
     let usd = api.usd_account().await["id"]
         .as_str()
@@ -208,19 +105,13 @@ async fn a_killed_process_loses_nothing_and_repeats_nothing() {
     api.wait_for(&funding, &["succeeded"]).await;
 
     // The provider executes this push, then holds its answer past the kill.
-    let arm = |spec: Value| {
-        client
-            .post(format!("{sandbox_url}/control/faults"))
-            .json(&spec)
-            .send()
-    };
-    arm(json!({"target": "card_push", "match": {"destination": "tok_hang"}, "mode": "timeout_after_success", "count": 1}))
-        .await
-        .expect("fault");
+    cluster
+        .arm(json!({"target": "card_push", "match": {"destination": "tok_hang"}, "mode": "timeout_after_success", "count": 1}))
+        .await;
     // This one fails once and waits 3 s for its retry: killed in the wait.
-    arm(json!({"target": "card_push", "match": {"destination": "tok_retry"}, "mode": "transient", "count": 1}))
-        .await
-        .expect("fault");
+    cluster
+        .arm(json!({"target": "card_push", "match": {"destination": "tok_retry"}, "mode": "transient", "count": 1}))
+        .await;
     let hang = Uuid::new_v4().to_string();
     let retry = Uuid::new_v4().to_string();
     assert_eq!(api.create(&hang, &push(&usd, "tok_hang")).await, 201);
@@ -237,11 +128,10 @@ async fn a_killed_process_loses_nothing_and_repeats_nothing() {
         "in_flight",
         "the executed call has no answer yet"
     );
-    first.kill_hard();
+    cluster.kill();
 
     // A new process on the same database finishes everything.
-    let _second = tern(database.url(), data_dir.path(), api_port, sandbox_port);
-    wait_ready(&client, &format!("{base}/ready")).await;
+    cluster.restart().await;
     let mut all = vec![hang.clone(), retry.clone()];
     all.extend(burst.iter().cloned());
     for key in &all {
@@ -252,34 +142,13 @@ async fn a_killed_process_loses_nothing_and_repeats_nothing() {
         );
     }
     for key in &all {
-        let executions: Value = client
-            .get(format!(
-                "{sandbox_url}/control/executions?settlement_key={key}"
-            ))
-            .send()
-            .await
-            .expect("executions")
-            .json()
-            .await
-            .expect("json");
-        let count = executions["data"].as_array().map_or(0, Vec::len);
-        assert_eq!(count, 1, "{key} executed {count} times: {executions}");
+        let operations = cluster.operations(key).await;
+        assert_eq!(operations, ["push"], "{key} executed {operations:?}");
     }
     let usd_account = api.usd_account().await;
     let expected = 10_000 - 100 * all.len() as i64;
     assert_eq!(usd_account["balance_minor"], expected, "{usd_account}");
     assert_eq!(usd_account["pending_minor"], 0, "{usd_account}");
 
-    let check = Command::new(TERN)
-        .args(["ledger", "check"])
-        .env("TERN_DATABASE_URL", database.url())
-        .env("TERN_LOG", "warn")
-        .output()
-        .expect("ledger check");
-    assert!(
-        check.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
+    cluster.assert_ledger_balances();
 }

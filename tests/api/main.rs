@@ -3,12 +3,14 @@
 //! parallel. Set TERN_TEST_DATABASE_URL to run them on PostgreSQL.
 
 mod helpers;
+mod processes;
 
 mod api_keys;
 mod audit;
 mod bench;
 mod binary;
 mod crash;
+mod crash_transfers;
 mod docs;
 mod errors;
 mod ledger;

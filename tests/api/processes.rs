@@ -1,0 +1,218 @@
+//! The real binary as child processes, for the crash tests: a standalone
+//! `tern sandbox` that outlives Tern (as a real provider would) and counts
+//! its executions, and a Tern that can be killed with SIGKILL and started
+//! again on the same database.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tern_schema::testing::TestDatabase;
+
+const TERN: &str = env!("CARGO_BIN_EXE_tern");
+const SECRET: &str = "crash-test-webhook-secret";
+/// How long a process may take to answer its readiness probe.
+const READY_WAIT_MAX: Duration = Duration::from_secs(30);
+/// How long one provider call may take before Tern counts its outcome as
+/// unknown: wider than any test's wait before the kill, so a held call is
+/// still held when the process dies.
+const PROVIDER_TIMEOUT: &str = "20s";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A child process killed with SIGKILL when dropped, so a failing test
+/// leaves nothing running.
+struct Process(Child);
+
+impl Process {
+    fn kill_hard(&mut self) {
+        // std's kill() is SIGKILL on Unix: no shutdown code runs.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill_hard();
+    }
+}
+
+/// A database, a sandbox process and a Tern process on it; Tern can be
+/// killed and started again with everything else kept.
+pub struct Cluster {
+    pub client: reqwest::Client,
+    /// Tern's base URL.
+    pub base: String,
+    pub sandbox_url: String,
+    /// TERN_SETTLEMENT_RETRY_SCHEDULE (also the transfer refund schedule).
+    retry_schedule: String,
+    api_port: u16,
+    sandbox_port: u16,
+    tern: Option<Process>,
+    _sandbox: Process,
+    data_dir: tempfile::TempDir,
+    database: TestDatabase,
+}
+
+impl Cluster {
+    /// Starts the sandbox and Tern, both ready.
+    pub async fn start(retry_schedule: &str) -> Cluster {
+        tern_actors::adapters::install_crypto_provider();
+        let database = TestDatabase::create().await;
+        let data_dir = tempfile::tempdir().expect("dir");
+        let (api_port, sandbox_port) = (free_port(), free_port());
+        let sandbox = spawn_sandbox(sandbox_port, api_port);
+        let mut cluster = Cluster {
+            client: reqwest::Client::new(),
+            base: format!("http://127.0.0.1:{api_port}"),
+            sandbox_url: format!("http://127.0.0.1:{sandbox_port}"),
+            retry_schedule: retry_schedule.to_owned(),
+            api_port,
+            sandbox_port,
+            tern: None,
+            _sandbox: sandbox,
+            data_dir,
+            database,
+        };
+        let executions = format!("{}/control/executions", cluster.sandbox_url);
+        wait_ready(&cluster.client, &executions).await;
+        cluster.restart().await;
+        cluster
+    }
+
+    /// Starts Tern (again) on the same database and waits until it is ready.
+    pub async fn restart(&mut self) {
+        assert!(self.tern.is_none(), "Tern is already running");
+        let child = Command::new(TERN)
+            .env("TERN_DATABASE_URL", self.database.url())
+            .env("TERN_DATA_DIR", self.data_dir.path())
+            .env("TERN_BIND", format!("127.0.0.1:{}", self.api_port))
+            .env("TERN_SANDBOX_BIND", "off")
+            .env(
+                "TERN_PROVIDER_URL",
+                format!("http://127.0.0.1:{}", self.sandbox_port),
+            )
+            .env("TERN_PROVIDER_TIMEOUT", PROVIDER_TIMEOUT)
+            .env("TERN_SETTLEMENT_RETRY_SCHEDULE", &self.retry_schedule)
+            .env("TERN_CARD_PROVIDER_WEBHOOK_SECRET", SECRET)
+            .env("TERN_RATE_LIMITS", "off")
+            .env("TERN_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn tern");
+        self.tern = Some(Process(child));
+        wait_ready(&self.client, &format!("{}/ready", self.base)).await;
+    }
+
+    /// SIGKILL: no shutdown code runs, whatever was in flight is lost.
+    pub fn kill(&mut self) {
+        let mut tern = self.tern.take().expect("Tern is running");
+        tern.kill_hard();
+    }
+
+    pub fn database_url(&self) -> &str {
+        self.database.url()
+    }
+
+    /// Registers a merchant; answers its API key.
+    pub async fn register(&self, name: &str) -> String {
+        let registered: Value = self
+            .client
+            .post(format!("{}/v1/auth/m2m/register", self.base))
+            .json(&json!({"organization_name": name, "email": "ops@crash.example"}))
+            .send()
+            .await
+            .expect("register")
+            .json()
+            .await
+            .expect("json");
+        registered["api_key"].as_str().expect("key").to_owned()
+    }
+
+    /// Arms a sandbox fault (decisions §15).
+    pub async fn arm(&self, spec: Value) {
+        let response = self
+            .client
+            .post(format!("{}/control/faults", self.sandbox_url))
+            .json(&spec)
+            .send()
+            .await
+            .expect("fault");
+        assert_eq!(response.status(), 201, "{spec}");
+    }
+
+    /// The operations the sandbox executed for one settlement, sorted: one
+    /// entry per real execution, so a duplicate shows twice.
+    pub async fn operations(&self, settlement_key: &str) -> Vec<String> {
+        let executions: Value = self
+            .client
+            .get(format!(
+                "{}/control/executions?settlement_key={settlement_key}",
+                self.sandbox_url
+            ))
+            .send()
+            .await
+            .expect("executions")
+            .json()
+            .await
+            .expect("json");
+        let mut operations: Vec<String> = executions["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .map(|e| e["operation"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        operations.sort();
+        operations
+    }
+
+    /// `tern ledger check` on the same database must exit 0.
+    pub fn assert_ledger_balances(&self) {
+        let check = Command::new(TERN)
+            .args(["ledger", "check"])
+            .env("TERN_DATABASE_URL", self.database.url())
+            .env("TERN_LOG", "warn")
+            .output()
+            .expect("ledger check");
+        assert!(
+            check.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&check.stdout),
+            String::from_utf8_lossy(&check.stderr)
+        );
+    }
+}
+
+fn spawn_sandbox(port: u16, api_port: u16) -> Process {
+    let child = Command::new(TERN)
+        .arg("sandbox")
+        .env("TERN_SANDBOX_BIND", format!("127.0.0.1:{port}"))
+        .env("TERN_PUBLIC_URL", format!("http://127.0.0.1:{api_port}"))
+        .env("TERN_CARD_PROVIDER_WEBHOOK_SECRET", SECRET)
+        .env("TERN_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the sandbox");
+    Process(child)
+}
+
+async fn wait_ready(client: &reqwest::Client, url: &str) {
+    let started = Instant::now();
+    loop {
+        if let Ok(response) = client.get(url).send().await {
+            if response.status().is_success() {
+                return;
+            }
+        }
+        assert!(started.elapsed() < READY_WAIT_MAX, "{url} not ready");
+        actix_web::rt::time::sleep(Duration::from_millis(25)).await;
+    }
+}
