@@ -195,6 +195,7 @@ fn leg_event(row: &TransferRow, settlement_key: &str, observed: Observed) -> Opt
 /// What a leg's settlement row shows, in the saga's terms.
 pub fn observe(row: &SettlementRow) -> Observed {
     match row.status.as_str() {
+        "succeeded" if row.reversal != "none" => Observed::Reversing,
         "succeeded" => Observed::Succeeded,
         "reversed" => Observed::Reversed,
         "failed" => Observed::Failed {
@@ -247,7 +248,13 @@ async fn resume(
     let mut row = row;
     let mut follow_ups = Vec::new();
     for leg in &legs {
-        let Some(event) = leg_event(&row, &leg.idempotency_key, observe(leg)) else {
+        let observed = observe(leg);
+        if observed == Observed::Succeeded && row.status == machine::Status::Compensating.as_str() {
+            // Leg 1 with no refund under way: the request below asks for
+            // it at once, where the observation would wait a retry delay.
+            continue;
+        }
+        let Some(event) = leg_event(&row, &leg.idempotency_key, observed) else {
             continue;
         };
         let transition = advance(env, row, event, None).await?;
@@ -272,7 +279,7 @@ async fn advance(
 ) -> RuntimeResult<Transition<TransferKind>> {
     let state = state_of(&row).map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
     let label = format!("{event:?}");
-    let moved = match machine::transition(&state, event, &env.ctx.policy) {
+    let moved = match machine::transition(&state, event, &env.ctx.policy, Utc::now()) {
         Ok(moved) => moved,
         Err(rejected) => {
             if rejected != Rejected::Unchanged {
@@ -346,10 +353,7 @@ fn with_refund_request(
 }
 
 fn not_made(reason: String) -> Refund {
-    Refund::NotMade {
-        reason,
-        now: Utc::now(),
-    }
+    Refund::NotMade { reason }
 }
 
 /// The settlement's answer to a reversal, in the saga's terms.
@@ -580,6 +584,9 @@ mod tests {
         );
         row.status = "succeeded".into();
         assert_eq!(observe(&row), Observed::Succeeded);
+        row.reversal = "pending_at_provider".into();
+        assert_eq!(observe(&row), Observed::Reversing);
+        row.reversal = "none".into();
         row.status = "failed".into();
         row.failure_reason = Some("challenge_expired".into());
         assert_eq!(

@@ -159,7 +159,11 @@ pub enum Observed {
         client_secret: String,
         next_action_type: String,
     },
+    /// Succeeded, and nothing is being done to undo it: no reversal is
+    /// under way (none was asked, or the last one was not made).
     Succeeded,
+    /// Succeeded, with a reversal (refund) under way at the provider.
+    Reversing,
     Failed {
         reason: String,
     },
@@ -175,7 +179,6 @@ pub enum Refund {
     /// Not made this time (declined, provider unreachable).
     NotMade {
         reason: String,
-        now: DateTime<Utc>,
     },
 }
 
@@ -248,7 +251,9 @@ fn moved(state: State, effects: Vec<Effect>, statuses: Vec<Status>) -> Outcome {
     })
 }
 
-pub fn transition(state: &State, event: Event, policy: &Policy) -> Outcome {
+/// The saga's move on `event` at `now` (time comes in as data: the
+/// machine reads no clock).
+pub fn transition(state: &State, event: Event, policy: &Policy, now: DateTime<Utc>) -> Outcome {
     let mut next = state.clone();
     match (state.status, event) {
         (Status::Pending, Event::Start) => {
@@ -290,8 +295,8 @@ pub fn transition(state: &State, event: Event, policy: &Policy) -> Outcome {
                 next.failure_reason = Some(reason);
                 moved(next, vec![], vec![Status::Failed])
             }
-            // A charge that never succeeded cannot have been refunded.
-            Observed::Reversed => Err(Rejected::Unchanged),
+            // A charge that never succeeded cannot be or have been refunded.
+            Observed::Reversing | Observed::Reversed => Err(Rejected::Unchanged),
         },
         (Status::Leg2InFlight, Event::Leg2(observed)) => match observed {
             Observed::Succeeded => {
@@ -311,9 +316,10 @@ pub fn transition(state: &State, event: Event, policy: &Policy) -> Outcome {
                     vec![Status::Compensating],
                 )
             }
-            Observed::InFlight | Observed::AwaitingChallenge { .. } | Observed::Reversed => {
-                Err(Rejected::Unchanged)
-            }
+            Observed::InFlight
+            | Observed::AwaitingChallenge { .. }
+            | Observed::Reversing
+            | Observed::Reversed => Err(Rejected::Unchanged),
         },
         (Status::Compensating, Event::Leg1(Observed::Reversed))
         | (Status::Compensating, Event::Refund(Refund::Completed)) => {
@@ -322,30 +328,20 @@ pub fn transition(state: &State, event: Event, policy: &Policy) -> Outcome {
             next.next_attempt_at = None;
             moved(next, vec![], vec![Status::Failed])
         }
-        (Status::Compensating, Event::Refund(Refund::NotMade { reason, now })) => {
-            if state.next_attempt_at.is_some() {
-                // A retry is already scheduled: a late answer changes nothing.
-                return Err(Rejected::Unchanged);
-            }
-            let delay = policy
-                .refund_delays
-                .get(state.compensation_attempt.saturating_sub(1) as usize);
-            match delay {
-                Some(delay) => {
-                    let at = now + *delay;
-                    next.next_attempt_at = Some(at);
-                    moved(next, vec![Effect::ScheduleRetry { at }], vec![])
-                }
-                None => {
-                    next.leg1 = LegStatus::ReverseFailed;
-                    next.status = Status::Failed;
-                    next.alert = Some(format!(
-                        "the refund of leg 1 failed {} times (last: {reason}); the payer has not been paid back",
-                        state.compensation_attempt
-                    ));
-                    moved(next, vec![], vec![Status::Failed])
-                }
-            }
+        (Status::Compensating, Event::Refund(Refund::NotMade { reason })) => {
+            refund_not_made(state, next, reason, now, policy)
+        }
+        (Status::Compensating, Event::Leg1(Observed::Succeeded)) => {
+            // Leg 1 stands with no refund under way: one reported pending,
+            // or under way when asked again after a restart, ended without
+            // being made. Nothing else would move the transfer: try again.
+            refund_not_made(
+                state,
+                next,
+                "the refund was not made".to_owned(),
+                now,
+                policy,
+            )
         }
         (Status::Compensating, Event::RetryDue) if state.next_attempt_at.is_some() => {
             next.compensation_attempt += 1;
@@ -361,6 +357,40 @@ pub fn transition(state: &State, event: Event, policy: &Policy) -> Outcome {
             event: event_name(&event),
             status: state.status.as_str(),
         }),
+    }
+}
+
+/// The refund was not made: try again after the policy's next delay, or,
+/// out of attempts, give up with leg 1 `reverse_failed` and an alert.
+fn refund_not_made(
+    state: &State,
+    mut next: State,
+    reason: String,
+    now: DateTime<Utc>,
+    policy: &Policy,
+) -> Outcome {
+    if state.next_attempt_at.is_some() {
+        // A retry is already scheduled: a second report changes nothing.
+        return Err(Rejected::Unchanged);
+    }
+    let delay = policy
+        .refund_delays
+        .get(state.compensation_attempt.saturating_sub(1) as usize);
+    match delay {
+        Some(delay) => {
+            let at = now + *delay;
+            next.next_attempt_at = Some(at);
+            moved(next, vec![Effect::ScheduleRetry { at }], vec![])
+        }
+        None => {
+            next.leg1 = LegStatus::ReverseFailed;
+            next.status = Status::Failed;
+            next.alert = Some(format!(
+                "the refund of leg 1 failed {} times (last: {reason}); the payer has not been paid back",
+                state.compensation_attempt
+            ));
+            moved(next, vec![], vec![Status::Failed])
+        }
     }
 }
 
@@ -447,7 +477,6 @@ mod tests {
     fn not_made() -> Event {
         Event::Refund(Refund::NotMade {
             reason: "declined".into(),
-            now: now(),
         })
     }
 
@@ -458,6 +487,7 @@ mod tests {
             challenge(),
             Observed::Succeeded,
             failed("card_declined"),
+            Observed::Reversing,
             Observed::Reversed,
         ] {
             events.push(Event::Leg1(observed.clone()));
@@ -547,6 +577,21 @@ mod tests {
                 Some((S::Failed, L::Reversed, L::Failed, vec![], vec![S::Failed])),
             ),
             (S::Compensating, Event::Refund(Refund::Pending), None),
+            (S::Compensating, Event::Leg1(Observed::Reversing), None),
+            // The refund ended without being made while the saga waited.
+            (
+                S::Compensating,
+                Event::Leg1(Observed::Succeeded),
+                Some((
+                    S::Compensating,
+                    L::Reversing,
+                    L::Failed,
+                    vec![Effect::ScheduleRetry {
+                        at: now() + Duration::seconds(1),
+                    }],
+                    vec![],
+                )),
+            ),
             (
                 S::Compensating,
                 not_made(),
@@ -568,7 +613,7 @@ mod tests {
     #[test]
     fn transition_table() {
         for (status, event, expected) in table() {
-            let outcome = transition(&at(status), event.clone(), &policy());
+            let outcome = transition(&at(status), event.clone(), &policy(), now());
             match (outcome, expected) {
                 (Ok(moved), Some((to, leg1, leg2, effects, statuses))) => {
                     assert_eq!(
@@ -603,7 +648,7 @@ mod tests {
                     continue;
                 }
                 assert!(
-                    transition(&at(status), event.clone(), &policy()).is_err(),
+                    transition(&at(status), event.clone(), &policy(), now()).is_err(),
                     "{status:?} + {event:?} is not in the table but moved"
                 );
             }
@@ -617,29 +662,31 @@ mod tests {
             &at(Status::Leg2InFlight),
             Event::Leg2(failed("invalid_destination")),
             &policy,
+            now(),
         )
         .expect("compensates")
         .state;
         assert_eq!(state.failure_reason.as_deref(), Some("invalid_destination"));
         let mut scheduled = Vec::new();
         for _ in 1..policy.attempts_max() {
-            let moved = transition(&state, not_made(), &policy).expect("schedules");
+            let moved = transition(&state, not_made(), &policy, now()).expect("schedules");
             let [Effect::ScheduleRetry { at }] = moved.effects[..] else {
                 panic!("expected a retry: {:?}", moved.effects)
             };
             scheduled.push(at - now());
             // A second answer before the timer changes nothing.
             assert_eq!(
-                transition(&moved.state, not_made(), &policy),
+                transition(&moved.state, not_made(), &policy, now()),
                 Err(Rejected::Unchanged)
             );
-            let retried = transition(&moved.state, Event::RetryDue, &policy).expect("retries");
+            let retried =
+                transition(&moved.state, Event::RetryDue, &policy, now()).expect("retries");
             assert_eq!(retried.effects, vec![Effect::RequestRefund]);
             state = retried.state;
         }
         assert_eq!(scheduled, policy.refund_delays);
         assert_eq!(state.compensation_attempt, policy.attempts_max());
-        let gave_up = transition(&state, not_made(), &policy).expect("gives up");
+        let gave_up = transition(&state, not_made(), &policy, now()).expect("gives up");
         assert_eq!(gave_up.state.status, Status::Failed);
         assert_eq!(gave_up.state.leg1, LegStatus::ReverseFailed);
         assert!(gave_up.state.alert.is_some());
@@ -649,18 +696,23 @@ mod tests {
     #[test]
     fn a_challenge_is_shown_until_the_payer_finishes_it() {
         let policy = policy();
-        let waiting = transition(&at(Status::Leg1InFlight), Event::Leg1(challenge()), &policy)
-            .expect("shows the challenge")
-            .state;
+        let waiting = transition(
+            &at(Status::Leg1InFlight),
+            Event::Leg1(challenge()),
+            &policy,
+            now(),
+        )
+        .expect("shows the challenge")
+        .state;
         let shown = waiting.challenge.clone().expect("challenge");
         assert_eq!(shown.next_action_type.as_deref(), Some("redirect_to_url"));
         assert_eq!(
-            transition(&waiting, Event::Leg1(challenge()), &policy),
+            transition(&waiting, Event::Leg1(challenge()), &policy, now()),
             Err(Rejected::Unchanged),
             "the same challenge twice is nothing new"
         );
         for outcome in [Observed::Succeeded, failed("authentication_failed")] {
-            let done = transition(&waiting, Event::Leg1(outcome), &policy)
+            let done = transition(&waiting, Event::Leg1(outcome), &policy, now())
                 .expect("finishes")
                 .state;
             let kept = done.challenge.expect("the client secret stays");
