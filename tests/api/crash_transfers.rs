@@ -131,8 +131,21 @@ impl Api {
         self.get(&format!("/v1/transfers/{id}")).await
     }
 
+    /// A leg's settlement status; `not_created` before the transfer has
+    /// made the leg (leg 2 exists only once leg 1 succeeded).
     async fn settlement_status(&self, key: &str) -> String {
-        let body = self.get(&format!("/v1/settlements/{key}")).await;
+        let response = self
+            .client
+            .get(format!("{}/v1/settlements/{key}", self.base))
+            .bearer_auth(&self.key)
+            .send()
+            .await
+            .expect("request");
+        if response.status() == 404 {
+            return "not_created".to_owned();
+        }
+        assert_eq!(response.status(), 200, "GET /v1/settlements/{key}");
+        let body: Value = response.json().await.expect("json");
         body["status"].as_str().unwrap_or_default().to_owned()
     }
 
