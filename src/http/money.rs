@@ -13,7 +13,9 @@ pub struct Money {
     /// Major-unit decimal string with at most the currency's decimals.
     #[schema(example = "25.00")]
     pub amount: String,
-    /// ISO 4217 alpha-3.
+    /// ISO 4217 alpha-3. Exception: the on-chain leg of a transfer is a
+    /// settlement in the transfer's asset and shows its code (`USDT`, `USDC`,
+    /// six decimals).
     #[schema(example = "USD", pattern = "^[A-Z]{3}$")]
     pub currency: String,
 }
