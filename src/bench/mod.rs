@@ -326,8 +326,19 @@ pub(crate) fn per_s(count: u64, elapsed: Duration) -> f64 {
     count as f64 / elapsed.as_secs_f64().max(f64::EPSILON)
 }
 
-pub(crate) fn ms(us: u64) -> f64 {
+fn ms(us: u64) -> f64 {
     us as f64 / 1_000.0
+}
+
+/// `<name> latency: p50 .. ms, p95 .., p99 .., max ..`, as the notes quote it.
+pub(crate) fn print_latency(name: &str, p: &Percentiles) {
+    println!(
+        "{name} latency: p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        ms(p.p50),
+        ms(p.p95),
+        ms(p.p99),
+        ms(p.max)
+    );
 }
 
 /// Prints the report the way the closing notes quote it.
@@ -351,14 +362,7 @@ pub fn print(options: &Options, report: &Report) {
             format!(" (refused by status: {:?})", report.refused)
         }
     );
-    let latency = &report.latency_us;
-    println!(
-        "create latency: p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        ms(latency.p50),
-        ms(latency.p95),
-        ms(latency.p99),
-        ms(latency.max)
-    );
+    print_latency("create", &report.latency_us);
     println!(
         "completed:   {} terminal in {:.2} s = {:.0}/s (succeeded {}, failed {})",
         report.created,

@@ -9,7 +9,9 @@ use anyhow::{bail, Context};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
-use super::{bar, ms, per_s, Client, Merchant, Percentiles, CONCURRENCY_MAX, SETTLEMENTS_MAX};
+use super::{
+    bar, per_s, print_latency, Client, Merchant, Percentiles, CONCURRENCY_MAX, SETTLEMENTS_MAX,
+};
 
 /// How often completion is polled (two counting reads per poll).
 const COMPLETION_POLL: Duration = Duration::from_millis(100);
@@ -211,16 +213,6 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     })
 }
 
-fn latency(name: &str, p: &Percentiles) {
-    println!(
-        "{name} latency: p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        ms(p.p50),
-        ms(p.p95),
-        ms(p.p99),
-        ms(p.max)
-    );
-}
-
 pub fn print(options: &Options, report: &Report) {
     let pace = match options.rate_per_s {
         Some(rate) => format!("paced at {rate}/s"),
@@ -248,8 +240,8 @@ pub fn print(options: &Options, report: &Report) {
             format!(" (refused by status: {:?})", report.refused)
         }
     );
-    latency("quote create", &report.quote_latency_us);
-    latency("transfer create", &report.transfer_latency_us);
+    print_latency("quote create", &report.quote_latency_us);
+    print_latency("transfer create", &report.transfer_latency_us);
     println!(
         "completed: {} terminal in {:.2} s = {:.0}/s (succeeded {}, failed {})",
         report.created,

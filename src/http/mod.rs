@@ -4,6 +4,7 @@ pub mod api_keys;
 pub mod audit;
 pub mod docs;
 pub mod extract;
+pub mod idempotency;
 pub mod ledger;
 pub mod m2m;
 pub mod middleware;

@@ -20,6 +20,15 @@ pub struct Money {
     pub currency: String,
 }
 
+/// A stored amount in its canonical form; an unknown code (never written
+/// by this build) shows the raw minor units rather than failing the read.
+pub fn canonical_amount(code: &str, minor: i64) -> String {
+    match Currency::find(code) {
+        Some(currency) => currency.format(minor),
+        None => minor.to_string(),
+    }
+}
+
 impl Money {
     /// The canonical form: exactly the currency's exponent in digits.
     pub fn of(currency: Currency, minor: i64) -> Money {

@@ -15,6 +15,7 @@ use utoipa::ToSchema;
 
 use crate::auth::{Caller, MerchantOwned};
 use crate::http::extract::JsonBody;
+use crate::http::money::canonical_amount;
 use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
 
@@ -76,26 +77,17 @@ impl MerchantOwned for QuoteRow {
     }
 }
 
-/// A stored amount in its canonical form; an unknown code (never written
-/// by this build) shows the raw minor units rather than failing the read.
-fn amount(code: &str, minor: i64) -> String {
-    match Currency::find(code) {
-        Some(currency) => currency.format(minor),
-        None => minor.to_string(),
-    }
-}
-
 pub fn view(row: &QuoteRow) -> Quote {
     Quote {
         quote_id: row.id.clone(),
         send_currency: row.send_currency.clone(),
-        send_amount: amount(&row.send_currency, row.send_amount_minor),
+        send_amount: canonical_amount(&row.send_currency, row.send_amount_minor),
         receive_asset: row.receive_asset.clone(),
         receive_network: row.receive_network.clone(),
         rate: row.rate.clone(),
-        platform_fee: amount(&row.send_currency, row.platform_fee_minor),
-        network_fee: amount(&row.send_currency, row.network_fee_minor),
-        receive_amount: amount(&row.receive_asset, row.receive_amount_minor),
+        platform_fee: canonical_amount(&row.send_currency, row.platform_fee_minor),
+        network_fee: canonical_amount(&row.send_currency, row.network_fee_minor),
+        receive_amount: canonical_amount(&row.receive_asset, row.receive_amount_minor),
         expires_at: as_utc(row.expires_at),
         created_at: as_utc(row.created_at),
     }

@@ -2,7 +2,7 @@
 //! with Idempotency-Key, read, list, reverse. Handlers validate and persist
 //! the intent; each settlement's actor executes it.
 
-use actix_web::http::header::{HeaderValue, LOCATION};
+use actix_web::http::header::LOCATION;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -17,7 +17,6 @@ use tern_actors::settlement::{
 use tern_schema::audit::AuditActor;
 use tern_schema::idempotency::request_digest;
 use tern_schema::models::{SettlementIntent, SettlementRow};
-use tern_schema::money::Currency;
 use tern_schema::store::settlements as store;
 use tern_schema::types::as_utc;
 use utoipa::{IntoParams, ToSchema};
@@ -25,13 +24,12 @@ use uuid::Uuid;
 
 use crate::auth::{Caller, MerchantOwned};
 use crate::http::extract::{JsonBody, Query};
-use crate::http::money::Money;
+use crate::http::idempotency::{self, idempotency_key};
+use crate::http::money::{canonical_amount, Money};
 use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
 use crate::validate;
 
-pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
-pub const IDEMPOTENT_REPLAYED_HEADER: &str = "idempotent-replayed";
 pub const LIST_LIMIT_DEFAULT: i64 = 50;
 pub const LIST_LIMIT_MAX: i64 = 200;
 /// Longest destination, reference or reason accepted.
@@ -136,12 +134,9 @@ impl MerchantOwned for SettlementRow {
 }
 
 pub fn view(row: &SettlementRow) -> Settlement {
-    let amount = match Currency::find(&row.currency) {
-        Some(currency) => Money::of(currency, row.amount_minor),
-        None => Money {
-            amount: row.amount_minor.to_string(),
-            currency: row.currency.clone(),
-        },
+    let amount = Money {
+        amount: canonical_amount(&row.currency, row.amount_minor),
+        currency: row.currency.clone(),
     };
     Settlement {
         idempotency_key: row.idempotency_key.clone(),
@@ -169,21 +164,6 @@ pub fn view(row: &SettlementRow) -> Settlement {
         client_secret: row.client_secret.clone(),
         next_action_type: row.next_action_type.clone(),
     }
-}
-
-/// The Idempotency-Key header: a UUID v4, canonicalised (400 otherwise).
-pub fn idempotency_key(req: &HttpRequest) -> Result<Uuid, ApiError> {
-    let value = req.headers().get(IDEMPOTENCY_KEY_HEADER).ok_or_else(|| {
-        ApiError::InvalidIdempotencyKey("the Idempotency-Key header is required".into())
-    })?;
-    value
-        .to_str()
-        .ok()
-        .and_then(|text| Uuid::parse_str(text.trim()).ok())
-        .filter(|uuid| uuid.get_version_num() == 4)
-        .ok_or_else(|| {
-            ApiError::InvalidIdempotencyKey("the Idempotency-Key must be a UUID v4".into())
-        })
 }
 
 /// A settlement id from a path: keys are stored canonical, so a UUID in
@@ -389,23 +369,10 @@ pub async fn create(
                 .body(body))
         }
         Ok(Submitted::Replay { status, body }) => {
-            let status = actix_web::http::StatusCode::from_u16(status)
-                .map_err(|e| ApiError::Internal(e.to_string()))?;
-            Ok(HttpResponse::build(status)
-                .insert_header((LOCATION, location(&new.intent.idempotency_key)))
-                .insert_header((IDEMPOTENT_REPLAYED_HEADER, HeaderValue::from_static("true")))
-                .content_type("application/json")
-                .body(body))
+            idempotency::replay(status, body, Some(location(&new.intent.idempotency_key)))
         }
-        Ok(Submitted::InProgress) => Err(ApiError::Conflict {
-            code: Some("IDEMPOTENCY_KEY_IN_USE"),
-            detail: "a request with this Idempotency-Key is still being processed; retry shortly"
-                .into(),
-        }),
-        Ok(Submitted::Mismatch) => Err(ApiError::field(
-            "Idempotency-Key",
-            "was already used with a different request body",
-        )),
+        Ok(Submitted::InProgress) => Err(idempotency::in_progress()),
+        Ok(Submitted::Mismatch) => Err(idempotency::mismatch()),
         Err(SubmitError::Source(message)) => Err(ApiError::field("source", message)),
         Err(SubmitError::InsufficientFunds) => Err(ApiError::field(
             "amount",

@@ -2,7 +2,7 @@
 //! with Idempotency-Key against an accepted quote, read, list. Handlers
 //! validate and make the transfer durable; its actor runs the saga.
 
-use actix_web::http::header::{HeaderValue, LOCATION};
+use actix_web::http::header::LOCATION;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -16,15 +16,15 @@ use tern_actors::transfer::{self, CreateError, Created, NewTransfer, TransferKin
 use tern_schema::audit::AuditActor;
 use tern_schema::idempotency::request_digest;
 use tern_schema::models::TransferRow;
-use tern_schema::money::Currency;
 use tern_schema::store::transfers as store;
 use tern_schema::types::{as_utc, utc_now};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::{Caller, MerchantOwned};
 use crate::http::extract::{JsonBody, Query};
+use crate::http::idempotency::{self, idempotency_key};
+use crate::http::money::canonical_amount;
 use crate::http::problem::{ApiError, FieldErrors, Problem};
-use crate::http::settlements::{idempotency_key, IDEMPOTENT_REPLAYED_HEADER};
 use crate::state::AppState;
 use crate::validate;
 
@@ -135,13 +135,6 @@ impl MerchantOwned for TransferRow {
     }
 }
 
-fn amount(code: &str, minor: i64) -> String {
-    match Currency::find(code) {
-        Some(currency) => currency.format(minor),
-        None => minor.to_string(),
-    }
-}
-
 pub fn view(row: &TransferRow) -> Transfer {
     let fiat = row.send_currency.as_str();
     Transfer {
@@ -150,12 +143,12 @@ pub fn view(row: &TransferRow) -> Transfer {
         status: row.status.clone(),
         quote_id: row.quote_id.clone(),
         send_currency: row.send_currency.clone(),
-        send_amount: amount(fiat, row.send_amount_minor),
+        send_amount: canonical_amount(fiat, row.send_amount_minor),
         receive_asset: row.receive_asset.clone(),
         receive_network: row.receive_network.clone(),
-        receive_amount: amount(&row.receive_asset, row.receive_amount_minor),
-        platform_fee: amount(fiat, row.platform_fee_minor),
-        network_fee: amount(fiat, row.network_fee_minor),
+        receive_amount: canonical_amount(&row.receive_asset, row.receive_amount_minor),
+        platform_fee: canonical_amount(fiat, row.platform_fee_minor),
+        network_fee: canonical_amount(fiat, row.network_fee_minor),
         rate: row.rate.clone(),
         wallet: row.wallet.clone(),
         failure_reason: row.failure_reason.clone(),
@@ -328,29 +321,14 @@ pub async fn create(
                 .body(body))
         }
         Ok(Created::Replay { status, body }) => {
-            let status = actix_web::http::StatusCode::from_u16(status)
-                .map_err(|e| ApiError::Internal(e.to_string()))?;
+            // The recorded body names the transfer the key made.
             let location = serde_json::from_str::<serde_json::Value>(&body)
                 .ok()
                 .and_then(|value| value.get("id").and_then(|id| id.as_str()).map(location));
-            let mut response = HttpResponse::build(status);
-            if let Some(location) = location {
-                response.insert_header((LOCATION, location));
-            }
-            Ok(response
-                .insert_header((IDEMPOTENT_REPLAYED_HEADER, HeaderValue::from_static("true")))
-                .content_type("application/json")
-                .body(body))
+            idempotency::replay(status, body, location)
         }
-        Ok(Created::InProgress) => Err(ApiError::Conflict {
-            code: Some("IDEMPOTENCY_KEY_IN_USE"),
-            detail: "a request with this Idempotency-Key is still being processed; retry shortly"
-                .into(),
-        }),
-        Ok(Created::Mismatch) => Err(ApiError::field(
-            "Idempotency-Key",
-            "was already used with a different request body",
-        )),
+        Ok(Created::InProgress) => Err(idempotency::in_progress()),
+        Ok(Created::Mismatch) => Err(idempotency::mismatch()),
         Err(CreateError::QuoteNotFound) => Err(ApiError::NotFound(format!(
             "no quote {} for this merchant",
             new.quote_id
