@@ -47,7 +47,7 @@ pub struct RateLimits {
 }
 
 /// The limit names TERN_RATE_LIMITS accepts, with their defaults.
-pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 11] = [
+pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 13] = [
     ("login", 10, Duration::from_secs(60)),
     ("register", 10, Duration::from_secs(60)),
     ("m2m_register", 5, Duration::from_secs(3_600)),
@@ -62,6 +62,9 @@ pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 11] = [
     // Per key, like quotes: a transfer load creates one per quote.
     ("transfer_create", 1_000, Duration::from_secs(1)),
     ("transfer_read", 1_000, Duration::from_secs(1)),
+    // Per key: endpoint changes and replays (each replay sends deliveries).
+    ("webhook_write", 100, Duration::from_secs(1)),
+    ("webhook_read", 1_000, Duration::from_secs(1)),
     ("resend", 3, Duration::from_secs(3_600)),
 ];
 

@@ -19,6 +19,10 @@ use tern_actors::settlement::machine::RetryPolicy;
 use tern_actors::settlement::{Parents, Providers, SettlementContext, SettlementKind};
 use tern_actors::transfer::machine::Policy;
 use tern_actors::transfer::{TransferContext, TransferKind, TransferLegs};
+use tern_actors::webhook::machine::Policy as DeliveryPolicy;
+use tern_actors::webhook::{
+    Deliverer, DeliveryConfig, Outbox, RenderTransfer, WebhookContext, WebhookEndpointKind,
+};
 use tern_schema::{migrate, Db};
 
 use crate::auth::key_cache::KeyCache;
@@ -85,6 +89,7 @@ impl Application {
             let port = sandbox_port?;
             Some(format!("http://127.0.0.1:{port}"))
         });
+        let (webhooks, outbox) = webhook_runtime(&runtime, &config)?;
         let health = ProviderHealths::default();
         // The transfers their legs report to: bound once the transfer
         // registry exists, which is made after the settlement one.
@@ -105,6 +110,7 @@ impl Application {
                         TransferContext {
                             settlements: settlements.clone(),
                             policy,
+                            outbox: outbox.clone(),
                         },
                     )
                     .context("registering the transfer actors")?;
@@ -136,6 +142,8 @@ impl Application {
             runtime,
             settlements,
             transfers,
+            webhooks,
+            outbox,
             providers,
         });
         let server = api_server(listener, state.clone())?;
@@ -178,6 +186,37 @@ impl Application {
         self.state.db.close();
         served
     }
+}
+
+/// Webhook jitter: each retry lands within this fraction of its delay.
+pub const WEBHOOK_RETRY_JITTER: f64 = 0.1;
+
+/// The webhook endpoint actors and the outbox transfers write to.
+fn webhook_runtime(
+    runtime: &Runtime,
+    config: &Config,
+) -> anyhow::Result<(tern_actors::runtime::Registry<WebhookEndpointKind>, Outbox)> {
+    let deliverer = Deliverer::new(&DeliveryConfig {
+        allow_private: config.webhook_allow_private,
+        ca_file: config.webhook_ca_file.clone(),
+        timeout: None,
+    })?;
+    let webhooks = runtime
+        .register::<WebhookEndpointKind>(
+            RegistryConfig::default(),
+            WebhookContext {
+                deliverer: Arc::new(deliverer),
+                policy: DeliveryPolicy {
+                    delays: config.webhook_retry_schedule.clone(),
+                    jitter: WEBHOOK_RETRY_JITTER,
+                },
+            },
+        )
+        .context("registering the webhook endpoint actors")?;
+    let render: RenderTransfer =
+        Arc::new(|row| serde_json::to_value(http::transfers::view(row)).unwrap_or_default());
+    let outbox = Outbox::new(render, webhooks.clone());
+    Ok((webhooks, outbox))
 }
 
 /// One health record per provider the settlements reach.

@@ -8,6 +8,7 @@ use tern_actors::ports::RateSource;
 use tern_actors::runtime::{Registry, Runtime};
 use tern_actors::settlement::SettlementKind;
 use tern_actors::transfer::TransferKind;
+use tern_actors::webhook::{Outbox, WebhookEndpointKind};
 use tern_schema::Db;
 
 use crate::auth::key_cache::KeyCache;
@@ -26,6 +27,11 @@ pub struct AppState {
     pub settlements: Option<Registry<SettlementKind>>,
     /// `None` exactly when `settlements` is: transfers run on settlements.
     pub transfers: Option<Registry<TransferKind>>,
+    /// One actor per merchant endpoint: endpoint changes, replays, deliveries.
+    pub webhooks: Registry<WebhookEndpointKind>,
+    /// Where transfer status events are written; transfer creation writes
+    /// the first.
+    pub outbox: Outbox,
     /// Where quotes get their rates.
     pub rates: Arc<dyn RateSource>,
     /// What the adapters observed of each provider, by name; empty when no

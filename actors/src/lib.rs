@@ -8,3 +8,4 @@ pub mod quote;
 pub mod runtime;
 pub mod settlement;
 pub mod transfer;
+pub mod webhook;

@@ -6,6 +6,7 @@ use diesel::prelude::*;
 use crate::schema::{
     api_keys, audit_events, audit_heads, idempotency_records, inbound_events, ledger_accounts,
     ledger_entries, ledger_transactions, merchants, quotes, settlements, transfers,
+    webhook_attempts, webhook_endpoints, webhook_events,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -312,4 +313,57 @@ pub struct TransferRow {
     pub version: i64,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable, AsChangeset)]
+#[diesel(table_name = webhook_endpoints, treat_none_as_default_value = false)]
+pub struct WebhookEndpointRow {
+    pub merchant_id: String,
+    pub url: String,
+    /// The signing secret as the merchant gave it.
+    pub secret: String,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable, AsChangeset)]
+#[diesel(table_name = webhook_events, treat_none_as_null = true, treat_none_as_default_value = false)]
+pub struct WebhookEventRow {
+    /// `evt_` + a UUID v7; the `webhook-id` of every attempt.
+    pub id: String,
+    pub merchant_id: String,
+    pub transfer_id: String,
+    /// Orders the transfer's events: the rank of its status in the saga.
+    pub seq: i32,
+    /// `transfer.<status>`.
+    pub event_type: String,
+    /// The exact body delivered and signed.
+    pub payload: String,
+    /// X-Request-ID of the request that started the transfer.
+    pub request_id: String,
+    /// pending, delivered, dead or skipped.
+    pub status: String,
+    pub attempts: i32,
+    pub round: i32,
+    pub next_attempt_at: Option<NaiveDateTime>,
+    pub last_attempt_at: Option<NaiveDateTime>,
+    pub last_status_code: Option<i32>,
+    pub last_error: Option<String>,
+    pub delivered_at: Option<NaiveDateTime>,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
+#[diesel(table_name = webhook_attempts, treat_none_as_default_value = false)]
+pub struct WebhookAttemptRow {
+    pub event_id: String,
+    pub attempt: i32,
+    pub round: i32,
+    pub attempted_at: NaiveDateTime,
+    /// The receiver's status, when it answered.
+    pub status_code: Option<i32>,
+    /// Why the attempt failed, when it did: a refusal, timeout or non-2xx.
+    pub error: Option<String>,
+    pub duration_ms: i64,
 }

@@ -232,3 +232,52 @@ diesel::table! {
         updated_at -> Timestamp,
     }
 }
+
+diesel::table! {
+    /// A merchant's webhook endpoint (see the webhooks migration).
+    webhook_endpoints (merchant_id) {
+        merchant_id -> Text,
+        url -> Text,
+        secret -> Text,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    /// The outbox of transfer status events and their delivery state.
+    webhook_events (id) {
+        id -> Text,
+        merchant_id -> Text,
+        transfer_id -> Text,
+        seq -> Integer,
+        event_type -> Text,
+        payload -> Text,
+        request_id -> Text,
+        status -> Text,
+        attempts -> Integer,
+        round -> Integer,
+        next_attempt_at -> Nullable<Timestamp>,
+        last_attempt_at -> Nullable<Timestamp>,
+        last_status_code -> Nullable<Integer>,
+        last_error -> Nullable<Text>,
+        delivered_at -> Nullable<Timestamp>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    /// Every delivery attempt of an event.
+    webhook_attempts (event_id, round, attempt) {
+        event_id -> Text,
+        attempt -> Integer,
+        round -> Integer,
+        attempted_at -> Timestamp,
+        status_code -> Nullable<Integer>,
+        error -> Nullable<Text>,
+        duration_ms -> BigInt,
+    }
+}
+
+diesel::allow_tables_to_appear_in_same_query!(webhook_events, webhook_attempts);

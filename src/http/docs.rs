@@ -6,6 +6,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::http::{
     api_keys, audit, ledger, m2m, ops, problem, provider_webhooks, quotes, settlements, transfers,
+    webhooks,
 };
 
 /// The three credential forms of the interface.
@@ -109,7 +110,14 @@ pub struct TransfersApi;
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(provider_webhooks::receive),
+    paths(
+        webhooks::put_endpoint,
+        webhooks::get_endpoint,
+        webhooks::delete_endpoint,
+        webhooks::replay,
+        webhooks::deliveries,
+        provider_webhooks::receive
+    ),
     components(schemas(problem::Problem)),
     tags((name = "webhooks", description = "Signed outbound webhooks, and the card provider's inbound ones")),
     modifiers(&SecuritySchemes)

@@ -15,6 +15,7 @@ pub mod provider_webhooks;
 pub mod quotes;
 pub mod settlements;
 pub mod transfers;
+pub mod webhooks;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
@@ -64,6 +65,16 @@ pub fn routes(cfg: &mut web::ServiceConfig, state: &AppState) {
         )
         .service(web::resource("/v1/audit/events").route(web::get().to(audit::events)))
         .service(web::resource("/v1/audit/verify").route(web::get().to(audit::verify)))
+        .service(
+            web::resource("/v1/webhooks/endpoint")
+                .route(web::put().to(webhooks::put_endpoint))
+                .route(web::get().to(webhooks::get_endpoint))
+                .route(web::delete().to(webhooks::delete_endpoint)),
+        )
+        .service(web::resource("/v1/webhooks/replay").route(web::post().to(webhooks::replay)))
+        .service(
+            web::resource("/v1/webhooks/deliveries").route(web::get().to(webhooks::deliveries)),
+        )
         .service(
             web::resource("/v1/webhooks/{provider}")
                 .route(web::post().to(provider_webhooks::receive)),

@@ -300,9 +300,14 @@ pub async fn create(
     let key = idempotency_key(&req)?;
     let registry = registry(&state)?.clone();
     let new = validate_create(&request, key, &caller)?;
-    let created = transfer::create(&state.db, &new, &digest(&new), utc_now(), |row| {
-        serde_json::to_string(&view(row)).unwrap_or_default()
-    })
+    let created = transfer::create(
+        &state.db,
+        &new,
+        &digest(&new),
+        utc_now(),
+        &state.outbox,
+        |row| serde_json::to_string(&view(row)).unwrap_or_default(),
+    )
     .await;
     match created {
         Ok(Created::Created { row, body }) => {

@@ -1,6 +1,7 @@
 //! Field checks shared by handlers. Each answers a message for `errors`.
 
 pub mod wallet;
+pub mod webhook;
 
 /// Longest email address (RFC 5321 path limit).
 pub const EMAIL_LENGTH_MAX: usize = 254;

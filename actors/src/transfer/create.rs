@@ -15,6 +15,7 @@ use super::machine::{LegStatus, Status};
 use super::record::new_id;
 use crate::ports::{Asset, Network};
 use crate::runtime::Versioned;
+use crate::webhook::Outbox;
 
 /// The idempotency scope of transfer creation.
 pub const IDEMPOTENCY_SCOPE: &str = "transfers";
@@ -148,81 +149,93 @@ pub async fn create(
     new: &NewTransfer,
     request_sha256: &str,
     now: NaiveDateTime,
+    outbox: &Outbox,
     render: impl Fn(&TransferRow) -> String + Send + 'static,
 ) -> Result<Created, CreateError> {
     let new = new.clone();
+    let merchant_id = new.merchant_id.clone();
+    let events = outbox.clone();
     let request_sha256 = request_sha256.to_owned();
     // Group-committed: the transfer is durable when this answers Created.
-    db.write(move |tx| {
-        Box::pin(async move {
-            let claim = idempotency::claim(
-                tx,
-                &new.merchant_id,
-                IDEMPOTENCY_SCOPE,
-                &new.idempotency_key,
-                &request_sha256,
-            )
-            .await?;
-            match claim {
-                Claim::New => {}
-                Claim::Replay { status, body } => return Ok(Created::Replay { status, body }),
-                Claim::InProgress => return Ok(Created::InProgress),
-                Claim::Mismatch => return Ok(Created::Mismatch),
-            }
-            let quote = quotes::find_for_merchant(tx, &new.merchant_id, &new.quote_id)
-                .await?
-                .ok_or(CreateError::QuoteNotFound)?;
-            if quote.is_expired_at(now) {
-                return Err(CreateError::QuoteExpired {
-                    expires_at: quote.expires_at,
-                });
-            }
-            check_against_quote(&new, &quote)?;
-            if transfers::quote_bound(tx, &quote.id).await? {
-                return Err(CreateError::QuoteUsed);
-            }
-            let row = transfer_of(&new, &quote, now);
-            match transfers::insert(tx, &row).await {
-                Ok(()) => {}
-                // Bound by a transfer committed since the check above (on
-                // another node): the unique constraint is the last word.
-                Err(StoreError::UniqueViolation(_)) => return Err(CreateError::QuoteUsed),
-                Err(error) => return Err(error.into()),
-            }
-            let created = AuditRecord {
-                merchant_id: row.merchant_id.clone(),
-                actor: new.actor.clone(),
-                action: "transfer.created",
-                resource_type: "transfer",
-                resource_id: row.id.clone(),
-                request_id: row.request_id.clone(),
-                data: json!({
-                    "quote_id": row.quote_id,
-                    "send_currency": row.send_currency,
-                    "send_amount_minor": row.send_amount_minor,
-                    "receive_asset": row.receive_asset,
-                    "receive_network": row.receive_network,
-                    "receive_amount_minor": row.receive_amount_minor,
-                    "leg1_key": row.leg1_key,
-                    "leg2_key": row.leg2_key,
-                }),
-            };
-            audit::append(tx, created).await?;
-            let body = render(&row);
-            idempotency::complete(
-                tx,
-                &new.merchant_id,
-                IDEMPOTENCY_SCOPE,
-                &new.idempotency_key,
-                201,
-                &body,
-            )
-            .await?;
-            Ok(Created::Created {
-                row: Box::new(row),
-                body,
+    let (created, deliver) = db
+        .write(move |tx| {
+            Box::pin(async move {
+                let claim = idempotency::claim(
+                    tx,
+                    &new.merchant_id,
+                    IDEMPOTENCY_SCOPE,
+                    &new.idempotency_key,
+                    &request_sha256,
+                )
+                .await?;
+                match claim {
+                    Claim::New => {}
+                    Claim::Replay { status, body } => {
+                        return Ok((Created::Replay { status, body }, false))
+                    }
+                    Claim::InProgress => return Ok((Created::InProgress, false)),
+                    Claim::Mismatch => return Ok((Created::Mismatch, false)),
+                }
+                let quote = quotes::find_for_merchant(tx, &new.merchant_id, &new.quote_id)
+                    .await?
+                    .ok_or(CreateError::QuoteNotFound)?;
+                if quote.is_expired_at(now) {
+                    return Err(CreateError::QuoteExpired {
+                        expires_at: quote.expires_at,
+                    });
+                }
+                check_against_quote(&new, &quote)?;
+                if transfers::quote_bound(tx, &quote.id).await? {
+                    return Err(CreateError::QuoteUsed);
+                }
+                let row = transfer_of(&new, &quote, now);
+                match transfers::insert(tx, &row).await {
+                    Ok(()) => {}
+                    // Bound by a transfer committed since the check above (on
+                    // another node): the unique constraint is the last word.
+                    Err(StoreError::UniqueViolation(_)) => return Err(CreateError::QuoteUsed),
+                    Err(error) => return Err(error.into()),
+                }
+                let created = AuditRecord {
+                    merchant_id: row.merchant_id.clone(),
+                    actor: new.actor.clone(),
+                    action: "transfer.created",
+                    resource_type: "transfer",
+                    resource_id: row.id.clone(),
+                    request_id: row.request_id.clone(),
+                    data: json!({
+                        "quote_id": row.quote_id,
+                        "send_currency": row.send_currency,
+                        "send_amount_minor": row.send_amount_minor,
+                        "receive_asset": row.receive_asset,
+                        "receive_network": row.receive_network,
+                        "receive_amount_minor": row.receive_amount_minor,
+                        "leg1_key": row.leg1_key,
+                        "leg2_key": row.leg2_key,
+                    }),
+                };
+                audit::append(tx, created).await?;
+                let deliver = events.record(tx, &row, &[Status::Pending]).await?;
+                let body = render(&row);
+                idempotency::complete(
+                    tx,
+                    &new.merchant_id,
+                    IDEMPOTENCY_SCOPE,
+                    &new.idempotency_key,
+                    201,
+                    &body,
+                )
+                .await?;
+                let created = Created::Created {
+                    row: Box::new(row),
+                    body,
+                };
+                Ok((created, deliver))
             })
         })
-    })
-    .await
+        .await?;
+    if deliver {
+        outbox.wake(&merchant_id);
+    }
+    Ok(created)
 }

@@ -27,6 +27,7 @@ use crate::settlement::submit::{insert_leg, SubmitError};
 use crate::settlement::{
     LegObserver, ReverseOutcome, SettlementCommand, SettlementKind, SettlementReply,
 };
+use crate::webhook::Outbox;
 
 /// Payload of the refund retry timer.
 const TIMER_REFUND: &str = "refund";
@@ -41,6 +42,8 @@ const COMPENSATION_REASON: &str = "transfer compensation: the on-chain leg faile
 pub struct TransferContext {
     pub settlements: Registry<SettlementKind>,
     pub policy: Policy,
+    /// Where each status change's event is written, in the move's transaction.
+    pub outbox: Outbox,
 }
 
 pub enum TransferCommand {
@@ -391,8 +394,9 @@ async fn step(
     let Moved {
         effects, statuses, ..
     } = moved;
+    let outbox = env.ctx.outbox.clone();
     // Group-committed with other transitions: durable when this returns Ok.
-    let written: Result<TransferRow, StepError> = env
+    let written: Result<(TransferRow, bool), StepError> = env
         .db
         .write(move |tx| {
             Box::pin(async move {
@@ -409,11 +413,15 @@ async fn step(
                     }));
                 }
                 audit_step(tx, &before, &next, &statuses).await?;
-                Ok(next)
+                let deliver = outbox.record(tx, &next, &statuses).await?;
+                Ok((next, deliver))
             })
         })
         .await;
-    let next = written?;
+    let (next, deliver) = written?;
+    if deliver {
+        env.ctx.outbox.wake(&next.merchant_id);
+    }
     if next.status != row.status {
         tracing::info!(
             transfer = %env.id,

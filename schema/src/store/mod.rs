@@ -12,3 +12,4 @@ pub mod quotes;
 pub mod settlements;
 pub mod timers;
 pub mod transfers;
+pub mod webhooks;

@@ -1,0 +1,149 @@
+//! The transactional outbox: a transfer's move writes one event per status
+//! it passed, in the transaction of the move, so that no event is lost and
+//! none exists without its change (decisions §8). After the commit the
+//! merchant's endpoint actor is woken; if that message is lost, its recovery
+//! at the next activation finds the pending rows.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tern_schema::models::{TransferRow, WebhookEventRow};
+use tern_schema::store::webhooks as store;
+use tern_schema::types::{as_utc, utc_now};
+use tern_schema::{StoreResult, Tx};
+
+use super::kind::{EndpointCommand, WebhookEndpointKind};
+use crate::runtime::Registry;
+use crate::transfer::machine::Status;
+
+/// Prefix of event ids.
+pub const EVENT_ID_PREFIX: &str = "evt_";
+
+/// The transfer as the API shows it (the edge owns that shape).
+pub type RenderTransfer = Arc<dyn Fn(&TransferRow) -> serde_json::Value + Send + Sync>;
+
+/// The body of every delivery.
+#[derive(Serialize)]
+struct Body<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    event_type: &'a str,
+    created_at: DateTime<Utc>,
+    data: serde_json::Value,
+}
+
+#[derive(Clone)]
+pub struct Outbox {
+    render: RenderTransfer,
+    endpoints: Registry<WebhookEndpointKind>,
+}
+
+impl Outbox {
+    pub fn new(render: RenderTransfer, endpoints: Registry<WebhookEndpointKind>) -> Outbox {
+        Outbox { render, endpoints }
+    }
+
+    /// Writes the events of `after`'s move through `statuses` (in the order
+    /// passed) inside the caller's transaction. Answers whether any waits
+    /// for delivery, i.e. whether to [`Outbox::wake`] after the commit.
+    /// Without an endpoint the events are written already skipped: there is
+    /// no recipient, and nothing fails.
+    pub async fn record(
+        &self,
+        tx: &mut Tx<'_>,
+        after: &TransferRow,
+        statuses: &[Status],
+    ) -> StoreResult<bool> {
+        if statuses.is_empty() {
+            return Ok(false);
+        }
+        let deliver = store::has_endpoint(tx, &after.merchant_id).await?;
+        let now = utc_now();
+        for status in statuses {
+            let mut shown = after.clone();
+            shown.status = status.as_str().to_owned();
+            let id = format!("{EVENT_ID_PREFIX}{}", uuid::Uuid::now_v7().simple());
+            let event_type = format!("transfer.{}", status.as_str());
+            let body = Body {
+                id: &id,
+                event_type: &event_type,
+                created_at: as_utc(now),
+                data: (self.render)(&shown),
+            };
+            let payload = serde_json::to_string(&body)
+                .map_err(|error| tern_schema::StoreError::Unavailable(error.to_string()))?;
+            let row = WebhookEventRow {
+                id,
+                merchant_id: after.merchant_id.clone(),
+                transfer_id: after.id.clone(),
+                seq: rank(*status),
+                event_type,
+                payload,
+                request_id: after.request_id.clone(),
+                status: if deliver {
+                    store::PENDING
+                } else {
+                    store::SKIPPED
+                }
+                .to_owned(),
+                attempts: 0,
+                round: 0,
+                next_attempt_at: deliver.then_some(now),
+                last_attempt_at: None,
+                last_status_code: None,
+                last_error: None,
+                delivered_at: None,
+                created_at: now,
+                updated_at: now,
+            };
+            store::insert_event(tx, &row).await?;
+        }
+        Ok(deliver)
+    }
+
+    /// Tells the merchant's endpoint actor that events wait.
+    pub fn wake(&self, merchant_id: &str) {
+        self.endpoints.tell(merchant_id, EndpointCommand::Wake);
+    }
+}
+
+/// A status's place in the saga: every path through it visits statuses in
+/// increasing rank, each at most once, so the rank orders a transfer's
+/// events and identifies them.
+pub fn rank(status: Status) -> i32 {
+    match status {
+        Status::Pending => 0,
+        Status::Leg1InFlight => 1,
+        Status::Leg1Succeeded => 2,
+        Status::Leg2InFlight => 3,
+        Status::Compensating => 4,
+        Status::Succeeded => 5,
+        Status::Failed => 6,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_are_distinct_and_follow_the_saga() {
+        let mut ranks: Vec<i32> = Status::ALL.iter().map(|s| rank(*s)).collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        assert_eq!(ranks.len(), Status::ALL.len());
+        // Every documented move goes up.
+        for (from, to) in [
+            (Status::Pending, Status::Leg1InFlight),
+            (Status::Leg1InFlight, Status::Leg1Succeeded),
+            (Status::Leg1InFlight, Status::Failed),
+            (Status::Leg1Succeeded, Status::Leg2InFlight),
+            (Status::Leg2InFlight, Status::Succeeded),
+            (Status::Leg2InFlight, Status::Compensating),
+            (Status::Compensating, Status::Failed),
+        ] {
+            assert!(rank(from) < rank(to), "{from:?} -> {to:?}");
+        }
+    }
+}
