@@ -25,3 +25,4 @@ mod quotes;
 mod settlements;
 mod settlements_on_session;
 mod transfers;
+mod webhook_receiver;
