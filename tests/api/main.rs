@@ -25,4 +25,5 @@ mod quotes;
 mod settlements;
 mod settlements_on_session;
 mod transfers;
+mod webhook_receiver;
 mod webhooks;
