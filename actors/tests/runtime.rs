@@ -499,6 +499,26 @@ async fn follow_ups_feed_back_and_supervision_restarts_an_actor_no_one_waits_on(
 }
 
 #[actix::test]
+async fn messages_from_outside_and_from_follow_ups_each_see_the_state_before_them() {
+    let (_test_db, db) = database().await;
+    insert_probe(&db, "p1", 0, false, utc_now()).await;
+    let registry = Registry::<ProbeKind>::new(db.clone(), fast_registry(), ());
+    // Each message arrives by the mailbox and sends an increment to itself:
+    // both paths interleave, and a handler working on a stale copy of the
+    // state would lose an increment to a version conflict (it did, before
+    // the actor read its state at each message's turn).
+    const CALLS: i64 = 200;
+    for _ in 0..CALLS {
+        registry.tell("p1", ProbeCommand::Later(Box::new(ProbeCommand::Increment)));
+    }
+    eventually("every follow-up increments", async || {
+        stored(&db, "p1").await.0 == CALLS
+    })
+    .await;
+    assert_eq!(stored(&db, "p1").await.0, CALLS);
+}
+
+#[actix::test]
 async fn a_version_conflict_fails_the_message_and_reloads_the_state() {
     let (_test_db, db) = database().await;
     insert_probe(&db, "p1", 0, false, utc_now()).await;

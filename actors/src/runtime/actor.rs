@@ -309,22 +309,28 @@ impl<K: EntityKind> Handler<Deliver<K>> for EntityActor<K> {
             reply,
             mut ticket,
         } = message;
-        ticket.start();
-        self.busy = true;
-        self.last_active = Instant::now();
-        let env = self.env.clone();
-        let state = self.state.clone();
-        let work = async move {
-            match K::handle(env.clone(), state, command).await {
-                Ok(transition) => Handled::Done(transition),
-                // Whatever the handler wrote or did not write, memory may now
-                // disagree with the database: take the database's word.
-                Err(error) => Handled::Failed(error, K::load(env).await),
+        // The state is read when this message's turn comes, not here: actix
+        // can call `handle` for a mailbox message and then for a message the
+        // actor sent itself before the first one's future has run (the
+        // second runs first), so a copy taken here may be stale.
+        let work = actix::fut::ready(()).then(move |(), act: &mut Self, _ctx| {
+            ticket.start();
+            act.busy = true;
+            act.last_active = Instant::now();
+            let env = act.env.clone();
+            let state = act.state.clone();
+            async move {
+                match K::handle(env.clone(), state, command).await {
+                    Ok(transition) => Handled::Done(transition),
+                    // Whatever the handler wrote or did not write, memory may
+                    // now disagree with the database: take the database's word.
+                    Err(error) => Handled::Failed(error, K::load(env).await),
+                }
             }
-        };
+            .into_actor(act)
+        });
         AtomicResponse::new(Box::pin(
-            work.into_actor(self)
-                .map(move |handled, act, ctx| act.finish(handled, reply, ctx)),
+            work.map(move |handled, act, ctx| act.finish(handled, reply, ctx)),
         ))
     }
 }
