@@ -52,6 +52,8 @@ pub struct Cluster {
     pub sandbox_url: String,
     /// TERN_SETTLEMENT_RETRY_SCHEDULE (also the transfer refund schedule).
     retry_schedule: String,
+    /// More environment for Tern, e.g. webhook settings.
+    env: Vec<(String, String)>,
     api_port: u16,
     sandbox_port: u16,
     tern: Option<Process>,
@@ -63,6 +65,11 @@ pub struct Cluster {
 impl Cluster {
     /// Starts the sandbox and Tern, both ready.
     pub async fn start(retry_schedule: &str) -> Cluster {
+        Cluster::start_with(retry_schedule, &[]).await
+    }
+
+    /// Starts them with more environment for Tern, kept across restarts.
+    pub async fn start_with(retry_schedule: &str, env: &[(&str, String)]) -> Cluster {
         tern_actors::adapters::install_crypto_provider();
         let database = TestDatabase::create().await;
         let data_dir = tempfile::tempdir().expect("dir");
@@ -73,6 +80,10 @@ impl Cluster {
             base: format!("http://127.0.0.1:{api_port}"),
             sandbox_url: format!("http://127.0.0.1:{sandbox_port}"),
             retry_schedule: retry_schedule.to_owned(),
+            env: env
+                .iter()
+                .map(|(key, value)| ((*key).to_owned(), value.clone()))
+                .collect(),
             api_port,
             sandbox_port,
             tern: None,
@@ -103,6 +114,7 @@ impl Cluster {
             .env("TERN_CARD_PROVIDER_WEBHOOK_SECRET", SECRET)
             .env("TERN_RATE_LIMITS", "off")
             .env("TERN_LOG", "warn")
+            .envs(self.env.iter().map(|(key, value)| (key, value)))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

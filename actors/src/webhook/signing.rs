@@ -3,18 +3,26 @@
 //! secret is the base64 of the key, so the official verification libraries
 //! work with it as given; any other secret is the key's UTF-8 bytes.
 
-use base64::engine::general_purpose::STANDARD;
+use base64::alphabet;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
+use base64::engine::DecodePaddingMode;
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 const WHSEC_PREFIX: &str = "whsec_";
+/// Secrets are decoded with or without `=` padding, as the Standard
+/// Webhooks libraries do.
+const LENIENT: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
 
 /// The HMAC key a secret stands for; `None` for a `whsec_` secret whose
 /// remainder is not base64 (refused when the endpoint is stored).
 pub fn signing_key(secret: &str) -> Option<Vec<u8>> {
     match secret.strip_prefix(WHSEC_PREFIX) {
-        Some(encoded) => STANDARD.decode(encoded).ok().filter(|key| !key.is_empty()),
+        Some(encoded) => LENIENT.decode(encoded).ok().filter(|key| !key.is_empty()),
         None => Some(secret.as_bytes().to_vec()),
     }
 }
@@ -72,6 +80,9 @@ mod tests {
             Some(b"a plain secret of enough length".to_vec())
         );
         assert_eq!(signing_key("whsec_not base64!"), None);
+        // Unpadded base64 is the same key.
+        assert_eq!(signing_key("whsec_AAE"), signing_key("whsec_AAE="));
+        assert_eq!(signing_key("whsec_AAE"), Some(vec![0, 1]));
         assert_eq!(signing_key("whsec_"), None);
     }
 

@@ -3,6 +3,7 @@
 //! (`endpoint`), and deliveries to a real HTTPS receiver started by the test
 //! (`delivery`), each signature checked with the `standardwebhooks` crate.
 
+mod delivery;
 mod endpoint;
 
 use std::time::{Duration, Instant};
