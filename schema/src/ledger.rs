@@ -10,6 +10,7 @@ use crate::money::Currency;
 use crate::store::ledger::{self as store, Bucket};
 use crate::types::utc_now;
 use crate::{DieselError, StoreError, Tx};
+use diesel_async::SimpleAsyncConnection;
 
 /// The kind of a merchant's spendable account.
 pub const FUNDING: &str = "funding";
@@ -369,8 +370,26 @@ impl CheckReport {
 
 /// Verifies the whole ledger: every entry balanced per currency, every
 /// account's balances equal to the sum of its lines, per-currency sums zero,
-/// and no funding account below zero.
+/// and no funding account below zero. It reads many pages: they are read
+/// in one snapshot, so that movements committed meanwhile cannot make a
+/// sound ledger look broken (lines from before, balances from after).
 pub async fn check(tx: &mut Tx<'_>) -> Result<CheckReport, LedgerError> {
+    let begin = match tx.conn() {
+        crate::db::Conn::Pg(_) => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+        // A deferred transaction keeps the snapshot of its first read.
+        crate::db::Conn::Sqlite(_) => "BEGIN DEFERRED",
+    };
+    crate::dispatch!(tx, conn => conn.batch_execute(begin).await).map_err(StoreError::from)?;
+    let report = check_in_snapshot(tx).await;
+    // Read only: nothing to keep.
+    let ended = crate::dispatch!(tx, conn => conn.batch_execute("ROLLBACK").await)
+        .map_err(StoreError::from);
+    let report = report?;
+    ended?;
+    Ok(report)
+}
+
+async fn check_in_snapshot(tx: &mut Tx<'_>) -> Result<CheckReport, LedgerError> {
     let mut report = CheckReport::default();
     let mut from_lines: BTreeMap<String, [i128; 4]> = BTreeMap::new();
     let mut per_transaction: BTreeMap<String, BTreeMap<String, i128>> = BTreeMap::new();

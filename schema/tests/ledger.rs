@@ -266,3 +266,27 @@ async fn the_check_finds_tampered_balances() {
         report.violations
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_check_reads_one_snapshot_while_money_moves() {
+    let (_database, db) = setup().await;
+    let (merchant_id, usd) = merchant(&db).await;
+    let writer = {
+        let db = db.clone();
+        tokio::spawn(async move {
+            for _ in 0..300 {
+                fund(&db, &merchant_id, &usd, 100).await;
+            }
+        })
+    };
+    // Lines read before a movement and balances after it would disagree.
+    let mut checks = 0;
+    while !writer.is_finished() {
+        let report = check(&db).await;
+        assert!(report.is_ok(), "{:?}", report.violations);
+        checks += 1;
+    }
+    writer.await.expect("writer");
+    assert!(checks > 0);
+    assert!(check(&db).await.is_ok());
+}
