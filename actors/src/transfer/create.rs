@@ -215,7 +215,7 @@ pub async fn create(
                     }),
                 };
                 audit::append(tx, created).await?;
-                let deliver = events.record(tx, &row, &[Status::Pending]).await?;
+                let deliver = Outbox::record(tx, events.events(&row, &[Status::Pending])).await?;
                 let body = render(&row);
                 idempotency::complete(
                     tx,

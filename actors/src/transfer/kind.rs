@@ -394,7 +394,7 @@ async fn step(
     let Moved {
         effects, statuses, ..
     } = moved;
-    let outbox = env.ctx.outbox.clone();
+    let events = env.ctx.outbox.events(&next, &statuses);
     // Group-committed with other transitions: durable when this returns Ok.
     let written: Result<(TransferRow, bool), StepError> = env
         .db
@@ -413,7 +413,7 @@ async fn step(
                     }));
                 }
                 audit_step(tx, &before, &next, &statuses).await?;
-                let deliver = outbox.record(tx, &next, &statuses).await?;
+                let deliver = Outbox::record(tx, events).await?;
                 Ok((next, deliver))
             })
         })

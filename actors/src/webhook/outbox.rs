@@ -44,60 +44,64 @@ impl Outbox {
         Outbox { render, endpoints }
     }
 
-    /// Writes the events of `after`'s move through `statuses` (in the order
-    /// passed) inside the caller's transaction. Answers whether any waits
-    /// for delivery, i.e. whether to [`Outbox::wake`] after the commit.
-    /// Without an endpoint the events are written already skipped: there is
-    /// no recipient, and nothing fails.
-    pub async fn record(
-        &self,
-        tx: &mut Tx<'_>,
-        after: &TransferRow,
-        statuses: &[Status],
-    ) -> StoreResult<bool> {
-        if statuses.is_empty() {
-            return Ok(false);
-        }
-        let deliver = store::has_endpoint(tx, &after.merchant_id).await?;
+    /// The events of `after`'s move through `statuses`, in the order
+    /// passed, rendered outside any transaction (rendering is the costly
+    /// part, and transactions queue for one committer).
+    pub fn events(&self, after: &TransferRow, statuses: &[Status]) -> Vec<WebhookEventRow> {
         let now = utc_now();
-        for status in statuses {
-            let mut shown = after.clone();
-            shown.status = status.as_str().to_owned();
-            let id = format!("{EVENT_ID_PREFIX}{}", uuid::Uuid::now_v7().simple());
-            let event_type = format!("transfer.{}", status.as_str());
-            let body = Body {
-                id: &id,
-                event_type: &event_type,
-                created_at: as_utc(now),
-                data: (self.render)(&shown),
-            };
-            let payload = serde_json::to_string(&body)
-                .map_err(|error| tern_schema::StoreError::Unavailable(error.to_string()))?;
-            let row = WebhookEventRow {
-                id,
-                merchant_id: after.merchant_id.clone(),
-                transfer_id: after.id.clone(),
-                seq: rank(*status),
-                event_type,
-                payload,
-                request_id: after.request_id.clone(),
-                status: if deliver {
-                    store::PENDING
-                } else {
-                    store::SKIPPED
+        statuses
+            .iter()
+            .map(|status| {
+                let mut shown = after.clone();
+                shown.status = status.as_str().to_owned();
+                let id = format!("{EVENT_ID_PREFIX}{}", uuid::Uuid::now_v7().simple());
+                let event_type = format!("transfer.{}", status.as_str());
+                let body = Body {
+                    id: &id,
+                    event_type: &event_type,
+                    created_at: as_utc(now),
+                    data: (self.render)(&shown),
+                };
+                // A Value and plain fields always serialise.
+                let payload = serde_json::to_string(&body).unwrap_or_default();
+                WebhookEventRow {
+                    id,
+                    merchant_id: after.merchant_id.clone(),
+                    transfer_id: after.id.clone(),
+                    seq: rank(*status),
+                    event_type,
+                    payload,
+                    request_id: after.request_id.clone(),
+                    status: store::PENDING.to_owned(),
+                    attempts: 0,
+                    round: 0,
+                    next_attempt_at: Some(now),
+                    last_attempt_at: None,
+                    last_status_code: None,
+                    last_error: None,
+                    delivered_at: None,
+                    created_at: now,
+                    updated_at: now,
                 }
-                .to_owned(),
-                attempts: 0,
-                round: 0,
-                next_attempt_at: deliver.then_some(now),
-                last_attempt_at: None,
-                last_status_code: None,
-                last_error: None,
-                delivered_at: None,
-                created_at: now,
-                updated_at: now,
-            };
-            store::insert_event(tx, &row).await?;
+            })
+            .collect()
+    }
+
+    /// Writes `events` inside the caller's transaction. Answers whether they
+    /// wait for delivery, i.e. whether to [`Outbox::wake`] after the commit.
+    /// Without an endpoint they are written already skipped: there is no
+    /// recipient, and nothing fails.
+    pub async fn record(tx: &mut Tx<'_>, events: Vec<WebhookEventRow>) -> StoreResult<bool> {
+        let Some(first) = events.first() else {
+            return Ok(false);
+        };
+        let deliver = store::has_endpoint(tx, &first.merchant_id).await?;
+        for mut event in events {
+            if !deliver {
+                event.status = store::SKIPPED.to_owned();
+                event.next_attempt_at = None;
+            }
+            store::insert_event(tx, &event).await?;
         }
         Ok(deliver)
     }
