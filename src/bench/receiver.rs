@@ -40,6 +40,8 @@ pub enum Phase {
 }
 
 const PHASES: usize = 2;
+/// The pause after a failed accept.
+const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// One delivery as it arrived.
 #[derive(Clone, Debug)]
@@ -83,6 +85,7 @@ struct Log {
 struct Shared {
     key: Vec<u8>,
     phase: AtomicUsize,
+    connections: AtomicU64,
     handshake_failures: AtomicU64,
     log: Mutex<Log>,
 }
@@ -117,6 +120,7 @@ impl Receiver {
         let shared = Arc::new(Shared {
             key,
             phase: AtomicUsize::new(Phase::Transfers as usize),
+            connections: AtomicU64::new(0),
             handshake_failures: AtomicU64::new(0),
             log: Mutex::new(Log::default()),
         });
@@ -132,10 +136,14 @@ impl Receiver {
                     loop {
                         tokio::select! {
                             _ = &mut stopped => break,
-                            accepted = listener.accept() => {
-                                if let Ok((tcp, _)) = accepted {
+                            accepted = listener.accept() => match accepted {
+                                Ok((tcp, _)) => {
+                                    accepting.connections.fetch_add(1, Ordering::Relaxed);
                                     tokio::spawn(serve(tcp, acceptor.clone(), accepting.clone()));
                                 }
+                                // Out of descriptors, most likely: retrying at
+                                // once would spin on the same error.
+                                Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
                             }
                         }
                     }
@@ -174,6 +182,11 @@ impl Receiver {
         // Times are taken before the log's lock; order by them.
         records.sort_by_key(|record| record.at);
         records
+    }
+
+    /// Connections accepted so far (a keep-alive client needs few).
+    pub fn connections(&self) -> u64 {
+        self.shared.connections.load(Ordering::Relaxed)
     }
 
     /// Connections whose TLS handshake failed: a server that does not trust

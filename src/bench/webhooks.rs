@@ -22,10 +22,14 @@ use super::{bar, check_bounds, in_ms, per_s, tls, Client, Merchant};
 
 /// How often the receiver's count is read (in memory, no request).
 const RECEIPT_POLL: Duration = Duration::from_millis(20);
-/// How often the server is asked whether anything is still to deliver.
+/// How long without a receipt before the server is asked whether anything
+/// is still to deliver (and how often then): while events arrive, the bench
+/// leaves the server alone.
 const PENDING_POLL: Duration = Duration::from_millis(500);
-/// No receipt for this long while the server still lists events to deliver
-/// ends a wait early: a healthy receiver answers at once, and the first
+/// That question's limit: an overloaded server's silence is no answer.
+const PENDING_TIMEOUT: Duration = Duration::from_secs(5);
+/// No receipt for this long ends a wait early (unless the server said
+/// nothing is left): a healthy receiver answers at once, and the first
 /// retry comes after seconds, so the server has stopped delivering.
 const STALL_AFTER: Duration = Duration::from_secs(30);
 
@@ -49,6 +53,7 @@ pub struct Report {
     /// From the first transfer started to the last receipt.
     pub whole_run: Duration,
     pub replay: Option<Replayed>,
+    pub connections: u64,
     pub handshake_failures: u64,
     /// Why the run stopped short of every delivery, if it did.
     pub shortfall: Option<String>,
@@ -73,7 +78,7 @@ enum Waited {
     /// events; dead letters never arrive).
     NothingPending,
     TimedOut,
-    /// No receipt for [`STALL_AFTER`] while events are pending.
+    /// No receipt for [`STALL_AFTER`].
     Stalled,
     /// Nothing arrived and the server reports this failed attempt.
     Failing(String),
@@ -93,8 +98,8 @@ impl Waited {
                 "{received} of {expected} {what} received in {wait:?}"
             )),
             Waited::Stalled => Some(format!(
-                "{received} of {expected} {what} received, then none for {STALL_AFTER:?} while the server \
-                 lists events pending (see GET /health/actors, kind webhook_endpoint)"
+                "{received} of {expected} {what} received, then none for {STALL_AFTER:?} \
+                 (see GET /health/actors, kind webhook_endpoint)"
             )),
             _ if received < expected => Some(format!("{received} of {expected} {what} received")),
             _ => None,
@@ -162,15 +167,22 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let replay = match shortfall {
         Some(_) => None,
         None if options.replay => {
-            let (replayed, waited) =
-                replay(&client, &merchant, &receiver, &driven.transfer_ids, flow).await?;
-            shortfall = waited.shortfall(
-                "replayed events",
-                replayed.tally.unique,
-                replayed.requeued,
-                flow.wait,
-            );
-            Some(replayed)
+            // A failed replay still leaves the first phase's figures to print.
+            match replay(&client, &merchant, &receiver, &driven.transfer_ids, flow).await {
+                Ok((replayed, waited)) => {
+                    shortfall = waited.shortfall(
+                        "replayed events",
+                        replayed.tally.unique,
+                        replayed.requeued,
+                        flow.wait,
+                    );
+                    Some(replayed)
+                }
+                Err(error) => {
+                    shortfall = Some(format!("replay: {error:#}"));
+                    None
+                }
+            }
         }
         None => None,
     };
@@ -181,6 +193,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         whole_run: delivered.since(driven.started),
         delivered,
         replay,
+        connections: receiver.connections(),
         handshake_failures: receiver.handshake_failures(),
         shortfall,
     })
@@ -216,6 +229,7 @@ async fn pending(client: &Client, merchant: &Merchant) -> anyhow::Result<Option<
             "{}/v1/webhooks/deliveries?status=pending&limit=1",
             client.base
         ))
+        .timeout(PENDING_TIMEOUT)
         .bearer_auth(&merchant.key);
     let page = client.json(request, 200).await?;
     Ok(page["items"]
@@ -251,17 +265,21 @@ async fn await_receipts(
         if unique > last {
             (last, progressed) = (unique, Instant::now());
         }
-        if asked.elapsed() >= PENDING_POLL {
+        if progressed.elapsed() > STALL_AFTER {
+            break Waited::Stalled;
+        }
+        if progressed.elapsed() >= PENDING_POLL && asked.elapsed() >= PENDING_POLL {
+            // Unanswered (a busy server) tells nothing: keep waiting.
+            let answer = pending(client, merchant).await.ok();
             asked = Instant::now();
-            match pending(client, merchant).await? {
-                None => break Waited::NothingPending,
-                Some(_) if progressed.elapsed() > STALL_AFTER => break Waited::Stalled,
-                Some(event) if unique == 0 && phase == Phase::Transfers => {
+            match answer {
+                Some(None) => break Waited::NothingPending,
+                Some(Some(event)) if unique == 0 && phase == Phase::Transfers => {
                     if let Some(error) = first_error(&event) {
                         break Waited::Failing(error);
                     }
                 }
-                Some(_) => {}
+                _ => {}
             }
         }
         tokio::time::sleep(RECEIPT_POLL).await;
@@ -289,13 +307,17 @@ async fn await_recorded(
     wait: Duration,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
-    while pending(client, merchant).await?.is_some() {
+    loop {
+        let still = match pending(client, merchant).await {
+            Ok(None) => return Ok(()),
+            Ok(Some(event)) => format!("event {} still pending", event["event_id"]),
+            Err(error) => format!("{error:#}"),
+        };
         if started.elapsed() > wait {
-            bail!("events still pending at the server after {wait:?}");
+            bail!("the server had not recorded every delivery after {wait:?}: {still}");
         }
         tokio::time::sleep(RECEIPT_POLL).await;
     }
-    Ok(())
 }
 
 /// Replays every transfer at the run's concurrency and measures the
@@ -373,11 +395,14 @@ fn print_counts(what: &str, tally: &Tally, expected: u64) {
     );
 }
 
+/// Received per second; distinct events per second as well, since a
+/// duplicate is a delivery but not progress.
 fn print_rates(what: &str, tally: &Tally, whole_run: Duration, from: &str) {
     println!(
-        "{what}/s: {:.0} over the receipt window ({:.2} s, first to last), {:.0} over the whole run ({:.2} s from {from})",
+        "{what}/s: {:.0} over the receipt window ({:.2} s, first to last; {:.0} unique/s), {:.0} over the whole run ({:.2} s from {from})",
         per_s(tally.received, tally.window()),
         tally.window().as_secs_f64(),
+        per_s(tally.unique, tally.window()),
         per_s(tally.received, whole_run),
         whole_run.as_secs_f64(),
     );
@@ -386,9 +411,10 @@ fn print_rates(what: &str, tally: &Tally, whole_run: Duration, from: &str) {
 pub fn print(options: &Options, report: &Report) {
     transfers::print(&options.transfers, &report.transfers);
     println!(
-        "webhooks:  endpoint {} (HTTP/1.1 keep-alive, TLS from {}{})",
+        "webhooks:  endpoint {} (HTTP/1.1 keep-alive, TLS from {}), {} connections{}",
         report.endpoint,
         options.tls_dir.display(),
+        report.connections,
         match report.handshake_failures {
             0 => String::new(),
             n => format!(", {n} failed TLS handshakes"),
