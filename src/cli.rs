@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::store::{merchants, transfers};
 use tern_schema::types::utc_now;
@@ -56,8 +56,9 @@ enum Command {
     },
     /// Load tools that measure a running server.
     Bench {
+        // Boxed: its flags outweigh every other command's.
         #[command(subcommand)]
-        action: BenchAction,
+        action: Box<BenchAction>,
     },
 }
 
@@ -92,34 +93,87 @@ enum BenchAction {
     /// for every one to be succeeded or failed. Run the server with
     /// TERN_RATE_LIMITS=off.
     Transfers {
-        #[arg(long, default_value = "http://127.0.0.1:8080")]
-        url: String,
-        /// Transfers to create.
-        #[arg(short = 'n', long, default_value_t = 10_000)]
-        count: u64,
-        /// Transfers being created at once.
-        #[arg(short = 'c', long, default_value_t = 64)]
-        concurrency: usize,
-        /// Transfers started per second (paced); unpaced when omitted.
-        #[arg(long)]
-        rate: Option<f64>,
-        #[arg(long, default_value = "USD")]
-        send_currency: String,
-        #[arg(long, default_value = "10.00")]
-        send_amount: String,
-        #[arg(long, default_value = "USDC")]
-        asset: String,
-        #[arg(long, default_value = "polygon")]
-        network: String,
-        /// The payer's card: `pm_card_visa` succeeds, `pm_card_chargeDeclined` fails.
-        #[arg(long, default_value = "pm_card_visa")]
-        card_pm: String,
+        #[command(flatten)]
+        run: TransferRun,
         #[arg(long, default_value_t = 600)]
         wait_s: u64,
-        /// Skip the closing ledger check on TERN_DATABASE_URL.
-        #[arg(long)]
-        no_check: bool,
     },
+    /// Write a CA and a certificate for 127.0.0.1 and localhost signed by it
+    /// into DIR (unless there already), for the receiver of `bench webhooks`,
+    /// and print the environment that makes the server trust it.
+    WebhookTls {
+        /// Folder of ca.pem, cert.pem and key.pem.
+        dir: std::path::PathBuf,
+    },
+    /// Drive transfers as `bench transfers` does for a merchant whose webhook
+    /// endpoint is an HTTPS receiver run here, and measure deliveries/s and
+    /// delivery lag. Run the server with TERN_RATE_LIMITS=off and the
+    /// environment `bench webhook-tls` prints.
+    Webhooks {
+        #[command(flatten)]
+        run: TransferRun,
+        /// Folder of the receiver's certificates (made when missing).
+        #[arg(long, default_value = "data/bench-tls")]
+        tls_dir: std::path::PathBuf,
+        /// The receiver's address; the certificate names 127.0.0.1 and localhost.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        receiver_bind: String,
+        /// Then replay every transfer's events and measure the re-deliveries.
+        #[arg(long)]
+        replay: bool,
+        /// Seconds to wait for the transfers, and then for their deliveries.
+        #[arg(long = "wait", default_value_t = 600)]
+        wait_s: u64,
+    },
+}
+
+/// The transfers a bench drives, shared by `bench transfers` and
+/// `bench webhooks`.
+#[derive(Args)]
+struct TransferRun {
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// Transfers to create.
+    #[arg(short = 'n', long, default_value_t = 10_000)]
+    count: u64,
+    /// Transfers being created at once.
+    #[arg(short = 'c', long, default_value_t = 64)]
+    concurrency: usize,
+    /// Transfers started per second (paced); unpaced when omitted.
+    #[arg(long)]
+    rate: Option<f64>,
+    #[arg(long, default_value = "USD")]
+    send_currency: String,
+    #[arg(long, default_value = "10.00")]
+    send_amount: String,
+    #[arg(long, default_value = "USDC")]
+    asset: String,
+    #[arg(long, default_value = "polygon")]
+    network: String,
+    /// The payer's card: `pm_card_visa` succeeds, `pm_card_chargeDeclined` fails.
+    #[arg(long, default_value = "pm_card_visa")]
+    card_pm: String,
+    /// Skip the closing ledger check on TERN_DATABASE_URL.
+    #[arg(long)]
+    no_check: bool,
+}
+
+impl TransferRun {
+    fn options(self, wait_s: u64, config: &Config) -> crate::bench::transfers::Options {
+        crate::bench::transfers::Options {
+            url: self.url,
+            count: self.count,
+            concurrency: self.concurrency,
+            rate_per_s: self.rate,
+            send_currency: self.send_currency,
+            send_amount: self.send_amount,
+            asset: self.asset,
+            network: self.network,
+            card_pm: self.card_pm,
+            wait: std::time::Duration::from_secs(wait_s),
+            database_url: (!self.no_check).then(|| config.database_url.clone()),
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -203,17 +257,40 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             action: AuditAction::Verify { merchant },
         } => audit_verify(&config, merchant).await,
         Command::Alerts { action } => alerts(&config, action).await,
-        Command::Bench {
-            action:
-                BenchAction::Settlements {
-                    url,
-                    count,
-                    concurrency,
-                    rate,
-                    amount,
-                    wait_s,
-                    no_check,
-                },
+        Command::Bench { action } => bench(*action, &config).await,
+        Command::Sandbox => {
+            let bind = config
+                .sandbox_bind
+                .as_deref()
+                .context("TERN_SANDBOX_BIND is off")?;
+            let listener =
+                std::net::TcpListener::bind(bind).with_context(|| format!("binding {bind}"))?;
+            tracing::info!(bind, "sandbox simulator listening");
+            let secret = config
+                .card_provider_webhook_secret
+                .clone()
+                .context("TERN_CARD_PROVIDER_WEBHOOK_SECRET is required: Tern verifies the simulator's webhooks with it")?;
+            let sandbox =
+                crate::sandbox::SandboxConfig::new(Some(config.public_url.clone()), secret);
+            crate::sandbox::serve(listener, sandbox)?.await?;
+            Ok(())
+        }
+        Command::Openapi { out_dir } => write_openapi(&config, out_dir.as_deref()),
+    }
+}
+
+/// The load tools; each prints its figures and ends with the ledger check
+/// unless told not to.
+async fn bench(action: BenchAction, config: &Config) -> anyhow::Result<()> {
+    match action {
+        BenchAction::Settlements {
+            url,
+            count,
+            concurrency,
+            rate,
+            amount,
+            wait_s,
+            no_check,
         } => {
             let usd = tern_schema::money::Currency::find("USD").context("USD is supported")?;
             let amount_minor = usd
@@ -235,35 +312,8 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Bench {
-            action:
-                BenchAction::Transfers {
-                    url,
-                    count,
-                    concurrency,
-                    rate,
-                    send_currency,
-                    send_amount,
-                    asset,
-                    network,
-                    card_pm,
-                    wait_s,
-                    no_check,
-                },
-        } => {
-            let options = crate::bench::transfers::Options {
-                url,
-                count,
-                concurrency,
-                rate_per_s: rate,
-                send_currency,
-                send_amount,
-                asset,
-                network,
-                card_pm,
-                wait: std::time::Duration::from_secs(wait_s),
-                database_url: (!no_check).then(|| config.database_url.clone()),
-            };
+        BenchAction::Transfers { run, wait_s } => {
+            let options = run.options(wait_s, config);
             let report = crate::bench::transfers::run(&options).await?;
             crate::bench::transfers::print(&options, &report);
             if let Some(database_url) = &options.database_url {
@@ -271,24 +321,38 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Sandbox => {
-            let bind = config
-                .sandbox_bind
-                .as_deref()
-                .context("TERN_SANDBOX_BIND is off")?;
-            let listener =
-                std::net::TcpListener::bind(bind).with_context(|| format!("binding {bind}"))?;
-            tracing::info!(bind, "sandbox simulator listening");
-            let secret = config
-                .card_provider_webhook_secret
-                .clone()
-                .context("TERN_CARD_PROVIDER_WEBHOOK_SECRET is required: Tern verifies the simulator's webhooks with it")?;
-            let sandbox =
-                crate::sandbox::SandboxConfig::new(Some(config.public_url.clone()), secret);
-            crate::sandbox::serve(listener, sandbox)?.await?;
+        BenchAction::WebhookTls { dir } => {
+            let (files, made) = crate::bench::tls::ensure(&dir)?;
+            let verb = if made { "wrote" } else { "kept" };
+            for path in [&files.ca, &files.cert, &files.key] {
+                println!("{verb} {}", path.display());
+            }
+            println!("start the server with: {}", files.server_env());
             Ok(())
         }
-        Command::Openapi { out_dir } => write_openapi(&config, out_dir.as_deref()),
+        BenchAction::Webhooks {
+            run,
+            tls_dir,
+            receiver_bind,
+            replay,
+            wait_s,
+        } => {
+            let options = crate::bench::webhooks::Options {
+                transfers: run.options(wait_s, config),
+                tls_dir,
+                receiver_bind,
+                replay,
+            };
+            let report = crate::bench::webhooks::run(&options).await?;
+            crate::bench::webhooks::print(&options, &report);
+            if let Some(shortfall) = &report.shortfall {
+                anyhow::bail!("incomplete: {shortfall}");
+            }
+            if let Some(database_url) = &options.transfers.database_url {
+                crate::bench::check_ledger(database_url).await?;
+            }
+            Ok(())
+        }
     }
 }
 

@@ -5,7 +5,9 @@
 //! percentiles, and ends with the ledger check on the server's database.
 //!
 //! It speaks only the public API, as a client would; timing lives here and
-//! never in tests. `tern bench transfers` ([`transfers`]) drives the product.
+//! never in tests. `tern bench transfers` ([`transfers`]) drives the product;
+//! `tern bench webhooks` ([`webhooks`]) drives it again and measures the
+//! signed webhooks it sends to a receiver of the bench's own.
 
 use std::time::{Duration, Instant};
 
@@ -16,7 +18,11 @@ use serde_json::{json, Value};
 use tern_schema::money::Currency;
 use tern_schema::{ledger, Db};
 
+mod deliveries;
+mod receiver;
+pub mod tls;
 pub mod transfers;
+pub mod webhooks;
 
 /// The most settlements one run drives: latencies are kept in memory.
 pub const SETTLEMENTS_MAX: u64 = 5_000_000;
@@ -87,6 +93,7 @@ impl Percentiles {
 
 /// A merchant of the bench's own, with its USD funding account.
 pub(crate) struct Merchant {
+    id: String,
     key: String,
     account: String,
 }
@@ -134,13 +141,16 @@ impl Client {
             .http
             .post(format!("{}/v1/auth/m2m/register", self.base));
         let registered = self.json(request.json(&body), 201).await?;
-        let key = registered["api_key"]
-            .as_str()
-            .context("no api_key in the registration")?
-            .to_owned();
+        let text = |field: &str| {
+            registered[field]
+                .as_str()
+                .map(str::to_owned)
+                .with_context(|| format!("no {field} in the registration"))
+        };
+        let (id, key) = (text("merchant_id")?, text("api_key")?);
         let account = self.account(&key, None).await?;
-        let id = account["id"].as_str().context("no account id")?.to_owned();
-        Ok(Merchant { key, account: id })
+        let account = account["id"].as_str().context("no account id")?.to_owned();
+        Ok(Merchant { id, key, account })
     }
 
     /// The merchant's USD funding account (or the one with `id`).
@@ -279,16 +289,22 @@ async fn await_terminal(
     }
 }
 
-/// Runs the whole bench and answers its figures.
-pub async fn settlements(options: &Options) -> anyhow::Result<Report> {
+/// Refuses a count or a concurrency the bench cannot hold.
+pub(crate) fn check_bounds(count: u64, concurrency: usize) -> anyhow::Result<()> {
     anyhow::ensure!(
-        (1..=SETTLEMENTS_MAX).contains(&options.count),
+        (1..=SETTLEMENTS_MAX).contains(&count),
         "--count is 1 to {SETTLEMENTS_MAX}"
     );
     anyhow::ensure!(
-        (1..=CONCURRENCY_MAX).contains(&options.concurrency),
+        (1..=CONCURRENCY_MAX).contains(&concurrency),
         "--concurrency is 1 to {CONCURRENCY_MAX}"
     );
+    Ok(())
+}
+
+/// Runs the whole bench and answers its figures.
+pub async fn settlements(options: &Options) -> anyhow::Result<Report> {
+    check_bounds(options.count, options.concurrency)?;
     anyhow::ensure!(options.amount_minor > 0, "--amount must be positive");
     let client = Client::new(&options.url, options.concurrency)?;
     let merchant = client.register().await?;
@@ -330,15 +346,20 @@ fn ms(us: u64) -> f64 {
     us as f64 / 1_000.0
 }
 
-/// `<name> latency: p50 .. ms, p95 .., p99 .., max ..`, as the notes quote it.
-pub(crate) fn print_latency(name: &str, p: &Percentiles) {
-    println!(
-        "{name} latency: p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+/// `p50 .. ms, p95 .., p99 .., max ..` of percentiles in microseconds.
+pub(crate) fn in_ms(p: &Percentiles) -> String {
+    format!(
+        "p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         ms(p.p50),
         ms(p.p95),
         ms(p.p99),
         ms(p.max)
-    );
+    )
+}
+
+/// `<name> latency: p50 .. ms, p95 .., p99 .., max ..`, as the notes quote it.
+pub(crate) fn print_latency(name: &str, p: &Percentiles) {
+    println!("{name} latency: {}", in_ms(p));
 }
 
 /// Prints the report the way the closing notes quote it.

@@ -9,9 +9,7 @@ use anyhow::{bail, Context};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
-use super::{
-    bar, per_s, print_latency, Client, Merchant, Percentiles, CONCURRENCY_MAX, SETTLEMENTS_MAX,
-};
+use super::{bar, check_bounds, per_s, print_latency, Client, Merchant, Percentiles};
 
 /// How often completion is polled (two counting reads per poll).
 const COMPLETION_POLL: Duration = Duration::from_millis(100);
@@ -51,15 +49,33 @@ pub struct Report {
 }
 
 /// One transfer's outcome: the failing status (201 when both calls
-/// succeeded) and the latencies of the quote and the transfer calls.
+/// succeeded), the latencies of the quote and the transfer calls, and the
+/// transfer's id when it was created.
 struct Started {
     status: u16,
     quote_us: u64,
     transfer_us: Option<u64>,
+    transfer_id: Option<String>,
+}
+
+/// A run driven to the end: its figures, the transfers it created and when
+/// the first of them was started.
+pub(crate) struct Driven {
+    pub report: Report,
+    pub transfer_ids: Vec<String>,
+    pub started: Instant,
 }
 
 impl Client {
-    async fn post(&self, key: &str, path: &str, body: &Value, idempotent: bool) -> (u16, Value) {
+    /// POSTs `body` with the merchant's key; answers the status (0: no
+    /// answer) and the body.
+    pub(super) async fn post(
+        &self,
+        key: &str,
+        path: &str,
+        body: &Value,
+        idempotent: bool,
+    ) -> (u16, Value) {
         let mut request = self
             .http
             .post(format!("{}{path}", self.base))
@@ -106,6 +122,7 @@ async fn start_one(client: &Client, merchant: &Merchant, options: &Options) -> S
             status: if status == 201 { 0 } else { status },
             quote_us,
             transfer_us: None,
+            transfer_id: None,
         };
     };
     let wallet = if options.network == "tron" {
@@ -116,13 +133,16 @@ async fn start_one(client: &Client, merchant: &Merchant, options: &Options) -> S
     let transfer_body = json!({"flow": "tern", "quote_id": quote_id, "card_pm": options.card_pm,
         "wallet": wallet, "network": options.network, "asset": options.asset});
     let sent = Instant::now();
-    let (status, _) = client
+    let (status, transfer) = client
         .post(&merchant.key, "/v1/transfers", &transfer_body, true)
         .await;
     Started {
         status,
         quote_us,
         transfer_us: Some(sent.elapsed().as_micros() as u64),
+        transfer_id: (transfer["id"].as_str())
+            .filter(|_| status == 201)
+            .map(str::to_owned),
     }
 }
 
@@ -179,29 +199,31 @@ async fn await_terminal(
 }
 
 pub async fn run(options: &Options) -> anyhow::Result<Report> {
-    anyhow::ensure!(
-        (1..=SETTLEMENTS_MAX).contains(&options.count),
-        "--count is 1 to {SETTLEMENTS_MAX}"
-    );
-    anyhow::ensure!(
-        (1..=CONCURRENCY_MAX).contains(&options.concurrency),
-        "--concurrency is 1 to {CONCURRENCY_MAX}"
-    );
+    check_bounds(options.count, options.concurrency)?;
     let client = Client::new(&options.url, options.concurrency)?;
     let merchant = client.register().await?;
+    Ok(drive_to_terminal(&client, &merchant, options).await?.report)
+}
+
+/// Creates the transfers for `merchant` and waits until each is terminal.
+pub(crate) async fn drive_to_terminal(
+    client: &Client,
+    merchant: &Merchant,
+    options: &Options,
+) -> anyhow::Result<Driven> {
     let started = Instant::now();
-    let results = drive(&client, &merchant, options).await;
+    let results = drive(client, merchant, options).await;
     let create_elapsed = started.elapsed();
     let created = results.iter().filter(|r| r.status == 201).count() as u64;
     let mut refused = std::collections::BTreeMap::new();
     for result in results.iter().filter(|r| r.status != 201) {
         *refused.entry(result.status).or_insert(0u64) += 1;
     }
-    let (succeeded, failed) = await_terminal(&client, &merchant, options, created).await?;
+    let (succeeded, failed) = await_terminal(client, merchant, options, created).await?;
     let complete_elapsed = started.elapsed();
     let mut quotes: Vec<u64> = results.iter().map(|r| r.quote_us).collect();
     let mut transfers: Vec<u64> = results.iter().filter_map(|r| r.transfer_us).collect();
-    Ok(Report {
+    let report = Report {
         created,
         refused: refused.into_iter().collect(),
         create_elapsed,
@@ -210,6 +232,11 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         failed,
         quote_latency_us: Percentiles::of(&mut quotes),
         transfer_latency_us: Percentiles::of(&mut transfers),
+    };
+    Ok(Driven {
+        report,
+        transfer_ids: results.into_iter().filter_map(|r| r.transfer_id).collect(),
+        started,
     })
 }
 
