@@ -64,10 +64,6 @@ async fn tern_bench(app: &TestApp, args: &[&str]) -> String {
     stdout
 }
 
-// Ignored while the webhook endpoint actor stalls under concurrent
-// transfers (deliveries stop with events pending and the actor "in flight";
-// found by this bench): run it with `--ignored` to check a fix.
-#[ignore = "the webhook endpoint actor stalls under concurrent transfers"]
 #[actix_web::test]
 async fn bench_webhooks_receives_every_event_and_its_replay() {
     let tls = tempfile::tempdir().expect("tls dir");
