@@ -326,8 +326,8 @@ pub struct WebhookEndpointRow {
     pub updated_at: NaiveDateTime,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable, AsChangeset)]
-#[diesel(table_name = webhook_events, treat_none_as_null = true, treat_none_as_default_value = false)]
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
+#[diesel(table_name = webhook_events, treat_none_as_default_value = false)]
 pub struct WebhookEventRow {
     /// `evt_` + a UUID v7; the `webhook-id` of every attempt.
     pub id: String,
@@ -352,6 +352,36 @@ pub struct WebhookEventRow {
     pub delivered_at: Option<NaiveDateTime>,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
+}
+
+/// What an attempt changes of its event: the delivery columns only, so the
+/// payload is not written again on every attempt.
+#[derive(Clone, Debug, PartialEq, Eq, AsChangeset)]
+#[diesel(table_name = webhook_events, treat_none_as_null = true)]
+pub struct WebhookDeliveryChange {
+    pub status: String,
+    pub attempts: i32,
+    pub next_attempt_at: Option<NaiveDateTime>,
+    pub last_attempt_at: Option<NaiveDateTime>,
+    pub last_status_code: Option<i32>,
+    pub last_error: Option<String>,
+    pub delivered_at: Option<NaiveDateTime>,
+    pub updated_at: NaiveDateTime,
+}
+
+impl From<&WebhookEventRow> for WebhookDeliveryChange {
+    fn from(event: &WebhookEventRow) -> Self {
+        WebhookDeliveryChange {
+            status: event.status.clone(),
+            attempts: event.attempts,
+            next_attempt_at: event.next_attempt_at,
+            last_attempt_at: event.last_attempt_at,
+            last_status_code: event.last_status_code,
+            last_error: event.last_error.clone(),
+            delivered_at: event.delivered_at,
+            updated_at: event.updated_at,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]

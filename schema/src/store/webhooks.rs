@@ -8,7 +8,9 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
 use crate::dispatch;
-use crate::models::{WebhookAttemptRow, WebhookEndpointRow, WebhookEventRow};
+use crate::models::{
+    WebhookAttemptRow, WebhookDeliveryChange, WebhookEndpointRow, WebhookEventRow,
+};
 use crate::schema::{webhook_attempts, webhook_endpoints, webhook_events};
 use crate::store::cached::Cached;
 use crate::{StoreResult, Tx};
@@ -138,7 +140,7 @@ pub async fn record_attempt(
                 .filter(webhook_events::status.eq(PENDING))
                 .filter(webhook_events::round.eq(attempt.round)),
         )
-        .set(next))
+        .set(WebhookDeliveryChange::from(next)))
         .execute(conn)
         .await)?;
     if changed == 1 {
