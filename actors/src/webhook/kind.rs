@@ -77,6 +77,11 @@ pub enum EndpointCommand {
     Poll,
     /// A batch of attempts ended.
     Attempted(Vec<(WebhookEventRow, Attempt)>),
+    /// A batch's outcomes were written, or `failure` says why not.
+    Recorded {
+        ids: Vec<String>,
+        failure: Option<String>,
+    },
     Timer(TimerFiring),
 }
 
@@ -133,6 +138,9 @@ impl EntityKind for WebhookEndpointKind {
             EndpointCommand::Wake => Ok(wake(state)),
             EndpointCommand::Poll => poll(&env, state).await,
             EndpointCommand::Attempted(results) => attempted(&env, state, results).await,
+            EndpointCommand::Recorded { ids, failure } => {
+                Ok(recorded(&env.id, state, ids, failure))
+            }
             EndpointCommand::Timer(firing) => {
                 let id = firing.id.clone();
                 env.db
@@ -281,15 +289,20 @@ fn delivery_of(event: &WebhookEventRow) -> Delivery {
     }
 }
 
+/// Outcomes are recorded by a follow-up, outside the actor's
+/// serialisation: the actor goes on picking and attempting other transfers'
+/// events while the group commit runs. The attempted events stay in
+/// `in_flight` until [`recorded`], so none is picked again meanwhile, and a
+/// transfer's next event heads its queue only once this one is recorded.
 async fn attempted(
     env: &EntityEnv<WebhookContext>,
-    mut state: EndpointState,
+    state: EndpointState,
     results: Vec<(WebhookEventRow, Attempt)>,
 ) -> RuntimeResult<Transition<WebhookEndpointKind>> {
     let now = Utc::now();
+    let ids: Vec<String> = results.iter().map(|(event, _)| event.id.clone()).collect();
     let mut writes = Vec::with_capacity(results.len());
     for (event, attempt) in results {
-        state.in_flight.remove(&event.id);
         let before = delivery_of(&event);
         let draw: f64 = rand::random();
         let moved = machine::transition(
@@ -303,9 +316,6 @@ async fn attempted(
         log_attempt(&env.id, &event, &attempt, next.status);
         writes.push(record_of(event, &attempt, next));
     }
-    if state.in_flight.is_empty() {
-        state.busy_since = None;
-    }
     let soonest = writes
         .iter()
         .filter_map(|(next, _)| next.next_attempt_at)
@@ -317,32 +327,38 @@ async fn attempted(
                 .ok()
         });
     let merchant = env.id.to_string();
-    env.db
-        .write(move |tx| {
-            Box::pin(async move {
-                for (next, attempt) in &writes {
-                    let written = store::record_attempt(tx, next, attempt).await?;
-                    if let (true, Some(due_at)) = (written, next.next_attempt_at) {
-                        let timer_id = format!("{}:{}:{}", next.id, next.round, next.attempts);
-                        schedule_in(
-                            tx,
-                            &TimerSpec {
-                                id: &timer_id,
-                                kind: WebhookEndpointKind::NAME,
-                                entity_id: &merchant,
-                                due_at,
-                                payload: TIMER_RETRY,
-                            },
-                        )
-                        .await?;
+    let db = env.db.clone();
+    let record = async move {
+        let written = db
+            .write(move |tx| {
+                Box::pin(async move {
+                    for (next, attempt) in &writes {
+                        let written = store::record_attempt(tx, next, attempt).await?;
+                        if let (true, Some(due_at)) = (written, next.next_attempt_at) {
+                            let timer_id = format!("{}:{}:{}", next.id, next.round, next.attempts);
+                            schedule_in(
+                                tx,
+                                &TimerSpec {
+                                    id: &timer_id,
+                                    kind: WebhookEndpointKind::NAME,
+                                    entity_id: &merchant,
+                                    due_at,
+                                    payload: TIMER_RETRY,
+                                },
+                            )
+                            .await?;
+                        }
                     }
-                }
-                Ok::<_, RuntimeError>(())
+                    Ok::<_, RuntimeError>(())
+                })
             })
+            .await;
+        Some(EndpointCommand::Recorded {
+            ids,
+            failure: written.err().map(|error| error.to_string()),
         })
-        .await?;
-    // A delivered or dead event lets its transfer's next one through.
-    let transition = wake(state);
+    };
+    let transition = Transition::new(state, EndpointReply::Ack).with_follow_up(record);
     Ok(match soonest {
         Some(delay) if delay <= SHORT_RETRY_MAX => transition.with_follow_up(async move {
             tokio::time::sleep(delay).await;
@@ -350,6 +366,27 @@ async fn attempted(
         }),
         _ => transition,
     })
+}
+
+/// A batch's outcomes are durable (or failed to be, and the events, still
+/// pending, are attempted again): its events leave `in_flight`, and a
+/// delivered or dead event lets its transfer's next one through.
+fn recorded(
+    endpoint: &str,
+    mut state: EndpointState,
+    ids: Vec<String>,
+    failure: Option<String>,
+) -> Transition<WebhookEndpointKind> {
+    if let Some(failure) = failure {
+        tracing::warn!(endpoint, %failure, events = ids.len(), "webhook outcomes not recorded; the events will be attempted again");
+    }
+    for id in &ids {
+        state.in_flight.remove(id);
+    }
+    if state.in_flight.is_empty() {
+        state.busy_since = None;
+    }
+    wake(state)
 }
 
 /// The event row after an attempt, and the attempt's record.
