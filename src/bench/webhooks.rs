@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use super::deliveries::{Tally, SUCCEEDED_ORDER};
 use super::receiver::{Phase, Receiver};
 use super::transfers::{self, drive_to_terminal};
-use super::{bar, check_bounds, in_ms, per_s, tls, Client, Merchant};
+use super::{bar, check_bounds, in_ms, per_s, tls, Client, Merchant, Percentiles};
 
 /// How often the receiver's count is read (in memory, no request).
 const RECEIPT_POLL: Duration = Duration::from_millis(20);
@@ -66,6 +66,9 @@ pub struct Replayed {
     /// Failed replay requests, by status (0: no answer).
     pub refused: Vec<(u16, u64)>,
     pub tally: Tally,
+    /// Lag from each replay's answer (its re-arm committed) to receipt;
+    /// zero for events that arrived before the answer was read.
+    pub answered_lag_us: Percentiles,
     /// From the first replay request sent to the last receipt.
     pub whole_run: Duration,
 }
@@ -342,8 +345,14 @@ async fn replay(
                 let (status, answer) = client
                     .post(&merchant.key, "/v1/webhooks/replay", &body, false)
                     .await;
+                let answered = Instant::now();
                 progress.inc(1);
-                (id.as_str(), sent, status, answer["requeued"].as_u64())
+                (
+                    id.as_str(),
+                    (sent, answered),
+                    status,
+                    answer["requeued"].as_u64(),
+                )
             }
         })
         .buffer_unordered(flow.concurrency)
@@ -365,13 +374,18 @@ async fn replay(
     let waited = await_receipts(client, merchant, receiver, Phase::Replay, requeued, flow).await?;
     let records = receiver.records(Phase::Replay);
     let tally = Tally::of(&records, |record| {
-        let sent = sent_at.get(record.transfer_id.as_str())?;
+        let (sent, _) = sent_at.get(record.transfer_id.as_str())?;
         Some(record.at.saturating_duration_since(*sent).as_micros() as u64)
+    });
+    let answered = Tally::of(&records, |record| {
+        let (_, answered) = sent_at.get(record.transfer_id.as_str())?;
+        Some(record.at.saturating_duration_since(*answered).as_micros() as u64)
     });
     let replayed = Replayed {
         transfers: transfer_ids.len() as u64,
         requeued,
         refused: refused.into_iter().collect(),
+        answered_lag_us: answered.lag_us,
         whole_run: tally.since(started),
         tally,
     };
@@ -453,6 +467,10 @@ pub fn print(options: &Options, report: &Report) {
         println!(
             "replay lag (replay request to receipt): {}",
             in_ms(&replay.tally.lag_us)
+        );
+        println!(
+            "replay lag (replay answered to receipt): {}",
+            in_ms(&replay.answered_lag_us)
         );
     }
 }
