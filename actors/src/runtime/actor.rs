@@ -139,6 +139,13 @@ impl<K: EntityKind> Message for Deliver<K> {
     type Result = ();
 }
 
+/// A follow-up's result, back at its actor.
+pub(crate) struct FollowUpDone<K: EntityKind>(Option<K::Command>);
+
+impl<K: EntityKind> Message for FollowUpDone<K> {
+    type Result = ();
+}
+
 /// Stops the actor without counting a crash (runtime shutdown).
 pub(crate) struct Halt;
 
@@ -213,12 +220,15 @@ impl<K: EntityKind> EntityActor<K> {
                 self.set_state(transition.state);
                 for work in transition.follow_ups {
                     self.follow_ups_pending += 1;
-                    ctx.spawn(work.into_actor(self).map(|command, act, ctx| {
-                        act.follow_ups_pending -= 1;
-                        if let Some(command) = command {
-                            act.enqueue_self(command, ctx);
-                        }
-                    }));
+                    // A task of its own on the arbiter, not a future of the
+                    // actor's context: the context polls its futures only
+                    // while no handler is waiting, so a busy actor starved
+                    // its own provider calls and deliveries.
+                    let addr = ctx.address();
+                    actix::spawn(async move {
+                        let command = work.await;
+                        addr.do_send(FollowUpDone::<K>(command));
+                    });
                 }
                 answer(reply, Ok(transition.reply));
             }
@@ -332,6 +342,17 @@ impl<K: EntityKind> Handler<Deliver<K>> for EntityActor<K> {
         AtomicResponse::new(Box::pin(
             work.map(move |handled, act, ctx| act.finish(handled, reply, ctx)),
         ))
+    }
+}
+
+impl<K: EntityKind> Handler<FollowUpDone<K>> for EntityActor<K> {
+    type Result = ();
+
+    fn handle(&mut self, done: FollowUpDone<K>, ctx: &mut Context<Self>) {
+        self.follow_ups_pending = self.follow_ups_pending.saturating_sub(1);
+        if let Some(command) = done.0 {
+            self.enqueue_self(command, ctx);
+        }
     }
 }
 
