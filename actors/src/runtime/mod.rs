@@ -34,7 +34,7 @@ pub use figures::{
     KindFigures, RuntimeFigures, TimerFigures, STUCK_LISTED_MAX, TIMER_POLL_FAILURES_UNHEALTHY,
 };
 pub use kind::{EntityEnv, EntityKind, TimerFiring, Transition};
-pub use recovery::RecoveryReport;
+pub use recovery::{paged, RecoveryReport, RECOVERY_PAGE_ROWS};
 pub use registry::{
     Registry, RegistryConfig, CALL_TIMEOUT_DEFAULT, IDLE_TIMEOUT_DEFAULT, LIVE_ACTORS_MAX_DEFAULT,
     MAILBOX_CAPACITY_DEFAULT, RECOVERY_CONCURRENCY_MAX, RESTART_BURST_MAX, RESTART_WINDOW,

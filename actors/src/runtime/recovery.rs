@@ -69,3 +69,30 @@ impl Runtime {
         *running = Some(stop);
     }
 }
+
+/// Rows a kind's `list_in_flight` reads per query.
+pub const RECOVERY_PAGE_ROWS: i64 = 500;
+
+/// Up to `limit` rows, read page by page in key order: `fetch(after, n)`
+/// answers at most `n` rows after the row `after` (from the start when
+/// `None`). Lets every kind list its in-flight entities in bounded queries.
+pub async fn paged<R>(
+    limit: i64,
+    mut fetch: impl AsyncFnMut(Option<&R>, i64) -> RuntimeResult<Vec<R>>,
+) -> RuntimeResult<Vec<R>> {
+    let mut rows: Vec<R> = Vec::new();
+    loop {
+        let left = limit - rows.len() as i64;
+        if left <= 0 {
+            break;
+        }
+        let page = RECOVERY_PAGE_ROWS.min(left);
+        let found = fetch(rows.last(), page).await?;
+        let full = found.len() as i64 == page;
+        rows.extend(found);
+        if !full {
+            break;
+        }
+    }
+    Ok(rows)
+}

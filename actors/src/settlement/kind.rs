@@ -19,13 +19,11 @@ use super::providers::Providers;
 use super::record::{apply_state, entity_id, split_entity_id, state_of};
 use crate::runtime::timers::{complete_in, schedule_in};
 use crate::runtime::{
-    EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
+    paged, EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
 };
 
 /// Payload of a settlement's due timer (retry, or a pending operation's check).
 const TIMER_DUE: &str = "due";
-/// Recovery pages through settlements with work left this many at a time.
-const RECOVERY_PAGE_ROWS: i64 = 500;
 
 /// What every settlement actor needs: its providers, the retry policy, and
 /// the transfers its legs report to.
@@ -183,23 +181,13 @@ impl EntityKind for SettlementKind {
     }
 
     async fn list_in_flight(db: Db, limit: i64) -> RuntimeResult<Vec<String>> {
-        let mut ids = Vec::new();
-        let mut after = (String::new(), String::new());
         let mut pooled = db.get().await?;
-        while (ids.len() as i64) < limit {
-            let page = RECOVERY_PAGE_ROWS.min(limit - ids.len() as i64);
-            let rows =
-                settlements::with_work_left(&mut pooled.tx(), (&after.0, &after.1), page).await?;
-            let full = rows.len() as i64 == page;
-            if let Some(last) = rows.last() {
-                after = last.clone();
-            }
-            ids.extend(rows.iter().map(|(m, k)| entity_id(m, k)));
-            if !full {
-                break;
-            }
-        }
-        Ok(ids)
+        let keys = paged(limit, async |after: Option<&(String, String)>, page| {
+            let after = after.map_or(("", ""), |(m, k)| (m.as_str(), k.as_str()));
+            Ok(settlements::with_work_left(&mut pooled.tx(), after, page).await?)
+        })
+        .await?;
+        Ok(keys.iter().map(|(m, k)| entity_id(m, k)).collect())
     }
 
     fn timer_command(firing: TimerFiring) -> RuntimeResult<SettlementCommand> {

@@ -18,7 +18,7 @@ use super::postings;
 use super::record::{apply_state, state_of};
 use crate::runtime::timers::{complete_in, schedule_in};
 use crate::runtime::{
-    EntityEnv, EntityKind, Registry, RuntimeError, RuntimeResult, TimerFiring, TimerSpec,
+    paged, EntityEnv, EntityKind, Registry, RuntimeError, RuntimeResult, TimerFiring, TimerSpec,
     Transition,
 };
 use crate::settlement::machine::Method;
@@ -31,8 +31,6 @@ use crate::webhook::Outbox;
 
 /// Payload of the refund retry timer.
 const TIMER_REFUND: &str = "refund";
-/// Recovery pages through transfers with work left this many at a time.
-const RECOVERY_PAGE_ROWS: i64 = 500;
 /// Why leg 1 is refunded, as its reversal records it.
 const COMPENSATION_REASON: &str = "transfer compensation: the on-chain leg failed";
 
@@ -145,22 +143,12 @@ impl EntityKind for TransferKind {
     }
 
     async fn list_in_flight(db: Db, limit: i64) -> RuntimeResult<Vec<String>> {
-        let mut ids = Vec::new();
-        let mut after = String::new();
         let mut pooled = db.get().await?;
-        while (ids.len() as i64) < limit {
-            let page = RECOVERY_PAGE_ROWS.min(limit - ids.len() as i64);
-            let rows = transfers::with_work_left(&mut pooled.tx(), &after, page).await?;
-            let full = rows.len() as i64 == page;
-            if let Some(last) = rows.last() {
-                after = last.clone();
-            }
-            ids.extend(rows);
-            if !full {
-                break;
-            }
-        }
-        Ok(ids)
+        paged(limit, async |after: Option<&String>, page| {
+            let after = after.map_or("", String::as_str);
+            Ok(transfers::with_work_left(&mut pooled.tx(), after, page).await?)
+        })
+        .await
     }
 
     fn timer_command(firing: TimerFiring) -> RuntimeResult<TransferCommand> {

@@ -19,7 +19,7 @@ use super::deliver::{Attempt, Deliverer};
 use super::machine::{self, Delivery, Event, Outcome, Policy, Status};
 use crate::runtime::timers::{complete_in, schedule_in};
 use crate::runtime::{
-    EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
+    paged, EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
 };
 
 /// Attempts one endpoint has under way at once.
@@ -32,8 +32,6 @@ const TIMER_RETRY: &str = "retry";
 /// delay is not stretched by the timer service's polling; the persisted
 /// timer stays the guarantee across restarts.
 const SHORT_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(60);
-/// Recovery pages through merchants with pending events this many at a time.
-const RECOVERY_PAGE_ROWS: i64 = 500;
 
 #[derive(Clone)]
 pub struct WebhookContext {
@@ -162,22 +160,12 @@ impl EntityKind for WebhookEndpointKind {
     }
 
     async fn list_in_flight(db: Db, limit: i64) -> RuntimeResult<Vec<String>> {
-        let mut ids = Vec::new();
-        let mut after = String::new();
         let mut pooled = db.get().await?;
-        while (ids.len() as i64) < limit {
-            let page = RECOVERY_PAGE_ROWS.min(limit - ids.len() as i64);
-            let rows = store::merchants_with_pending(&mut pooled.tx(), &after, page).await?;
-            let full = rows.len() as i64 == page;
-            if let Some(last) = rows.last() {
-                after = last.clone();
-            }
-            ids.extend(rows);
-            if !full {
-                break;
-            }
-        }
-        Ok(ids)
+        paged(limit, async |after: Option<&String>, page| {
+            let after = after.map_or("", String::as_str);
+            Ok(store::merchants_with_pending(&mut pooled.tx(), after, page).await?)
+        })
+        .await
     }
 
     fn timer_command(firing: TimerFiring) -> RuntimeResult<EndpointCommand> {
