@@ -10,8 +10,9 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
 use crate::http::extract::Query;
-use crate::http::problem::{ApiError, Problem};
+use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
+use crate::validate;
 
 pub const LIST_LIMIT_DEFAULT: i64 = 50;
 pub const LIST_LIMIT_MAX: i64 = 200;
@@ -75,12 +76,10 @@ pub async fn events(
     Query(query): Query<EventsQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("audit:read")?;
-    let limit = query.limit.unwrap_or(LIST_LIMIT_DEFAULT);
-    if !(1..=LIST_LIMIT_MAX).contains(&limit) {
-        return Err(ApiError::field(
-            "limit",
-            format!("must be 1 to {LIST_LIMIT_MAX}"),
-        ));
+    let mut errors = FieldErrors::new();
+    let limit = validate::list_limit(query.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
     }
     if query.before_seq.is_some_and(|seq| seq < 1) {
         return Err(ApiError::field("before_seq", "must be at least 1"));

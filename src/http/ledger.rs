@@ -10,8 +10,9 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::{Caller, MerchantOwned};
 use crate::http::extract::Query;
-use crate::http::problem::{ApiError, Problem};
+use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
+use crate::validate;
 
 pub const LIST_LIMIT_DEFAULT: i64 = 50;
 pub const LIST_LIMIT_MAX: i64 = 200;
@@ -122,12 +123,10 @@ pub async fn entries(
     Query(query): Query<EntriesQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("settlements:read")?;
-    let limit = query.limit.unwrap_or(LIST_LIMIT_DEFAULT);
-    if !(1..=LIST_LIMIT_MAX).contains(&limit) {
-        return Err(ApiError::field(
-            "limit",
-            format!("must be 1 to {LIST_LIMIT_MAX}"),
-        ));
+    let mut errors = FieldErrors::new();
+    let limit = validate::list_limit(query.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
     }
     let mut pooled = state.db.get().await?;
     let tx = &mut pooled.tx();

@@ -400,10 +400,7 @@ pub async fn list(
     caller.require("settlements:read")?;
     state.limits.check("settlement_read", &caller.api_key_id)?;
     let mut errors = FieldErrors::new();
-    let limit = query.limit.unwrap_or(LIST_LIMIT_DEFAULT);
-    if !(1..=LIST_LIMIT_MAX).contains(&limit) {
-        errors.insert("limit".into(), format!("must be 1 to {LIST_LIMIT_MAX}"));
-    }
+    let limit = validate::list_limit(query.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, &mut errors);
     if let Some(status) = &query.status {
         if Status::parse(status).is_none() {
             errors.insert(

@@ -377,10 +377,7 @@ pub async fn list(
     caller.require("transfers:read")?;
     state.limits.check("transfer_read", &caller.api_key_id)?;
     let mut errors = FieldErrors::new();
-    let limit = query.limit.unwrap_or(LIST_LIMIT_DEFAULT);
-    if !(1..=LIST_LIMIT_MAX).contains(&limit) {
-        errors.insert("limit".into(), format!("must be 1 to {LIST_LIMIT_MAX}"));
-    }
+    let limit = validate::list_limit(query.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, &mut errors);
     let offset = query.offset.unwrap_or(0);
     if offset < 0 {
         errors.insert("offset".into(), "must be 0 or more".into());

@@ -324,13 +324,12 @@ pub async fn deliveries(
     caller.require("webhooks:read")?;
     state.limits.check("webhook_read", &caller.api_key_id)?;
     let mut errors = FieldErrors::new();
-    let limit = query.limit.unwrap_or(DELIVERIES_LIMIT_DEFAULT);
-    if !(1..=DELIVERIES_LIMIT_MAX).contains(&limit) {
-        errors.insert(
-            "limit".into(),
-            format!("must be 1 to {DELIVERIES_LIMIT_MAX}"),
-        );
-    }
+    let limit = validate::list_limit(
+        query.limit,
+        DELIVERIES_LIMIT_DEFAULT,
+        DELIVERIES_LIMIT_MAX,
+        &mut errors,
+    );
     if let Some(status) = &query.status {
         if Status::parse(status).is_none() {
             errors.insert(

@@ -64,6 +64,21 @@ pub fn scopes(requested: &[String]) -> Result<crate::auth::Scopes, String> {
         .map_err(|unknown| format!("unknown scopes: {}", unknown.join(", ")))
 }
 
+/// A list's page size: `default` when absent, else it must be 1 to `max`;
+/// a bad one is recorded under `limit` in `errors`.
+pub fn list_limit(
+    limit: Option<i64>,
+    default: i64,
+    max: i64,
+    errors: &mut crate::http::problem::FieldErrors,
+) -> i64 {
+    let limit = limit.unwrap_or(default);
+    if !(1..=max).contains(&limit) {
+        errors.insert("limit".into(), format!("must be 1 to {max}"));
+    }
+    limit
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
