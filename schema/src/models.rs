@@ -4,9 +4,9 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 
 use crate::schema::{
-    api_keys, audit_events, audit_heads, idempotency_records, inbound_events, ledger_accounts,
-    ledger_entries, ledger_transactions, merchants, quotes, settlements, transfers,
-    webhook_attempts, webhook_endpoints, webhook_events,
+    api_keys, audit_events, audit_heads, email_tokens, idempotency_records, inbound_events,
+    ledger_accounts, ledger_entries, ledger_transactions, merchants, quotes, sessions, settlements,
+    transfers, users, webhook_attempts, webhook_endpoints, webhook_events,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -396,4 +396,46 @@ pub struct WebhookAttemptRow {
     /// Why the attempt failed, when it did: a refusal, timeout or non-2xx.
     pub error: Option<String>,
     pub duration_ms: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
+#[diesel(table_name = users, treat_none_as_default_value = false)]
+pub struct UserRow {
+    pub id: String,
+    pub merchant_id: String,
+    /// Trimmed and lowercased.
+    pub email: String,
+    pub name: String,
+    /// argon2id PHC string.
+    pub password_hash: String,
+    /// `active` or `disabled`.
+    pub status: String,
+    pub email_verified_at: Option<NaiveDateTime>,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
+#[diesel(table_name = sessions, treat_none_as_default_value = false)]
+pub struct SessionRow {
+    pub id: String,
+    /// Hex SHA-256 of the cookie token; the token itself is never stored.
+    pub token_sha256: String,
+    pub user_id: String,
+    pub created_at: NaiveDateTime,
+    pub expires_at: NaiveDateTime,
+    pub revoked_at: Option<NaiveDateTime>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
+#[diesel(table_name = email_tokens, treat_none_as_default_value = false)]
+pub struct EmailTokenRow {
+    /// Hex SHA-256 of the mailed token.
+    pub token_sha256: String,
+    pub user_id: String,
+    /// `verify_email` or `password_reset`.
+    pub purpose: String,
+    pub created_at: NaiveDateTime,
+    pub expires_at: NaiveDateTime,
+    pub used_at: Option<NaiveDateTime>,
 }

@@ -281,3 +281,44 @@ diesel::table! {
 }
 
 diesel::allow_tables_to_appear_in_same_query!(webhook_events, webhook_attempts);
+
+diesel::table! {
+    users (id) {
+        id -> Text,
+        merchant_id -> Text,
+        email -> Text,
+        name -> Text,
+        password_hash -> Text,
+        status -> Text,
+        email_verified_at -> Nullable<Timestamp>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    sessions (id) {
+        id -> Text,
+        token_sha256 -> Text,
+        user_id -> Text,
+        created_at -> Timestamp,
+        expires_at -> Timestamp,
+        revoked_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    email_tokens (token_sha256) {
+        token_sha256 -> Text,
+        user_id -> Text,
+        purpose -> Text,
+        created_at -> Timestamp,
+        expires_at -> Timestamp,
+        used_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::joinable!(users -> merchants (merchant_id));
+diesel::joinable!(sessions -> users (user_id));
+diesel::joinable!(email_tokens -> users (user_id));
+diesel::allow_tables_to_appear_in_same_query!(users, merchants, sessions, email_tokens);

@@ -5,6 +5,7 @@ use actix_web::dev::Payload;
 use actix_web::http::header::{HeaderMap, AUTHORIZATION};
 use actix_web::{web, FromRequest, HttpRequest};
 use futures_util::future::LocalBoxFuture;
+use tern_schema::audit::AuditActor;
 use tern_schema::types::{utc_now, MerchantStatus};
 
 use crate::auth::api_key;
@@ -15,11 +16,20 @@ use crate::state::AppState;
 
 pub const API_KEY_HEADER: &str = "x-api-key";
 
+/// How the caller proved who it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Credential {
+    /// A merchant API key (machine caller).
+    ApiKey { api_key_id: String },
+    /// A human's session cookie; the user owns the merchant.
+    Session { user_id: String, session_id: String },
+}
+
 /// An authenticated merchant credential.
 #[derive(Clone, Debug)]
 pub struct Caller {
     pub merchant_id: String,
-    pub api_key_id: String,
+    pub credential: Credential,
     pub scopes: Scopes,
     pub merchant_status: MerchantStatus,
     pub request_id: String,
@@ -37,6 +47,30 @@ impl MerchantOwned for tern_schema::models::ApiKeyRow {
 }
 
 impl Caller {
+    /// Who the audit chain names for what this caller does.
+    pub fn actor(&self) -> AuditActor {
+        match &self.credential {
+            Credential::ApiKey { api_key_id } => AuditActor::ApiKey(api_key_id.clone()),
+            Credential::Session { user_id, .. } => AuditActor::User(user_id.clone()),
+        }
+    }
+
+    /// What per-caller rate limits count against: the key, or the user.
+    pub fn limit_key(&self) -> &str {
+        match &self.credential {
+            Credential::ApiKey { api_key_id } => api_key_id,
+            Credential::Session { user_id, .. } => user_id,
+        }
+    }
+
+    /// The human behind a session; `None` for machine callers.
+    pub fn user_id(&self) -> Option<&str> {
+        match &self.credential {
+            Credential::ApiKey { .. } => None,
+            Credential::Session { user_id, .. } => Some(user_id),
+        }
+    }
+
     /// 403 naming the scope when the credential lacks it.
     pub fn require(&self, scope: &str) -> Result<(), ApiError> {
         if self.scopes.contains(scope) {
@@ -127,7 +161,9 @@ async fn authenticate(
     }
     Ok(Caller {
         merchant_id: key.merchant_id,
-        api_key_id: key.key_id,
+        credential: Credential::ApiKey {
+            api_key_id: key.key_id,
+        },
         scopes: key.scopes,
         merchant_status: key.merchant_status,
         request_id,

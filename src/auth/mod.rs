@@ -5,5 +5,5 @@ pub mod caller;
 pub mod key_cache;
 pub mod scopes;
 
-pub use caller::{Caller, MerchantOwned};
+pub use caller::{Caller, Credential, MerchantOwned};
 pub use scopes::Scopes;

@@ -156,15 +156,7 @@ pub async fn create(
             });
         }
         api_keys::insert(tx, &row).await?;
-        audit::append(
-            tx,
-            key_created(
-                &row,
-                AuditActor::ApiKey(caller.api_key_id.clone()),
-                &caller.request_id,
-            ),
-        )
-        .await?;
+        audit::append(tx, key_created(&row, caller.actor(), &caller.request_id)).await?;
         Ok(())
     });
     created?;
@@ -233,7 +225,7 @@ pub async fn revoke(
         if let Some(row) = found.as_ref().filter(|row| row.revoked_at.is_none()) {
             let revoked = AuditRecord {
                 merchant_id: caller.merchant_id.clone(),
-                actor: AuditActor::ApiKey(caller.api_key_id.clone()),
+                actor: caller.actor(),
                 action: "api_key.revoked",
                 resource_type: "api_key",
                 resource_id: row.id.clone(),

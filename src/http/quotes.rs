@@ -180,7 +180,7 @@ pub async fn create(
 ) -> Result<HttpResponse, ApiError> {
     caller.require("quotes:write")?;
     caller.require_active()?;
-    state.limits.check("quote_create", &caller.api_key_id)?;
+    state.limits.check("quote_create", caller.limit_key())?;
     let request = validate(&request, &caller)?;
     let row = quote::create(
         &state.db,
@@ -214,7 +214,7 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("quotes:read")?;
-    state.limits.check("quote_read", &caller.api_key_id)?;
+    state.limits.check("quote_read", caller.limit_key())?;
     let id = path.into_inner();
     let found = if id.starts_with(quote::ID_PREFIX) && id.len() <= QUOTE_ID_LENGTH_MAX {
         let mut pooled = state.db.get().await?;

@@ -14,7 +14,6 @@ use tern_actors::settlement::{
     submit, NewSettlement, ReverseOutcome, SettlementCommand, SettlementKind, SettlementReply,
     SubmitError, Submitted,
 };
-use tern_schema::audit::AuditActor;
 use tern_schema::idempotency::request_digest;
 use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::settlements as store;
@@ -290,7 +289,7 @@ fn validate_submit(
                 request_id: caller.request_id.clone(),
             },
             method,
-            actor: AuditActor::ApiKey(caller.api_key_id.clone()),
+            actor: caller.actor(),
         }),
         _ => Err(ApiError::Validation(errors)),
     }
@@ -344,7 +343,7 @@ pub async fn create(
     caller.require_active()?;
     state
         .limits
-        .check("settlement_submit", &caller.api_key_id)?;
+        .check("settlement_submit", caller.limit_key())?;
     let key = idempotency_key(&req)?;
     let registry = registry(&state)?.clone();
     let new = validate_submit(&request, key, &caller)?;
@@ -398,7 +397,7 @@ pub async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("settlements:read")?;
-    state.limits.check("settlement_read", &caller.api_key_id)?;
+    state.limits.check("settlement_read", caller.limit_key())?;
     let mut errors = FieldErrors::new();
     let limit = validate::list_limit(query.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, &mut errors);
     if let Some(status) = &query.status {
@@ -446,7 +445,7 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("settlements:read")?;
-    state.limits.check("settlement_read", &caller.api_key_id)?;
+    state.limits.check("settlement_read", caller.limit_key())?;
     let key = settlement_id(&path.into_inner());
     let mut pooled = state.db.get().await?;
     let found = store::find(&mut pooled.tx(), &caller.merchant_id, &key).await?;
@@ -480,7 +479,7 @@ pub async fn reverse(
     caller.require_active()?;
     state
         .limits
-        .check("settlement_reverse", &caller.api_key_id)?;
+        .check("settlement_reverse", caller.limit_key())?;
     let mut errors = FieldErrors::new();
     let reason = text("reason", &request.reason, &mut errors);
     let key = settlement_id(&path.into_inner());
@@ -504,7 +503,7 @@ pub async fn reverse(
         });
     }
     let command = SettlementCommand::Reverse {
-        actor: AuditActor::ApiKey(caller.api_key_id.clone()),
+        actor: caller.actor(),
         request_id: caller.request_id.clone(),
         reason,
     };

@@ -13,7 +13,6 @@ use tern_actors::transfer::create::FLOW;
 use tern_actors::transfer::machine::Status;
 use tern_actors::transfer::record::ID_PREFIX;
 use tern_actors::transfer::{self, CreateError, Created, NewTransfer, TransferKind};
-use tern_schema::audit::AuditActor;
 use tern_schema::idempotency::request_digest;
 use tern_schema::models::TransferRow;
 use tern_schema::store::transfers as store;
@@ -243,7 +242,7 @@ fn validate_create(
                 network,
                 asset,
                 request_id: caller.request_id.clone(),
-                actor: AuditActor::ApiKey(caller.api_key_id.clone()),
+                actor: caller.actor(),
             })
         }
         _ => Err(ApiError::Validation(errors)),
@@ -296,7 +295,7 @@ pub async fn create(
 ) -> Result<HttpResponse, ApiError> {
     caller.require("transfers:write")?;
     caller.require_active()?;
-    state.limits.check("transfer_create", &caller.api_key_id)?;
+    state.limits.check("transfer_create", caller.limit_key())?;
     let key = idempotency_key(&req)?;
     let registry = registry(&state)?.clone();
     let new = validate_create(&request, key, &caller)?;
@@ -375,7 +374,7 @@ pub async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("transfers:read")?;
-    state.limits.check("transfer_read", &caller.api_key_id)?;
+    state.limits.check("transfer_read", caller.limit_key())?;
     let mut errors = FieldErrors::new();
     let limit = validate::list_limit(query.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, &mut errors);
     let offset = query.offset.unwrap_or(0);
@@ -433,7 +432,7 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("transfers:read")?;
-    state.limits.check("transfer_read", &caller.api_key_id)?;
+    state.limits.check("transfer_read", caller.limit_key())?;
     let id = path.into_inner();
     let found = if id.starts_with(ID_PREFIX) && id.len() <= TRANSFER_ID_LENGTH_MAX {
         let mut pooled = state.db.get().await?;

@@ -11,7 +11,6 @@ use tern_actors::transfer::record::ID_PREFIX as TRANSFER_ID_PREFIX;
 use tern_actors::webhook::machine::Status;
 use tern_actors::webhook::signing::mask;
 use tern_actors::webhook::{EndpointCommand, EndpointReply, WebhookEndpointKind};
-use tern_schema::audit::AuditActor;
 use tern_schema::models::{WebhookAttemptRow, WebhookEndpointRow, WebhookEventRow};
 use tern_schema::store::{transfers, webhooks as store};
 use tern_schema::types::as_utc;
@@ -150,7 +149,7 @@ pub async fn put_endpoint(
 ) -> Result<HttpResponse, ApiError> {
     caller.require("webhooks:write")?;
     caller.require_active()?;
-    state.limits.check("webhook_write", &caller.api_key_id)?;
+    state.limits.check("webhook_write", caller.limit_key())?;
     let mut errors = FieldErrors::new();
     let url = validate::webhook::url(&request.url, state.config.webhook_allow_private)
         .map_err(|message| errors.insert("url".into(), message))
@@ -164,7 +163,7 @@ pub async fn put_endpoint(
     let command = EndpointCommand::Put {
         url,
         secret: request.secret,
-        actor: AuditActor::ApiKey(caller.api_key_id.clone()),
+        actor: caller.actor(),
         request_id: caller.request_id.clone(),
     };
     registry(&state).call(&caller.merchant_id, command).await?;
@@ -186,7 +185,7 @@ pub async fn get_endpoint(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("webhooks:read")?;
-    state.limits.check("webhook_read", &caller.api_key_id)?;
+    state.limits.check("webhook_read", caller.limit_key())?;
     let mut pooled = state.db.get().await?;
     match store::endpoint(&mut pooled.tx(), &caller.merchant_id).await? {
         Some(row) => Ok(HttpResponse::Ok().json(endpoint_view(&row))),
@@ -207,9 +206,9 @@ pub async fn delete_endpoint(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("webhooks:write")?;
-    state.limits.check("webhook_write", &caller.api_key_id)?;
+    state.limits.check("webhook_write", caller.limit_key())?;
     let command = EndpointCommand::Delete {
-        actor: AuditActor::ApiKey(caller.api_key_id.clone()),
+        actor: caller.actor(),
         request_id: caller.request_id.clone(),
     };
     registry(&state).call(&caller.merchant_id, command).await?;
@@ -238,7 +237,7 @@ pub async fn replay(
 ) -> Result<HttpResponse, ApiError> {
     caller.require("webhooks:write")?;
     caller.require_active()?;
-    state.limits.check("webhook_write", &caller.api_key_id)?;
+    state.limits.check("webhook_write", caller.limit_key())?;
     let transfer_id = match request.transfer_id {
         Some(id) if !id.trim().is_empty() => id,
         _ => {
@@ -250,7 +249,7 @@ pub async fn replay(
     own_transfer(&state, &caller, &transfer_id).await?;
     let command = EndpointCommand::Replay {
         transfer_id,
-        actor: AuditActor::ApiKey(caller.api_key_id.clone()),
+        actor: caller.actor(),
         request_id: caller.request_id.clone(),
     };
     match registry(&state).call(&caller.merchant_id, command).await? {
@@ -322,7 +321,7 @@ pub async fn deliveries(
     Query(query): Query<DeliveriesQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("webhooks:read")?;
-    state.limits.check("webhook_read", &caller.api_key_id)?;
+    state.limits.check("webhook_read", caller.limit_key())?;
     let mut errors = FieldErrors::new();
     let limit = validate::list_limit(
         query.limit,

@@ -4,12 +4,15 @@
 pub mod api_keys;
 pub mod audit;
 pub mod cached;
+pub mod email_tokens;
 pub mod idempotency;
 pub mod inbound_events;
 pub mod ledger;
 pub mod merchants;
 pub mod quotes;
+pub mod sessions;
 pub mod settlements;
 pub mod timers;
 pub mod transfers;
+pub mod users;
 pub mod webhooks;

@@ -1,0 +1,3 @@
+DROP TABLE email_tokens;
+DROP TABLE sessions;
+DROP TABLE users;

@@ -1,0 +1,40 @@
+//! Mailed single-use tokens (email verification, password reset).
+
+use chrono::NaiveDateTime;
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+use crate::dispatch;
+use crate::models::EmailTokenRow;
+use crate::schema::email_tokens;
+use crate::{StoreResult, Tx};
+
+pub const PURPOSE_VERIFY_EMAIL: &str = "verify_email";
+pub const PURPOSE_PASSWORD_RESET: &str = "password_reset";
+
+pub async fn insert(tx: &mut Tx<'_>, row: &EmailTokenRow) -> StoreResult<()> {
+    dispatch!(tx, conn => diesel::insert_into(email_tokens::table).values(row).execute(conn).await)?;
+    Ok(())
+}
+
+/// Uses the token: one conditional update, so of two concurrent uses of one
+/// token exactly one wins. Answers the token's user, or `None` when the
+/// token is unknown, of another purpose, expired or already used.
+pub async fn consume(
+    tx: &mut Tx<'_>,
+    token_sha256: &str,
+    purpose: &str,
+    at: NaiveDateTime,
+) -> StoreResult<Option<String>> {
+    let user_id = dispatch!(tx, conn => diesel::update(email_tokens::table)
+        .filter(email_tokens::token_sha256.eq(token_sha256))
+        .filter(email_tokens::purpose.eq(purpose))
+        .filter(email_tokens::used_at.is_null())
+        .filter(email_tokens::expires_at.gt(at))
+        .set(email_tokens::used_at.eq(Some(at)))
+        .returning(email_tokens::user_id)
+        .get_result::<String>(conn)
+        .await
+        .optional())?;
+    Ok(user_id)
+}
