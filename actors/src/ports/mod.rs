@@ -12,6 +12,7 @@
 pub mod acquirer;
 pub mod card_push;
 pub mod custodian;
+pub mod mailer;
 pub mod rate_source;
 
 pub use acquirer::{
@@ -23,6 +24,7 @@ pub use card_push::{
     ACTION_CODE_APPROVED, ACTION_CODE_RETRY,
 };
 pub use custodian::{Asset, Custodian, Network, PayoutOutcome, PayoutRequest};
+pub use mailer::{Mail, MailError, Mailer};
 pub use rate_source::{RateError, RateSource};
 
 /// Why a provider call did not produce an outcome. The split is what the
