@@ -1,12 +1,14 @@
 //! Adapters behind the provider ports: HTTP clients (reqwest over rustls),
-//! the configured rate table, and the webhook signature scheme shared with
-//! the simulator.
+//! the configured rate table, the mailers (SMTP or the outbox folder), and
+//! the webhook signature scheme shared with the simulator.
 
 pub mod health;
 pub mod http;
+pub mod mail;
 pub mod signature;
 pub mod static_rates;
 
+pub use mail::{mailer_from, OutboxMailer, SmtpMailer, MAIL_FROM_DEFAULT};
 pub use signature::{
     sign_sandbox_payload, verify_sandbox_signature, SignatureError, SANDBOX_SIGNATURE_HEADER,
     SIGNATURE_TOLERANCE_DEFAULT,
