@@ -47,7 +47,7 @@ pub struct RateLimits {
 }
 
 /// The limit names TERN_RATE_LIMITS accepts, with their defaults.
-pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 13] = [
+pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 14] = [
     ("login", 10, Duration::from_secs(60)),
     ("register", 10, Duration::from_secs(60)),
     ("m2m_register", 5, Duration::from_secs(3_600)),
@@ -66,6 +66,9 @@ pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 13] = [
     ("webhook_write", 100, Duration::from_secs(1)),
     ("webhook_read", 1_000, Duration::from_secs(1)),
     ("resend", 3, Duration::from_secs(3_600)),
+    // Per submitted email, whether or not it is registered: each request
+    // for a registered one sends a mail.
+    ("password_reset", 5, Duration::from_secs(3_600)),
 ];
 
 impl RateLimits {
@@ -167,6 +170,12 @@ pub struct Config {
     pub smtp_url: Option<String>,
     pub cookie_secure: bool,
     pub session_ttl: Duration,
+    /// Origins a cookie-authenticated unsafe request may come from (CSRF,
+    /// decisions §9): TERN_PUBLIC_URL's origin and TERN_ALLOWED_ORIGINS.
+    pub allowed_origins: Vec<String>,
+    /// Concurrent argon2 computations (TERN_PASSWORD_HASHERS; default one
+    /// per core but one, at least one).
+    pub password_hashers: usize,
     pub secure_details_mode: SecureDetailsMode,
     pub dispatch_secret: Option<String>,
     pub card_provider_webhook_secret: Option<String>,
@@ -308,6 +317,35 @@ impl Config {
                 return Err(error("TERN_SMTP_URL", "must be smtp://host:port".into()));
             }
         }
+        let mut allowed_origins = vec![origin_of(&public_url)
+            .ok_or_else(|| error("TERN_PUBLIC_URL", "is not a valid URL".into()))?];
+        for extra in parsed("TERN_ALLOWED_ORIGINS", "").split(',') {
+            let extra = extra.trim().trim_end_matches('/');
+            if extra.is_empty() {
+                continue;
+            }
+            match origin_of(extra) {
+                Some(origin) if origin == extra => allowed_origins.push(origin),
+                _ => {
+                    return Err(error(
+                        "TERN_ALLOWED_ORIGINS",
+                        format!("`{extra}` is not an origin (scheme://host[:port], no path)"),
+                    ))
+                }
+            }
+        }
+        let password_hashers = match get("TERN_PASSWORD_HASHERS") {
+            None => crate::auth::password::Passwords::threads_default(),
+            Some(text) => match text.parse::<usize>() {
+                Ok(n) if (1..=64).contains(&n) => n,
+                _ => {
+                    return Err(error(
+                        "TERN_PASSWORD_HASHERS",
+                        format!("`{text}` is not a whole number from 1 to 64"),
+                    ))
+                }
+            },
+        };
         let rate_limits = RateLimits::parse(&parsed("TERN_RATE_LIMITS", ""))
             .map_err(|m| error("TERN_RATE_LIMITS", m))?;
         let quote_rates = RateTable::with_overrides(&parsed("TERN_QUOTE_RATES", ""))
@@ -342,6 +380,8 @@ impl Config {
             smtp_url,
             cookie_secure,
             session_ttl: duration("TERN_SESSION_TTL", "24h")?,
+            allowed_origins,
+            password_hashers,
             secure_details_mode,
             dispatch_secret: get("TERN_DISPATCH_SECRET"),
             card_provider_webhook_secret: get("TERN_CARD_PROVIDER_WEBHOOK_SECRET"),
@@ -351,6 +391,13 @@ impl Config {
             fault_routes: false,
         })
     }
+}
+
+/// `scheme://host[:port]` of an http(s) URL, as browsers send it in Origin.
+fn origin_of(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    let origin = parsed.origin();
+    origin.is_tuple().then(|| origin.ascii_serialization())
 }
 
 fn error(variable: &'static str, message: String) -> ConfigError {

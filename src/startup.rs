@@ -26,6 +26,7 @@ use tern_actors::webhook::{
 use tern_schema::{migrate, Db};
 
 use crate::auth::key_cache::KeyCache;
+use crate::auth::password::Passwords;
 use crate::config::Config;
 use crate::http::{self, middleware};
 use crate::rate_limit::Limiters;
@@ -131,7 +132,17 @@ impl Application {
             .await
             .context("recovering the actor runtime")?;
 
+        let mailer = tern_actors::adapters::mail::mailer_from(
+            config.smtp_url.as_deref(),
+            &config.data_dir,
+            tern_actors::adapters::mail::MAIL_FROM_DEFAULT,
+        )
+        .context("setting up mail")?;
+        let passwords =
+            Passwords::new(config.password_hashers).context("setting up password hashing")?;
         let state = web::Data::new(AppState {
+            mailer,
+            passwords,
             rates: Arc::new(StaticRates::new(config.quote_rates.clone())),
             keys: KeyCache::new(db.clone()),
             limits: Limiters::new(&config.rate_limits),

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use tern_actors::adapters::health::ProviderHealth;
-use tern_actors::ports::RateSource;
+use tern_actors::ports::{Mailer, RateSource};
 use tern_actors::runtime::{Registry, Runtime};
 use tern_actors::settlement::SettlementKind;
 use tern_actors::transfer::TransferKind;
@@ -12,6 +12,7 @@ use tern_actors::webhook::{Outbox, WebhookEndpointKind};
 use tern_schema::Db;
 
 use crate::auth::key_cache::KeyCache;
+use crate::auth::password::Passwords;
 use crate::config::Config;
 use crate::openapi::Documents;
 use crate::rate_limit::Limiters;
@@ -32,6 +33,10 @@ pub struct AppState {
     /// Where transfer status events are written; transfer creation writes
     /// the first.
     pub outbox: Outbox,
+    /// Argon2id on its bounded pool of threads.
+    pub passwords: Passwords,
+    /// Verification and password reset mail.
+    pub mailer: Arc<dyn Mailer>,
     /// Where quotes get their rates.
     pub rates: Arc<dyn RateSource>,
     /// What the adapters observed of each provider, by name; empty when no

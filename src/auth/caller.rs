@@ -10,6 +10,7 @@ use tern_schema::types::{utc_now, MerchantStatus};
 
 use crate::auth::api_key;
 use crate::auth::scopes::Scopes;
+use crate::auth::session::{self, SessionUser};
 use crate::http::extract::request_id;
 use crate::http::problem::ApiError;
 use crate::state::AppState;
@@ -47,6 +48,21 @@ impl MerchantOwned for tern_schema::models::ApiKeyRow {
 }
 
 impl Caller {
+    /// A human acting on the merchant they own, with every scope
+    /// (decisions §9).
+    pub fn for_session(human: SessionUser) -> Caller {
+        Caller {
+            merchant_id: human.user.merchant_id,
+            credential: Credential::Session {
+                user_id: human.user.id,
+                session_id: human.session_id,
+            },
+            scopes: Scopes::all(),
+            merchant_status: human.merchant_status,
+            request_id: human.request_id,
+        }
+    }
+
     /// Who the audit chain names for what this caller does.
     pub fn actor(&self) -> AuditActor {
         match &self.credential {
@@ -123,12 +139,28 @@ impl FromRequest for Caller {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let presented = presented_key(req.headers());
+        // A key wins over a cookie: machine callers never need CSRF rules.
+        let session = match presented {
+            Some(_) => None,
+            None => session::presented_token(req),
+        };
         let state = req.app_data::<web::Data<AppState>>().cloned();
+        let csrf = match (&session, &state) {
+            (Some(_), Some(state)) => session::check_csrf(req, &state.config),
+            _ => Ok(()),
+        };
         let request_id = request_id(req);
         Box::pin(async move {
             let state =
                 state.ok_or_else(|| ApiError::Internal("application state missing".into()))?;
-            let presented = presented.ok_or(ApiError::Unauthorized("an API key is required"))?;
+            if let Some(token) = session {
+                csrf?;
+                let human = session::authenticate(&state, &token, request_id).await?;
+                return Ok(Caller::for_session(human));
+            }
+            let presented = presented.ok_or(ApiError::Unauthorized(
+                "an API key or a session is required",
+            ))?;
             authenticate(&state, &presented, request_id).await
         })
     }

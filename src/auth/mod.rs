@@ -2,8 +2,12 @@
 
 pub mod api_key;
 pub mod caller;
+pub mod email_token;
 pub mod key_cache;
+pub mod mails;
+pub mod password;
 pub mod scopes;
+pub mod session;
 
 pub use caller::{Caller, Credential, MerchantOwned};
 pub use scopes::Scopes;

@@ -83,7 +83,7 @@ fn view(row: ApiKeyRow) -> ApiKeyView {
 }
 
 /// List the merchant's API keys, newest first. Secrets are never listed.
-#[utoipa::path(get, path = "/v1/api-keys", operation_id = "list_api_keys", tag = "api-keys", security(("bearer" = []), ("api_key" = [])),
+#[utoipa::path(get, path = "/v1/api-keys", operation_id = "list_api_keys", tag = "api-keys", security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = ApiKeyList),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
@@ -100,7 +100,7 @@ pub async fn list(caller: Caller, state: web::Data<AppState>) -> Result<HttpResp
 
 /// Create an API key. The key is in the response once.
 #[utoipa::path(post, path = "/v1/api-keys", operation_id = "create_api_key", tag = "api-keys", request_body(content = Option<CreateApiKeyRequest>),
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 201, body = CreatedApiKey),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
@@ -205,7 +205,7 @@ fn validate_create(request: &CreateApiKeyRequest) -> Result<NewKey, ApiError> {
 }
 
 /// Revoke an API key. It answers 401 within one second on every node.
-#[utoipa::path(delete, path = "/v1/api-keys/{id}", operation_id = "revoke_api_key", tag = "api-keys", security(("bearer" = []), ("api_key" = [])),
+#[utoipa::path(delete, path = "/v1/api-keys/{id}", operation_id = "revoke_api_key", tag = "api-keys", security(("bearer" = []), ("api_key" = []), ("session" = [])),
     params(("id" = String, Path, description = "The api_key_id")),
     responses(
         (status = 204, description = "Revoked (also when it already was)"),

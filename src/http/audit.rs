@@ -63,7 +63,7 @@ pub struct EventsQuery {
 }
 
 /// List the merchant's audit events, newest first.
-#[utoipa::path(get, path = "/v1/audit/events", tag = "audit", params(EventsQuery), security(("bearer" = []), ("api_key" = [])),
+#[utoipa::path(get, path = "/v1/audit/events", tag = "audit", params(EventsQuery), security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = AuditEventList),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
@@ -115,7 +115,7 @@ pub async fn events(
 }
 
 /// Verify the merchant's audit hash chain from its first event.
-#[utoipa::path(get, path = "/v1/audit/verify", tag = "audit", security(("bearer" = []), ("api_key" = [])),
+#[utoipa::path(get, path = "/v1/audit/verify", tag = "audit", security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = AuditVerification),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),

@@ -5,8 +5,8 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder
 use utoipa::{Modify, OpenApi};
 
 use crate::http::{
-    api_keys, audit, ledger, m2m, ops, problem, provider_webhooks, quotes, settlements, transfers,
-    webhooks,
+    api_keys, audit, auth, ledger, m2m, ops, password_reset, problem, profile, provider_webhooks,
+    quotes, settlements, transfers, verification, webhooks,
 };
 
 /// The three credential forms of the interface.
@@ -71,9 +71,15 @@ pub struct AuthM2mApi;
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(m2m::register, api_keys::list, api_keys::create, api_keys::revoke),
+    paths(
+        auth::register, auth::login, auth::logout, profile::me, profile::update_me,
+        profile::profile, profile::update_profile, verification::verify_email,
+        verification::resend, password_reset::request, password_reset::confirm,
+        m2m::register, api_keys::list, api_keys::create, api_keys::revoke
+    ),
     components(schemas(problem::Problem)),
     tags(
+        (name = "auth", description = "Human accounts: registration, login, sessions, email verification, password reset, profile"),
         (name = "auth-m2m", description = "Merchant self-service registration and the first API key"),
         (name = "api-keys", description = "Merchant API keys: list, create, revoke (extension)"),
     ),

@@ -88,7 +88,7 @@ fn view(row: LedgerAccountRow) -> LedgerAccount {
 }
 
 /// List the merchant's funding accounts with their balances.
-#[utoipa::path(get, path = "/v1/ledger/accounts", tag = "ledger", security(("bearer" = []), ("api_key" = [])),
+#[utoipa::path(get, path = "/v1/ledger/accounts", tag = "ledger", security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = LedgerAccountList),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
@@ -108,7 +108,7 @@ pub async fn accounts(
 
 /// List an account's entries, newest first.
 #[utoipa::path(get, path = "/v1/ledger/accounts/{id}/entries", tag = "ledger", params(("id" = String, Path, description = "The account id"), EntriesQuery),
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = LedgerEntryList),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),

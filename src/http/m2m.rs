@@ -8,7 +8,7 @@ use tern_schema::ledger;
 use tern_schema::models::{ApiKeyRow, MerchantRow};
 use tern_schema::store::{api_keys, merchants};
 use tern_schema::types::{utc_now, MerchantStatus};
-use tern_schema::write_tx;
+use tern_schema::{write_tx, Tx};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -100,20 +100,8 @@ pub async fn register(
     };
     let request_id = request_id(&req);
     let stored: Result<(), ApiError> = write_tx!(state.db, |tx| {
-        merchants::insert(tx, &merchant).await?;
+        open_merchant(tx, &merchant, AuditActor::System, &request_id).await?;
         api_keys::insert(tx, &key_row).await?;
-        ledger::open_funding_accounts(tx, &merchant.id).await?;
-        audit::open_chain(tx, &merchant.id).await?;
-        let registered = AuditRecord {
-            merchant_id: merchant.id.clone(),
-            actor: AuditActor::System,
-            action: "merchant.registered",
-            resource_type: "merchant",
-            resource_id: merchant.id.clone(),
-            request_id: request_id.clone(),
-            data: json!({"organization_name": merchant.organization_name, "status": merchant.status}),
-        };
-        audit::append(tx, registered).await?;
         audit::append(tx, key_created(&key_row, AuditActor::System, &request_id)).await?;
         Ok(())
     });
@@ -126,6 +114,30 @@ pub async fn register(
         api_key_prefix: key.prefix,
         scopes: scopes.names(),
     }))
+}
+
+/// Creates a merchant with its funding accounts and audit chain, and
+/// records the registration on that chain; inside the caller's transaction.
+pub async fn open_merchant(
+    tx: &mut Tx<'_>,
+    merchant: &MerchantRow,
+    actor: AuditActor,
+    request_id: &str,
+) -> Result<(), ApiError> {
+    merchants::insert(tx, merchant).await?;
+    ledger::open_funding_accounts(tx, &merchant.id).await?;
+    audit::open_chain(tx, &merchant.id).await?;
+    let registered = AuditRecord {
+        merchant_id: merchant.id.clone(),
+        actor,
+        action: "merchant.registered",
+        resource_type: "merchant",
+        resource_id: merchant.id.clone(),
+        request_id: request_id.to_owned(),
+        data: json!({"organization_name": merchant.organization_name, "status": merchant.status}),
+    };
+    audit::append(tx, registered).await?;
+    Ok(())
 }
 
 fn validate_registration(body: &RegisterRequest) -> Result<(String, Scopes), ApiError> {

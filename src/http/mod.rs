@@ -2,6 +2,7 @@
 
 pub mod api_keys;
 pub mod audit;
+pub mod auth;
 pub mod docs;
 pub mod extract;
 pub mod idempotency;
@@ -10,11 +11,14 @@ pub mod m2m;
 pub mod middleware;
 pub mod money;
 pub mod ops;
+pub mod password_reset;
 pub mod problem;
+pub mod profile;
 pub mod provider_webhooks;
 pub mod quotes;
 pub mod settlements;
 pub mod transfers;
+pub mod verification;
 pub mod webhooks;
 
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -35,6 +39,35 @@ pub fn routes(cfg: &mut web::ServiceConfig, state: &AppState) {
         .route("/health/actors", web::get().to(ops::actors))
         .route("/problems/{slug}", web::get().to(problem::problem_page))
         .service(web::resource("/v1/auth/m2m/register").route(web::post().to(m2m::register)))
+        .service(web::resource("/v1/auth/register").route(web::post().to(auth::register)))
+        .service(web::resource("/v1/auth/login").route(web::post().to(auth::login)))
+        .service(web::resource("/v1/auth/logout").route(web::post().to(auth::logout)))
+        .service(
+            web::resource("/v1/auth/me")
+                .route(web::get().to(profile::me))
+                .route(web::patch().to(profile::update_me)),
+        )
+        .service(
+            web::resource("/v1/profile")
+                .route(web::get().to(profile::profile))
+                .route(web::patch().to(profile::update_profile)),
+        )
+        .service(
+            web::resource("/v1/auth/verify-email")
+                .route(web::post().to(verification::verify_email)),
+        )
+        .service(
+            web::resource("/v1/auth/verify-email/resend")
+                .route(web::post().to(verification::resend)),
+        )
+        .service(
+            web::resource("/v1/auth/password-reset/request")
+                .route(web::post().to(password_reset::request)),
+        )
+        .service(
+            web::resource("/v1/auth/password-reset/confirm")
+                .route(web::post().to(password_reset::confirm)),
+        )
         .service(
             web::resource("/v1/api-keys")
                 .route(web::get().to(api_keys::list))

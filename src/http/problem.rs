@@ -6,6 +6,7 @@
 //! `request_id`. Responses that actix-web itself produced for errors get a
 //! generic problem by status there too, so no error leaves without one.
 
+use crate::auth::password::PasswordError;
 use std::collections::BTreeMap;
 
 use actix_web::http::header::{HeaderValue, ALLOW, CONTENT_TYPE, RETRY_AFTER};
@@ -32,6 +33,8 @@ pub const PROBLEM_TYPES: &[(&str, u16, &str, &str)] = &[
     ("insufficient-scope", 403, "Insufficient scope", "The credential is valid but lacks the scope this operation needs; the detail names it."),
     ("merchant-inactive", 403, "Merchant not active", "The merchant is suspended or disabled and may not perform this operation."),
     ("forbidden", 403, "Forbidden", "The caller may not perform this operation."),
+    ("csrf-rejected", 403, "Cross-site request refused", "A request authenticated by the session cookie must send JSON (or no body) and, when it carries an Origin header, come from an allowed origin."),
+    ("account-disabled", 403, "Account disabled", "The user account has been disabled by an operator; logging in and using its sessions are refused."),
     ("not-found", 404, "Not found", "No such resource, or it belongs to another merchant."),
     ("method-not-allowed", 405, "Method not allowed", "The path exists but not with this method; the Allow header lists the methods it takes."),
     ("conflict", 409, "Conflict", "The request conflicts with the current state of the resource."),
@@ -65,6 +68,11 @@ pub enum ApiError {
     MerchantInactive(&'static str),
     #[error("forbidden: {0}")]
     Forbidden(String),
+    /// A cookie-authenticated unsafe request that breaks the CSRF rule.
+    #[error("CSRF check failed: {0}")]
+    CsrfRejected(&'static str),
+    #[error("the account is disabled")]
+    AccountDisabled,
     #[error("not found: {0}")]
     NotFound(String),
     #[error("method not allowed")]
@@ -126,6 +134,12 @@ impl ApiError {
                     "MERCHANT_DISABLED"
                 }),
             ApiError::Forbidden(detail) => Problem::new("forbidden").detail(detail),
+            ApiError::CsrfRejected(detail) => Problem::new("csrf-rejected")
+                .detail(*detail)
+                .code("CSRF_REJECTED"),
+            ApiError::AccountDisabled => Problem::new("account-disabled")
+                .detail("the account is disabled; contact the operator")
+                .code("ACCOUNT_DISABLED"),
             ApiError::NotFound(detail) => Problem::new("not-found").detail(detail),
             ApiError::MethodNotAllowed(allowed) => Problem::new("method-not-allowed")
                 .detail(format!("allowed: {}", allowed.join(", "))),
@@ -191,9 +205,11 @@ impl ResponseError for ApiError {
             | ApiError::InvalidIdempotencyKey(_)
             | ApiError::InvalidSignature(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::MissingScope(_) | ApiError::MerchantInactive(_) | ApiError::Forbidden(_) => {
-                StatusCode::FORBIDDEN
-            }
+            ApiError::MissingScope(_)
+            | ApiError::MerchantInactive(_)
+            | ApiError::Forbidden(_)
+            | ApiError::CsrfRejected(_)
+            | ApiError::AccountDisabled => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
@@ -246,6 +262,18 @@ impl From<StoreError> for ApiError {
                 }
             }
             other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<PasswordError> for ApiError {
+    fn from(error: PasswordError) -> Self {
+        match error {
+            PasswordError::Busy => ApiError::Overloaded {
+                detail: "too many password checks are waiting; retry shortly".into(),
+                retry_after_s: 1,
+            },
+            PasswordError::Failed(cause) => ApiError::Internal(cause),
         }
     }
 }

@@ -160,7 +160,7 @@ fn location(id: &str) -> String {
 /// Price a send amount. Each call makes a new quote, valid until
 /// `expires_at`; there is no idempotency at this layer.
 #[utoipa::path(post, path = "/v1/quotes", operation_id = "create_quote", tag = "quotes", request_body = CreateQuoteRequest,
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 201, body = Quote, description = "Created",
             headers(("Location" = String, description = "The quote's URL"))),
@@ -199,7 +199,7 @@ pub async fn create(
 /// Read a quote. Past `expires_at` it is 410; the stored quote remains.
 #[utoipa::path(get, path = "/v1/quotes/{id}", operation_id = "get_quote", tag = "quotes",
     params(("id" = String, Path, description = "The quote_id")),
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = Quote),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),

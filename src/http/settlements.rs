@@ -319,7 +319,7 @@ fn location(key: &str) -> String {
 /// idempotency record are durable; the settlement's actor executes it.
 #[utoipa::path(post, path = "/v1/settlements", operation_id = "create_settlement", tag = "settlements", request_body = SubmitRequest,
     params(("Idempotency-Key" = String, Header, description = "UUID v4; the settlement's identifier")),
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 201, body = Settlement, description = "Created (or replayed, with Idempotent-Replayed: true)",
             headers(("Location" = String, description = "The settlement's URL"))),
@@ -383,7 +383,7 @@ pub async fn create(
 
 /// List the merchant's settlements, newest first.
 #[utoipa::path(get, path = "/v1/settlements", operation_id = "list_settlements", tag = "settlements", params(ListQuery),
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = ListResponse),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
@@ -431,7 +431,7 @@ pub async fn list(
 /// Read a settlement by its idempotency key.
 #[utoipa::path(get, path = "/v1/settlements/{id}", operation_id = "get_settlement", tag = "settlements",
     params(("id" = String, Path, description = "The settlement's idempotency key")),
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = Settlement),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
@@ -456,7 +456,7 @@ pub async fn get(
 /// Reverse a succeeded card_charge (refund) or card_push (reversal).
 #[utoipa::path(post, path = "/v1/settlements/{id}/reverse", operation_id = "reverse_settlement", tag = "settlements", request_body = ReverseRequest,
     params(("id" = String, Path, description = "The settlement's idempotency key")),
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = ReverseResponse, description = "Reversed at the provider"),
         (status = 202, description = "Reversal pending at the provider; it finishes later (type reversal-pending)", body = Problem, content_type = "application/problem+json"),

@@ -271,7 +271,7 @@ fn location(id: &str) -> String {
 /// the payout fails for good.
 #[utoipa::path(post, path = "/v1/transfers", operation_id = "create_transfer", tag = "transfers", request_body = CreateTransferRequest,
     params(("Idempotency-Key" = String, Header, description = "UUID v4")),
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 201, body = Transfer, description = "Created (or replayed, with Idempotent-Replayed: true)",
             headers(("Location" = String, description = "The transfer's URL"))),
@@ -360,7 +360,7 @@ pub async fn create(
 
 /// List the merchant's transfers, newest first.
 #[utoipa::path(get, path = "/v1/transfers", operation_id = "list_transfers", tag = "transfers", params(ListQuery),
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = TransferListResponse),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
@@ -418,7 +418,7 @@ pub async fn list(
 /// Read a transfer: the authoritative status of the saga and its legs.
 #[utoipa::path(get, path = "/v1/transfers/{id}", operation_id = "get_transfer", tag = "transfers",
     params(("id" = String, Path, description = "The transfer's id")),
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = Transfer),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),

@@ -133,7 +133,7 @@ fn endpoint_view(row: &WebhookEndpointRow) -> WebhookEndpointResponse {
 /// Store the endpoint, replacing any earlier one.
 #[utoipa::path(put, path = "/v1/webhooks/endpoint", operation_id = "put_webhook_endpoint", tag = "webhooks",
     request_body = WebhookEndpointRequest,
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 204, description = "Stored; replaces any earlier endpoint"),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
@@ -173,7 +173,7 @@ pub async fn put_endpoint(
 
 /// The endpoint, with its secret masked.
 #[utoipa::path(get, path = "/v1/webhooks/endpoint", operation_id = "get_webhook_endpoint", tag = "webhooks",
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = WebhookEndpointResponse),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
@@ -195,7 +195,7 @@ pub async fn get_endpoint(
 
 /// Remove the endpoint; events not yet delivered are skipped.
 #[utoipa::path(delete, path = "/v1/webhooks/endpoint", operation_id = "delete_webhook_endpoint", tag = "webhooks",
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 204, description = "Removed, or there was none"),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
@@ -219,7 +219,7 @@ pub async fn delete_endpoint(
 /// redelivery.
 #[utoipa::path(post, path = "/v1/webhooks/replay", operation_id = "replay_webhooks", tag = "webhooks",
     request_body = ReplayRequest,
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = ReplayResponse),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
@@ -307,7 +307,7 @@ fn delivery_view((event, attempts): (WebhookEventRow, Vec<WebhookAttemptRow>)) -
 /// *Extension*: the merchant's events, newest first, with every attempt.
 #[utoipa::path(get, path = "/v1/webhooks/deliveries", operation_id = "list_webhook_deliveries", tag = "webhooks",
     params(DeliveriesQuery),
-    security(("bearer" = []), ("api_key" = [])),
+    security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = DeliveriesResponse),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),

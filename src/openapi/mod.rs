@@ -265,6 +265,15 @@ mod tests {
             "/",
             "/ready",
             "/v1/auth/m2m/register",
+            "/v1/auth/register",
+            "/v1/auth/login",
+            "/v1/auth/logout",
+            "/v1/auth/me",
+            "/v1/profile",
+            "/v1/auth/verify-email",
+            "/v1/auth/verify-email/resend",
+            "/v1/auth/password-reset/request",
+            "/v1/auth/password-reset/confirm",
             "/v1/api-keys",
             "/v1/api-keys/{id}",
         ] {
@@ -305,7 +314,14 @@ mod tests {
     fn business_operations_document_security_and_errors() {
         let docs = documents("http://tern.test");
         let doc: Value = serde_json::from_str(&docs.aggregated_json()).expect("json");
-        let public = ["/v1/auth/m2m/register"];
+        let public = [
+            "/v1/auth/m2m/register",
+            "/v1/auth/register",
+            "/v1/auth/login",
+            "/v1/auth/verify-email",
+            "/v1/auth/password-reset/request",
+            "/v1/auth/password-reset/confirm",
+        ];
         for (path, item) in doc["paths"].as_object().expect("paths") {
             if !path.starts_with("/v1/") {
                 continue;

@@ -38,3 +38,22 @@ pub async fn consume(
         .optional())?;
     Ok(user_id)
 }
+
+/// Whether the token is usable now, without using it: lets a caller refuse
+/// a dead token before doing expensive work for it.
+pub async fn is_live(
+    tx: &mut Tx<'_>,
+    token_sha256: &str,
+    purpose: &str,
+    at: NaiveDateTime,
+) -> StoreResult<bool> {
+    let count: i64 = dispatch!(tx, conn => email_tokens::table
+        .filter(email_tokens::token_sha256.eq(token_sha256))
+        .filter(email_tokens::purpose.eq(purpose))
+        .filter(email_tokens::used_at.is_null())
+        .filter(email_tokens::expires_at.gt(at))
+        .count()
+        .get_result(conn)
+        .await)?;
+    Ok(count > 0)
+}
