@@ -49,7 +49,9 @@ pub(crate) fn parse_from(from: &str) -> Result<Mailbox, MailError> {
 /// or a subject with a line break in it (header injection), is refused.
 pub(crate) fn build_message(from: &Mailbox, mail: &Mail) -> Result<Message, MailError> {
     if has_line_break(&mail.to) {
-        return Err(MailError::Invalid("the recipient holds a line break".into()));
+        return Err(MailError::Invalid(
+            "the recipient holds a line break".into(),
+        ));
     }
     if has_line_break(&mail.subject) {
         return Err(MailError::Invalid("the subject holds a line break".into()));
@@ -127,7 +129,12 @@ mod tests {
     #[test]
     fn bad_addresses_are_invalid() {
         let from = parse_from(MAIL_FROM_DEFAULT).expect("from");
-        for to in ["", "not an address", "a@", "ada@example.com, eve@example.com"] {
+        for to in [
+            "",
+            "not an address",
+            "a@",
+            "ada@example.com, eve@example.com",
+        ] {
             let refused = build_message(&from, &mail(to, "Hi"));
             assert!(matches!(refused, Err(MailError::Invalid(_))), "{to:?}");
         }

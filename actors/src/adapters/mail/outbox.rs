@@ -109,11 +109,20 @@ mod tests {
         let files = eml_files(&data.path().join(OUTBOX_DIR));
         assert_eq!(files.len(), 1);
         let text = std::fs::read_to_string(&files[0]).expect("read");
-        assert!(text.contains("From: Tern <no-reply@tern.local>\r\n"), "{text}");
+        assert!(
+            text.contains("From: Tern <no-reply@tern.local>\r\n"),
+            "{text}"
+        );
         assert!(text.contains("To: ada@example.com\r\n"), "{text}");
         assert!(text.contains("Subject: Verify your email\r\n"), "{text}");
-        assert!(text.contains("\r\nDate: ") && text.contains("\r\nMessage-ID: <"), "{text}");
-        assert!(text.ends_with("\r\n\r\nOpen http://x/verify?token=abc\r\n"), "{text}");
+        assert!(
+            text.contains("\r\nDate: ") && text.contains("\r\nMessage-ID: <"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("\r\n\r\nOpen http://x/verify?token=abc\r\n"),
+            "{text}"
+        );
     }
 
     #[actix_rt::test]
@@ -132,7 +141,10 @@ mod tests {
         assert_eq!(files.len(), 2);
         let first = std::fs::read_to_string(&files[0]).expect("read");
         let second = std::fs::read_to_string(&files[1]).expect("read");
-        assert!(first.contains("To: ada@example.com\r\n"), "in order of writing");
+        assert!(
+            first.contains("To: ada@example.com\r\n"),
+            "in order of writing"
+        );
         assert!(second.contains("To: bob@example.com\r\n"));
     }
 
