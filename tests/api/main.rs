@@ -4,6 +4,7 @@
 
 mod helpers;
 mod processes;
+mod smtp_sink;
 
 mod api_keys;
 mod audit;
@@ -15,6 +16,7 @@ mod docs;
 mod errors;
 mod ledger;
 mod m2m;
+mod mail;
 mod merchant_status;
 mod migrations;
 mod ops;
