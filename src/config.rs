@@ -170,8 +170,9 @@ pub struct Config {
     pub smtp_url: Option<String>,
     pub cookie_secure: bool,
     pub session_ttl: Duration,
-    /// Origins a cookie-authenticated unsafe request may come from (CSRF,
-    /// decisions §9): TERN_PUBLIC_URL's origin and TERN_ALLOWED_ORIGINS.
+    /// Origins besides TERN_PUBLIC_URL's own that a cookie-authenticated
+    /// unsafe request may come from (CSRF, decisions §9):
+    /// TERN_ALLOWED_ORIGINS.
     pub allowed_origins: Vec<String>,
     /// Concurrent argon2 computations (TERN_PASSWORD_HASHERS; default one
     /// per core but one, at least one).
@@ -317,8 +318,10 @@ impl Config {
                 return Err(error("TERN_SMTP_URL", "must be smtp://host:port".into()));
             }
         }
-        let mut allowed_origins = vec![origin_of(&public_url)
-            .ok_or_else(|| error("TERN_PUBLIC_URL", "is not a valid URL".into()))?];
+        if origin_of(&public_url).is_none() {
+            return Err(error("TERN_PUBLIC_URL", "is not a valid URL".into()));
+        }
+        let mut allowed_origins = Vec::new();
         for extra in parsed("TERN_ALLOWED_ORIGINS", "").split(',') {
             let extra = extra.trim().trim_end_matches('/');
             if extra.is_empty() {
@@ -390,6 +393,13 @@ impl Config {
             self_service_registration: boolean("TERN_SELF_SERVICE_REGISTRATION", true)?,
             fault_routes: false,
         })
+    }
+}
+
+impl Config {
+    /// The origin of TERN_PUBLIC_URL, as browsers send it in Origin.
+    pub fn public_origin(&self) -> Option<String> {
+        origin_of(&self.public_url)
     }
 }
 

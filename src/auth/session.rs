@@ -46,7 +46,8 @@ pub fn session_cookie(
     token: String,
     expires_at: NaiveDateTime,
 ) -> Cookie<'static> {
-    let max_age = (expires_at - utc_now()).num_seconds().max(0);
+    // The session was just made: it lives the whole configured lifetime.
+    let max_age = i64::try_from(config.session_ttl.as_secs()).unwrap_or(i64::MAX);
     let mut cookie = base_cookie(config, token);
     cookie.set_max_age(time::Duration::seconds(max_age));
     if let Ok(expires) = time::OffsetDateTime::from_unix_timestamp(expires_at.and_utc().timestamp())
@@ -92,9 +93,10 @@ pub fn check_csrf(req: &HttpRequest, config: &Config) -> Result<(), ApiError> {
         return Ok(());
     }
     if let Some(origin) = req.headers().get(ORIGIN) {
-        let allowed = origin
-            .to_str()
-            .is_ok_and(|origin| config.allowed_origins.iter().any(|o| o == origin));
+        let allowed = origin.to_str().is_ok_and(|origin| {
+            config.public_origin().as_deref() == Some(origin)
+                || config.allowed_origins.iter().any(|o| o == origin)
+        });
         if !allowed {
             return Err(ApiError::CsrfRejected(
                 "the request's Origin is not allowed to use this session",

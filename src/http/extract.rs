@@ -18,6 +18,11 @@ use crate::http::problem::{ApiError, FieldErrors};
 pub const BODY_BYTES_MAX: usize = 64 * 1024;
 
 /// A JSON request body, parsed strictly.
+///
+/// Behind a credential extractor, take it as `Result<JsonBody<T>, ApiError>`
+/// and unwrap it in the handler: actix resolves a handler's extractors
+/// together, and a bad body would otherwise answer before a missing
+/// credential's 401.
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
 

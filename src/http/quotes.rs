@@ -176,8 +176,9 @@ fn location(id: &str) -> String {
 pub async fn create(
     caller: Caller,
     state: web::Data<AppState>,
-    JsonBody(request): JsonBody<CreateQuoteRequest>,
+    body: Result<JsonBody<CreateQuoteRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
+    let JsonBody(request) = body?;
     caller.require("quotes:write")?;
     caller.require_active()?;
     state.limits.check("quote_create", caller.limit_key())?;

@@ -337,8 +337,9 @@ pub async fn create(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<AppState>,
-    JsonBody(request): JsonBody<SubmitRequest>,
+    body: Result<JsonBody<SubmitRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
+    let JsonBody(request) = body?;
     caller.require("settlements:write")?;
     caller.require_active()?;
     state
@@ -473,8 +474,9 @@ pub async fn reverse(
     caller: Caller,
     state: web::Data<AppState>,
     path: web::Path<String>,
-    JsonBody(request): JsonBody<ReverseRequest>,
+    body: Result<JsonBody<ReverseRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
+    let JsonBody(request) = body?;
     caller.require("settlements:reverse")?;
     caller.require_active()?;
     state

@@ -291,8 +291,9 @@ pub async fn create(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<AppState>,
-    JsonBody(request): JsonBody<CreateTransferRequest>,
+    body: Result<JsonBody<CreateTransferRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
+    let JsonBody(request) = body?;
     caller.require("transfers:write")?;
     caller.require_active()?;
     state.limits.check("transfer_create", caller.limit_key())?;

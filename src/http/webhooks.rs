@@ -145,8 +145,9 @@ fn endpoint_view(row: &WebhookEndpointRow) -> WebhookEndpointResponse {
 pub async fn put_endpoint(
     caller: Caller,
     state: web::Data<AppState>,
-    JsonBody(request): JsonBody<WebhookEndpointRequest>,
+    body: Result<JsonBody<WebhookEndpointRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
+    let JsonBody(request) = body?;
     caller.require("webhooks:write")?;
     caller.require_active()?;
     state.limits.check("webhook_write", caller.limit_key())?;
@@ -233,8 +234,9 @@ pub async fn delete_endpoint(
 pub async fn replay(
     caller: Caller,
     state: web::Data<AppState>,
-    JsonBody(request): JsonBody<ReplayRequest>,
+    body: Result<JsonBody<ReplayRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
+    let JsonBody(request) = body?;
     caller.require("webhooks:write")?;
     caller.require_active()?;
     state.limits.check("webhook_write", caller.limit_key())?;

@@ -57,3 +57,18 @@ pub async fn is_live(
         .await)?;
     Ok(count > 0)
 }
+
+/// Moves every token of the user to `at` as its expiry: for tests of
+/// expiry, which cannot wait a day.
+pub async fn expire_all_for_user(
+    tx: &mut Tx<'_>,
+    user_id: &str,
+    at: NaiveDateTime,
+) -> StoreResult<usize> {
+    let changed = dispatch!(tx, conn => diesel::update(email_tokens::table)
+        .filter(email_tokens::user_id.eq(user_id))
+        .set(email_tokens::expires_at.eq(at))
+        .execute(conn)
+        .await)?;
+    Ok(changed)
+}
