@@ -99,24 +99,22 @@ pub async fn dispatch(
     let dispatch = validated(request)?;
 
     let now = utc_now();
-    let row = PushDispatchRow {
-        id: format!("{DISPATCH_ID_PREFIX}{}", uuid::Uuid::now_v7().simple()),
-        merchant_id: String::new(),
-        user_id: dispatch.user_id,
-        title: dispatch.title,
-        body: dispatch.body,
-        data: dispatch.data,
-        request_id: request_id(&req),
-        created_at: now,
-    };
+    let dispatch_id = format!("{DISPATCH_ID_PREFIX}{}", uuid::Uuid::now_v7().simple());
+    let request_id = request_id(&req);
     let targeted: Result<usize, ApiError> = write_tx!(state.db, |tx| {
-        let Some(user) = users::find(tx, &row.user_id).await? else {
+        let Some(user) = users::find(tx, &dispatch.user_id).await? else {
             return Err(ApiError::NotFound("no such user".into()));
         };
         let targets = devices::active_for_user(tx, &user.id).await?;
         let row = PushDispatchRow {
+            id: dispatch_id.clone(),
             merchant_id: user.merchant_id.clone(),
-            ..row.clone()
+            user_id: user.id.clone(),
+            title: dispatch.title.clone(),
+            body: dispatch.body.clone(),
+            data: dispatch.data.clone(),
+            request_id: request_id.clone(),
+            created_at: now,
         };
         push::insert_dispatch(tx, &row).await?;
         let deliveries: Vec<PushDeliveryRow> = targets
@@ -149,11 +147,11 @@ pub async fn dispatch(
     });
     let devices = targeted?;
     if devices > 0 {
-        delivery.spawn(row.id.clone());
+        delivery.spawn(dispatch_id.clone());
     }
-    tracing::info!(dispatch_id = %row.id, devices, "push dispatched");
+    tracing::info!(%dispatch_id, devices, "push dispatched");
     Ok(HttpResponse::Accepted().json(DispatchAccepted {
-        dispatch_id: row.id,
+        dispatch_id,
         devices,
     }))
 }

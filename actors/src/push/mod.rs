@@ -16,7 +16,7 @@ use tern_schema::types::utc_now;
 use tern_schema::{write_tx, Db, StoreResult};
 use tokio::sync::Semaphore;
 
-use crate::ports::{message_key, Platform, ProviderError, PushGateway, PushMessage};
+use crate::ports::{message_key, Platform, PushGateway, PushMessage};
 
 /// Messages in flight to the gateway at once, across all dispatches.
 pub const SENDS_IN_FLIGHT_MAX: usize = 16;
@@ -177,7 +177,9 @@ impl PushDelivery {
             };
             let text: String = error.to_string().chars().take(ERROR_CHARS_MAX).collect();
             let delay = self.retry_delays.get(retry).copied();
-            match (retryable(&error), delay) {
+            // Unknown outcomes (a timeout, a dropped connection) are resent
+            // too, without an inquiry: the gateway sends a key only once.
+            match (error.is_retryable(), delay) {
                 (true, Some(delay)) => {
                     tracing::warn!(key = %message.idempotency_key, attempts, error = %text, "push send failed; retrying");
                     self.record(
@@ -220,10 +222,4 @@ impl PushDelivery {
             store::record(tx, &delivery.dispatch_id, &delivery.device_id, &outcome).await
         })
     }
-}
-
-/// A timed-out or dropped send may have reached the gateway; resending it
-/// under the same key is still safe, because the gateway sends a key once.
-fn retryable(error: &ProviderError) -> bool {
-    error.is_retryable()
 }
