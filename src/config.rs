@@ -47,7 +47,7 @@ pub struct RateLimits {
 }
 
 /// The limit names TERN_RATE_LIMITS accepts, with their defaults.
-pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 14] = [
+pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 17] = [
     ("login", 10, Duration::from_secs(60)),
     ("register", 10, Duration::from_secs(60)),
     ("m2m_register", 5, Duration::from_secs(3_600)),
@@ -65,6 +65,12 @@ pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 14] = [
     // Per key: endpoint changes and replays (each replay sends deliveries).
     ("webhook_write", 100, Duration::from_secs(1)),
     ("webhook_read", 1_000, Duration::from_secs(1)),
+    // Per key or user: registrations and revocations, and device lists.
+    ("device_write", 100, Duration::from_secs(1)),
+    ("device_read", 1_000, Duration::from_secs(1)),
+    // Per client address: the dispatch has no key, and each one fans out
+    // to up to 100 devices.
+    ("push_dispatch", 1_000, Duration::from_secs(1)),
     ("resend", 3, Duration::from_secs(3_600)),
     // Per submitted email, whether or not it is registered: each request
     // for a registered one sends a mail.

@@ -11,9 +11,10 @@ use actix_web::{web, App, HttpServer};
 use anyhow::Context;
 use tern_actors::adapters::health::ProviderHealth;
 use tern_actors::adapters::http::{
-    HttpCardAcquirer, HttpCardPush, HttpCustodian, HttpProviderConfig,
+    HttpCardAcquirer, HttpCardPush, HttpCustodian, HttpProviderConfig, HttpPushGateway,
 };
 use tern_actors::adapters::static_rates::StaticRates;
+use tern_actors::push::PushDelivery;
 use tern_actors::runtime::{RegistryConfig, Runtime};
 use tern_actors::settlement::machine::RetryPolicy;
 use tern_actors::settlement::{Parents, Providers, SettlementContext, SettlementKind};
@@ -95,6 +96,10 @@ impl Application {
         // The transfers their legs report to: bound once the transfer
         // registry exists, which is made after the settlement one.
         let parents = Parents::default();
+        let push = match &provider_url {
+            Some(url) => Some(push_delivery(url, &config, &db, &health)?),
+            None => None,
+        };
         let (settlements, transfers, providers) = match provider_url {
             Some(url) => {
                 let context = settlement_context(&url, &config, &health, parents.clone())?;
@@ -131,6 +136,11 @@ impl Application {
             .recover()
             .await
             .context("recovering the actor runtime")?;
+        if let Some(push) = &push {
+            push.resume()
+                .await
+                .context("resuming pending push deliveries")?;
+        }
 
         let mailer = tern_actors::adapters::mail::mailer_from(
             config.smtp_url.as_deref(),
@@ -155,6 +165,7 @@ impl Application {
             transfers,
             webhooks,
             outbox,
+            push,
             providers,
         });
         let server = api_server(listener, state.clone())?;
@@ -236,6 +247,7 @@ struct ProviderHealths {
     acquirer: Arc<ProviderHealth>,
     card_push: Arc<ProviderHealth>,
     custodian: Arc<ProviderHealth>,
+    push_gateway: Arc<ProviderHealth>,
 }
 
 impl ProviderHealths {
@@ -244,6 +256,7 @@ impl ProviderHealths {
             ("card_acquirer", self.acquirer.clone()),
             ("card_push", self.card_push.clone()),
             ("custodian", self.custodian.clone()),
+            ("push_gateway", self.push_gateway.clone()),
         ]
     }
 }
@@ -279,6 +292,20 @@ fn settlement_context(
         },
         parents,
     })
+}
+
+/// Push delivery through the gateway on `provider_url`.
+fn push_delivery(
+    provider_url: &str,
+    config: &Config,
+    db: &Db,
+    health: &ProviderHealths,
+) -> anyhow::Result<PushDelivery> {
+    let adapter = HttpProviderConfig::new(provider_url)
+        .with_request_timeout(config.provider_timeout)
+        .with_health(health.push_gateway.clone());
+    let gateway = HttpPushGateway::new(&adapter).context("building the push gateway adapter")?;
+    Ok(PushDelivery::new(db.clone(), Arc::new(gateway)))
 }
 
 fn api_server(listener: TcpListener, state: web::Data<AppState>) -> anyhow::Result<Server> {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use tern_actors::adapters::health::ProviderHealth;
 use tern_actors::ports::{Mailer, RateSource};
+use tern_actors::push::PushDelivery;
 use tern_actors::runtime::{Registry, Runtime};
 use tern_actors::settlement::SettlementKind;
 use tern_actors::transfer::TransferKind;
@@ -37,6 +38,9 @@ pub struct AppState {
     pub passwords: Passwords,
     /// Verification and password reset mail.
     pub mailer: Arc<dyn Mailer>,
+    /// Sends dispatched push messages; `None` when no provider is
+    /// configured (dispatch answers 503).
+    pub push: Option<PushDelivery>,
     /// Where quotes get their rates.
     pub rates: Arc<dyn RateSource>,
     /// What the adapters observed of each provider, by name; empty when no

@@ -4,6 +4,7 @@
 
 pub mod adapters;
 pub mod ports;
+pub mod push;
 pub mod quote;
 pub mod runtime;
 pub mod settlement;

@@ -4,9 +4,10 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 
 use crate::schema::{
-    api_keys, audit_events, audit_heads, email_tokens, idempotency_records, inbound_events,
-    ledger_accounts, ledger_entries, ledger_transactions, merchants, quotes, sessions, settlements,
-    transfers, users, webhook_attempts, webhook_endpoints, webhook_events,
+    api_keys, audit_events, audit_heads, devices, email_tokens, idempotency_records,
+    inbound_events, ledger_accounts, ledger_entries, ledger_transactions, merchants,
+    push_deliveries, push_dispatches, quotes, sessions, settlements, transfers, users,
+    webhook_attempts, webhook_endpoints, webhook_events,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -438,4 +439,54 @@ pub struct EmailTokenRow {
     pub created_at: NaiveDateTime,
     pub expires_at: NaiveDateTime,
     pub used_at: Option<NaiveDateTime>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
+#[diesel(table_name = devices, treat_none_as_default_value = false)]
+pub struct DeviceRow {
+    /// `dev_` + a UUID v7 (time-sortable).
+    pub id: String,
+    pub merchant_id: String,
+    pub user_id: String,
+    /// `ios` or `android`.
+    pub platform: String,
+    pub token: String,
+    /// Hex SHA-256 of `token`; what uniqueness and lookups use.
+    pub token_sha256: String,
+    /// `active` or `revoked`.
+    pub status: String,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
+    pub revoked_at: Option<NaiveDateTime>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
+#[diesel(table_name = push_dispatches, treat_none_as_default_value = false)]
+pub struct PushDispatchRow {
+    /// `psh_` + a UUID v7.
+    pub id: String,
+    pub merchant_id: String,
+    pub user_id: String,
+    pub title: String,
+    pub body: String,
+    /// A JSON object as text.
+    pub data: Option<String>,
+    pub request_id: String,
+    pub created_at: NaiveDateTime,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
+#[diesel(table_name = push_deliveries, treat_none_as_default_value = false)]
+pub struct PushDeliveryRow {
+    pub dispatch_id: String,
+    pub device_id: String,
+    /// `pending`, `delivered` or `failed`.
+    pub status: String,
+    pub attempts: i32,
+    pub last_error: Option<String>,
+    /// The gateway's id of the message, once delivered.
+    pub provider_message_id: Option<String>,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
+    pub delivered_at: Option<NaiveDateTime>,
 }

@@ -322,3 +322,51 @@ diesel::joinable!(users -> merchants (merchant_id));
 diesel::joinable!(sessions -> users (user_id));
 diesel::joinable!(email_tokens -> users (user_id));
 diesel::allow_tables_to_appear_in_same_query!(users, merchants, sessions, email_tokens);
+
+diesel::table! {
+    /// Push tokens of users (see the devices migration).
+    devices (id) {
+        id -> Text,
+        merchant_id -> Text,
+        user_id -> Text,
+        platform -> Text,
+        token -> Text,
+        token_sha256 -> Text,
+        status -> Text,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+        revoked_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    push_dispatches (id) {
+        id -> Text,
+        merchant_id -> Text,
+        user_id -> Text,
+        title -> Text,
+        body -> Text,
+        data -> Nullable<Text>,
+        request_id -> Text,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    push_deliveries (dispatch_id, device_id) {
+        dispatch_id -> Text,
+        device_id -> Text,
+        status -> Text,
+        attempts -> Integer,
+        last_error -> Nullable<Text>,
+        provider_message_id -> Nullable<Text>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+        delivered_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::joinable!(devices -> users (user_id));
+diesel::joinable!(push_deliveries -> devices (device_id));
+diesel::joinable!(push_deliveries -> push_dispatches (dispatch_id));
+diesel::allow_tables_to_appear_in_same_query!(devices, users, push_dispatches, push_deliveries);

@@ -5,8 +5,8 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder
 use utoipa::{Modify, OpenApi};
 
 use crate::http::{
-    api_keys, audit, auth, ledger, m2m, ops, password_reset, problem, profile, provider_webhooks,
-    quotes, settlements, transfers, verification, webhooks,
+    api_keys, audit, auth, devices, ledger, m2m, notifications, ops, password_reset, problem,
+    profile, provider_webhooks, quotes, settlements, transfers, verification, webhooks,
 };
 
 /// The three credential forms of the interface.
@@ -39,6 +39,13 @@ impl Modify for SecuritySchemes {
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
                 "X-Sandbox-Signature",
                 "t=<unix seconds>,v1=<hex HMAC-SHA256(secret, \"{t}.{body}\")>, from the card provider",
+            ))),
+        );
+        components.add_security_scheme(
+            "service_signature",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-Svc-Signature",
+                "t=<unix seconds>,v1=<hex HMAC-SHA256(dispatch secret, \"{t}.{raw body}\")>, within 5 minutes",
             ))),
         );
         components.add_security_scheme(
@@ -147,3 +154,21 @@ pub struct LedgerApi;
     modifiers(&SecuritySchemes)
 )]
 pub struct AuditApi;
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(devices::register, devices::list, devices::revoke),
+    components(schemas(problem::Problem)),
+    tags((name = "devices", description = "Users' push tokens: register, list, revoke")),
+    modifiers(&SecuritySchemes)
+)]
+pub struct DevicesApi;
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(notifications::dispatch),
+    components(schemas(problem::Problem)),
+    tags((name = "notifications", description = "Push notifications to a user's devices, requested by a signed service call")),
+    modifiers(&SecuritySchemes)
+)]
+pub struct NotificationsApi;

@@ -72,7 +72,9 @@ impl<T: DeserializeOwned + 'static> FromRequest for OptionalJsonBody<T> {
     }
 }
 
-fn check_json_headers(req: &HttpRequest) -> Result<(), ApiError> {
+/// 413 when the declared length is over the bound, 415 unless the body is
+/// declared JSON.
+pub(crate) fn check_json_headers(req: &HttpRequest) -> Result<(), ApiError> {
     let declared_length = req
         .headers()
         .get(CONTENT_LENGTH)

@@ -3,6 +3,7 @@
 pub mod api_keys;
 pub mod audit;
 pub mod auth;
+pub mod devices;
 pub mod docs;
 pub mod extract;
 pub mod idempotency;
@@ -10,6 +11,7 @@ pub mod ledger;
 pub mod m2m;
 pub mod middleware;
 pub mod money;
+pub mod notifications;
 pub mod ops;
 pub mod password_reset;
 pub mod problem;
@@ -95,6 +97,16 @@ pub fn routes(cfg: &mut web::ServiceConfig, state: &AppState) {
         .service(
             web::resource("/v1/settlements/{id}/reverse")
                 .route(web::post().to(settlements::reverse)),
+        )
+        .service(
+            web::resource("/v1/devices")
+                .route(web::get().to(devices::list))
+                .route(web::post().to(devices::register)),
+        )
+        .service(web::resource("/v1/devices/{id}").route(web::delete().to(devices::revoke)))
+        .service(
+            web::resource("/v1/notifications/dispatch")
+                .route(web::post().to(notifications::dispatch)),
         )
         .service(web::resource("/v1/audit/events").route(web::get().to(audit::events)))
         .service(web::resource("/v1/audit/verify").route(web::get().to(audit::verify)))

@@ -30,6 +30,7 @@ pub const PROBLEM_TYPES: &[(&str, u16, &str, &str)] = &[
     ("invalid-signature", 400, "Invalid signature", "The webhook's signature header is missing, malformed, stale or does not match its body; nothing was recorded."),
     ("invalid-idempotency-key", 400, "Invalid Idempotency-Key", "Mutations require an Idempotency-Key header holding a UUID v4."),
     ("unauthorized", 401, "Unauthorized", "The credential is missing, unknown, revoked or expired. Send Authorization: Bearer svc_<prefix>_<secret> or X-API-Key."),
+    ("invalid-service-signature", 401, "Invalid service signature", "The X-Svc-Signature header is missing, malformed, older or newer than 5 minutes, or does not match the body; nothing was recorded."),
     ("insufficient-scope", 403, "Insufficient scope", "The credential is valid but lacks the scope this operation needs; the detail names it."),
     ("merchant-inactive", 403, "Merchant not active", "The merchant is suspended or disabled and may not perform this operation."),
     ("forbidden", 403, "Forbidden", "The caller may not perform this operation."),
@@ -48,6 +49,7 @@ pub const PROBLEM_TYPES: &[(&str, u16, &str, &str)] = &[
     ("service-unavailable", 503, "Service unavailable", "Tern cannot serve this request right now; retry after the number of seconds in Retry-After if given."),
     ("not-ready", 503, "Not ready", "A component Tern needs is unavailable; the detail names it."),
     ("registration-disabled", 503, "Registration disabled", "Self-service merchant registration is turned off on this deployment."),
+    ("dispatch-disabled", 503, "Push dispatch disabled", "No dispatch secret (TERN_DISPATCH_SECRET) or no push gateway is configured on this deployment."),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +64,9 @@ pub enum ApiError {
     InvalidIdempotencyKey(String),
     #[error("unauthorized: {0}")]
     Unauthorized(&'static str),
+    /// A service-to-service request whose signature does not check out.
+    #[error("invalid service signature: {0}")]
+    SignatureRejected(&'static str),
     #[error("missing scope {0}")]
     MissingScope(String),
     #[error("merchant is {0}")]
@@ -104,6 +109,8 @@ pub enum ApiError {
     NotReady(String),
     #[error("self-service registration is disabled")]
     RegistrationDisabled,
+    #[error("push dispatch is disabled: {0}")]
+    DispatchDisabled(&'static str),
     #[error("internal: {0}")]
     Internal(String),
 }
@@ -123,6 +130,9 @@ impl ApiError {
             }
             ApiError::InvalidSignature(detail) => Problem::new("invalid-signature").detail(detail),
             ApiError::Unauthorized(detail) => Problem::new("unauthorized").detail(*detail),
+            ApiError::SignatureRejected(detail) => {
+                Problem::new("invalid-service-signature").detail(*detail)
+            }
             ApiError::MissingScope(scope) => Problem::new("insufficient-scope")
                 .detail(format!("this operation requires the scope {scope}"))
                 .code("INSUFFICIENT_SCOPE"),
@@ -176,6 +186,7 @@ impl ApiError {
             ApiError::NotReady(detail) => Problem::new("not-ready").detail(detail),
             ApiError::RegistrationDisabled => Problem::new("registration-disabled")
                 .detail("self-service registration is disabled on this deployment"),
+            ApiError::DispatchDisabled(detail) => Problem::new("dispatch-disabled").detail(*detail),
             // The cause goes to the log with the request id, never to the client.
             ApiError::Internal(_) => {
                 Problem::new("internal-error").detail("an internal error occurred")
@@ -204,7 +215,7 @@ impl ResponseError for ApiError {
             | ApiError::BadRequest(_)
             | ApiError::InvalidIdempotencyKey(_)
             | ApiError::InvalidSignature(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthorized(_) | ApiError::SignatureRejected(_) => StatusCode::UNAUTHORIZED,
             ApiError::MissingScope(_)
             | ApiError::MerchantInactive(_)
             | ApiError::Forbidden(_)
@@ -222,7 +233,8 @@ impl ResponseError for ApiError {
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Overloaded { .. }
             | ApiError::NotReady(_)
-            | ApiError::RegistrationDisabled => StatusCode::SERVICE_UNAVAILABLE,
+            | ApiError::RegistrationDisabled
+            | ApiError::DispatchDisabled(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -506,6 +518,8 @@ mod tests {
                 retry_after_s: 1,
             },
             ApiError::RegistrationDisabled,
+            ApiError::SignatureRejected("x"),
+            ApiError::DispatchDisabled("x"),
             ApiError::Internal("secret cause".into()),
         ];
         for error in errors {

@@ -7,7 +7,7 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use tern_actors::adapters::{
-    verify_sandbox_signature, SANDBOX_SIGNATURE_HEADER, SIGNATURE_TOLERANCE_DEFAULT,
+    verify_signature, SANDBOX_SIGNATURE_HEADER, SIGNATURE_TOLERANCE_DEFAULT,
 };
 use tern_actors::runtime::RuntimeError;
 use tern_actors::settlement::record::entity_id;
@@ -89,7 +89,7 @@ pub async fn receive(
             ApiError::InvalidSignature(format!("the {SANDBOX_SIGNATURE_HEADER} header is missing"))
         })?;
     let now = chrono::Utc::now().timestamp();
-    verify_sandbox_signature(
+    verify_signature(
         secret.as_bytes(),
         header,
         &body,

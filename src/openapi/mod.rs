@@ -81,6 +81,8 @@ pub fn documents(public_url: &str) -> Documents {
     // Contexts without a document of their own in the interface.
     aggregated.merge(docs::LedgerApi::openapi());
     aggregated.merge(docs::AuditApi::openapi());
+    aggregated.merge(docs::DevicesApi::openapi());
+    aggregated.merge(docs::NotificationsApi::openapi());
     let mut contexts_out = Vec::new();
     for (name, path, doc) in contexts() {
         aggregated.merge(doc.clone());
@@ -276,10 +278,13 @@ mod tests {
             "/v1/auth/password-reset/confirm",
             "/v1/api-keys",
             "/v1/api-keys/{id}",
+            "/v1/devices",
+            "/v1/devices/{id}",
+            "/v1/notifications/dispatch",
         ] {
             assert!(doc["paths"][path].is_object(), "{path}");
         }
-        for scheme in ["bearer", "api_key", "session"] {
+        for scheme in ["bearer", "api_key", "session", "service_signature"] {
             assert!(
                 doc["components"]["securitySchemes"][scheme].is_object(),
                 "{scheme}"

@@ -1,4 +1,5 @@
-//! The control API: arm and clear faults, read the execution log.
+//! The control API: arm and clear faults, read the execution log and the
+//! push messages received.
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
@@ -11,7 +12,8 @@ use super::{error, Sandbox, SANDBOX_FAULTS_MAX};
 pub(super) fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route(wire::PATH_FAULTS, web::post().to(arm))
         .route(wire::PATH_FAULTS, web::delete().to(clear))
-        .route(wire::PATH_EXECUTIONS, web::get().to(executions));
+        .route(wire::PATH_EXECUTIONS, web::get().to(executions))
+        .route(wire::PATH_RECEIVED_PUSHES, web::get().to(pushes));
 }
 
 async fn arm(sandbox: web::Data<Sandbox>, body: web::Json<wire::FaultSpec>) -> HttpResponse {
@@ -50,4 +52,14 @@ async fn executions(
         .lock()
         .executions(query.key.as_deref(), query.settlement_key.as_deref());
     HttpResponse::Ok().json(wire::ExecutionList { data })
+}
+
+#[derive(Deserialize)]
+struct PushQuery {
+    user_id: Option<String>,
+}
+
+async fn pushes(sandbox: web::Data<Sandbox>, query: web::Query<PushQuery>) -> HttpResponse {
+    let data = sandbox.lock().pushes(query.user_id.as_deref());
+    HttpResponse::Ok().json(wire::ReceivedPushList { data })
 }

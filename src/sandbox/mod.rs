@@ -9,6 +9,7 @@ mod acquirer;
 mod card_push;
 mod control;
 mod custodian;
+mod push;
 mod store;
 mod webhook;
 
@@ -101,6 +102,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     acquirer::routes(cfg);
     card_push::routes(cfg);
     custodian::routes(cfg);
+    push::routes(cfg);
     control::routes(cfg);
 }
 

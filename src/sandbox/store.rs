@@ -66,6 +66,8 @@ pub enum Operation {
     Push,
     Reversal,
     Payout,
+    /// A push notification to one device.
+    Message,
 }
 
 impl Operation {
@@ -76,6 +78,7 @@ impl Operation {
             Operation::Push => "push",
             Operation::Reversal => "reversal",
             Operation::Payout => "payout",
+            Operation::Message => "message",
         }
     }
 }
@@ -200,6 +203,10 @@ pub enum Stored {
     },
     Reversal(wire::Reversal),
     Payout(wire::Payout),
+    PushMessage {
+        accepted: wire::PushMessageAccepted,
+        received: wire::ReceivedPush,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -322,6 +329,25 @@ impl Store {
             .rev()
             .filter(|e| key.is_none_or(|k| e.key == k))
             .filter(|e| settlement_key.is_none_or(|s| e.settlement_key == s))
+            .take(EXECUTIONS_LISTED_MAX)
+            .cloned()
+            .collect();
+        listed.reverse();
+        listed
+    }
+
+    /// The push messages received, oldest first (the newest
+    /// [`EXECUTIONS_LISTED_MAX`]), only `user_id`'s when given.
+    pub fn pushes(&self, user_id: Option<&str>) -> Vec<wire::ReceivedPush> {
+        let mut listed: Vec<wire::ReceivedPush> = self
+            .order
+            .iter()
+            .rev()
+            .filter_map(|(_, at)| match self.records.get(at).map(|r| &r.stored) {
+                Some(Stored::PushMessage { received, .. }) => Some(received),
+                _ => None,
+            })
+            .filter(|received| user_id.is_none_or(|u| received.user_id == u))
             .take(EXECUTIONS_LISTED_MAX)
             .cloned()
             .collect();

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tern_actors::adapters::{sign_sandbox_payload, SANDBOX_SIGNATURE_HEADER};
+use tern_actors::adapters::{sign_payload, SANDBOX_SIGNATURE_HEADER};
 
 use super::SandboxConfig;
 
@@ -66,7 +66,7 @@ async fn deliver(
     for (attempt, wait) in waits.enumerate() {
         actix_web::rt::time::sleep(wait).await;
         // Signed per attempt: the timestamp must be fresh for the receiver.
-        let signature = sign_sandbox_payload(
+        let signature = sign_payload(
             secret.as_bytes(),
             chrono::Utc::now().timestamp(),
             body.as_bytes(),

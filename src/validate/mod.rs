@@ -1,5 +1,6 @@
 //! Field checks shared by handlers. Each answers a message for `errors`.
 
+pub mod device;
 pub mod wallet;
 pub mod webhook;
 

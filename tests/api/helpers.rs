@@ -182,3 +182,34 @@ pub async fn assert_problem(response: Response, status: u16, slug: &str) -> Valu
     assert_eq!(body["request_id"], request_id.as_str(), "{body}");
     body
 }
+
+impl TestApp {
+    /// A user of `merchant`, written straight to the store: human
+    /// registration is not part of this branch. Answers the user id.
+    pub async fn user(&self, merchant: &Merchant) -> String {
+        let now = tern_schema::types::utc_now();
+        let id = uuid::Uuid::new_v4().to_string();
+        let row = tern_schema::models::UserRow {
+            id: id.clone(),
+            merchant_id: merchant.merchant_id.clone(),
+            email: format!("{id}@users.tern.test"),
+            name: "Test User".into(),
+            password_hash: "not-a-real-hash".into(),
+            status: tern_schema::store::users::STATUS_ACTIVE.into(),
+            email_verified_at: None,
+            created_at: now,
+            updated_at: now,
+        };
+        let inserted: Result<(), tern_schema::StoreError> =
+            tern_schema::write_tx!(self.state.db, |tx| {
+                tern_schema::store::users::insert(tx, &row).await
+            });
+        inserted.expect("the user is stored");
+        id
+    }
+
+    /// The simulator's address; tests that reach it need the sandbox on.
+    pub fn sandbox(&self) -> &str {
+        self.sandbox_address.as_deref().expect("the sandbox runs")
+    }
+}

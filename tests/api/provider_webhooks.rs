@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tern_actors::adapters::http::{HttpCardAcquirer, HttpProviderConfig};
-use tern_actors::adapters::sign_sandbox_payload;
+use tern_actors::adapters::sign_payload;
 use tern_actors::ports::{CardAcquirer, ChargeOutcome, ChargeRequest, RequestKeys};
 use tern_schema::store::inbound_events;
 
@@ -43,7 +43,7 @@ async fn a_signed_event_is_recorded_once() {
     let app = TestApp::spawn().await;
     let body = json!({"id": "evt_1", "type": "payment.succeeded", "data": {"charge_id": "ch_1"}, "livemode": false}).to_string();
     let now = chrono::Utc::now().timestamp();
-    let signature = sign_sandbox_payload(secret(&app).as_bytes(), now, body.as_bytes());
+    let signature = sign_payload(secret(&app).as_bytes(), now, body.as_bytes());
     let first: Value = deliver(&app, &body, Some(signature.clone()))
         .await
         .json()
@@ -71,23 +71,15 @@ async fn bad_signatures_are_400_and_record_nothing() {
         (body.clone(), Some("garbage".to_owned())),
         (
             tampered.clone(),
-            Some(sign_sandbox_payload(
-                secret.as_bytes(),
-                now,
-                body.as_bytes(),
-            )),
+            Some(sign_payload(secret.as_bytes(), now, body.as_bytes())),
         ),
         (
             body.clone(),
-            Some(sign_sandbox_payload(
-                b"not-the-secret",
-                now,
-                body.as_bytes(),
-            )),
+            Some(sign_payload(b"not-the-secret", now, body.as_bytes())),
         ),
         (
             body.clone(),
-            Some(sign_sandbox_payload(
+            Some(sign_payload(
                 secret.as_bytes(),
                 now - 3_600,
                 body.as_bytes(),
@@ -103,7 +95,7 @@ async fn bad_signatures_are_400_and_record_nothing() {
         .await;
     }
     let not_an_event = "{\"hello\": 1}";
-    let signed = sign_sandbox_payload(secret.as_bytes(), now, not_an_event.as_bytes());
+    let signed = sign_payload(secret.as_bytes(), now, not_an_event.as_bytes());
     assert_problem(
         deliver(&app, not_an_event, Some(signed)).await,
         400,

@@ -12,7 +12,7 @@ use tern_actors::adapters::http::wire::FaultSpec;
 use tern_actors::adapters::http::{
     HttpCardAcquirer, HttpCardPush, HttpCustodian, HttpProviderConfig, SandboxControl,
 };
-use tern_actors::adapters::{install_crypto_provider, verify_sandbox_signature};
+use tern_actors::adapters::{install_crypto_provider, verify_signature};
 use tern_actors::ports::{
     Asset, CardAcquirer, CardPush, ChargeOutcome, ChargeRequest, Custodian, Network, PayoutOutcome,
     PayoutRequest, ProviderError, PushOutcome, PushRequest, RefundOutcome, RefundRequest,
@@ -93,7 +93,7 @@ impl Receiver {
                 });
             if let Some((signature, body, value)) = found {
                 let now = chrono::Utc::now().timestamp();
-                verify_sandbox_signature(
+                verify_signature(
                     WEBHOOK_SECRET.as_bytes(),
                     &signature,
                     body.as_bytes(),

@@ -1,6 +1,7 @@
 //! Adapters behind the provider ports: HTTP clients (reqwest over rustls),
 //! the configured rate table, the mailers (SMTP or the outbox folder), and
-//! the webhook signature scheme shared with the simulator.
+//! the `t=..,v1=..` signature scheme of provider webhooks and push dispatch
+//! requests.
 
 pub mod health;
 pub mod http;
@@ -10,8 +11,8 @@ pub mod static_rates;
 
 pub use mail::{mailer_from, OutboxMailer, SmtpMailer, MAIL_FROM_DEFAULT};
 pub use signature::{
-    sign_sandbox_payload, verify_sandbox_signature, SignatureError, SANDBOX_SIGNATURE_HEADER,
-    SIGNATURE_TOLERANCE_DEFAULT,
+    sign_payload, verify_signature, SignatureError, DISPATCH_SIGNATURE_HEADER,
+    SANDBOX_SIGNATURE_HEADER, SIGNATURE_TOLERANCE_DEFAULT,
 };
 
 /// Installs rustls' ring crypto provider as the process default. reqwest is

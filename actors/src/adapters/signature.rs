@@ -1,6 +1,8 @@
-//! The `X-Sandbox-Signature` scheme of provider webhooks (decisions §15),
-//! both sides: the simulator signs with [`sign_sandbox_payload`], Tern checks
-//! with [`verify_sandbox_signature`] before storing anything.
+//! The `t=..,v1=..` signature scheme, both sides. Two headers carry it:
+//! `X-Sandbox-Signature` on provider webhooks (decisions §15; the simulator
+//! signs, Tern checks) and `X-Svc-Signature` on push dispatch requests
+//! (decisions §11; Tern checks). Either is checked over the raw body before
+//! anything is parsed or stored.
 //!
 //! Header: `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "{t}.{body}")>`.
 
@@ -9,8 +11,10 @@ use std::time::Duration;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-/// The header that carries the signature.
+/// The header of the card provider's (the simulator's) webhooks.
 pub const SANDBOX_SIGNATURE_HEADER: &str = "X-Sandbox-Signature";
+/// The header of push dispatch requests, keyed by TERN_DISPATCH_SECRET.
+pub const DISPATCH_SIGNATURE_HEADER: &str = "X-Svc-Signature";
 /// How far a signature's timestamp may be from now, either way, before it is
 /// refused as a replay.
 pub const SIGNATURE_TOLERANCE_DEFAULT: Duration = Duration::from_secs(300);
@@ -43,7 +47,7 @@ fn mac(secret: &[u8], timestamp: i64, body: &[u8]) -> HmacSha256 {
 }
 
 /// The header value for `body` signed at `timestamp` (unix seconds).
-pub fn sign_sandbox_payload(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
+pub fn sign_payload(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
     let digest = mac(secret, timestamp, body).finalize().into_bytes();
     format!("t={timestamp},v1={}", hex::encode(digest))
 }
@@ -52,7 +56,7 @@ pub fn sign_sandbox_payload(secret: &[u8], timestamp: i64, body: &[u8]) -> Strin
 /// `tolerance` of `now` (unix seconds), and one `v1` MAC matching in
 /// constant time. Several `v1` entries are allowed so a sender can sign with
 /// an old and a new secret during rotation.
-pub fn verify_sandbox_signature(
+pub fn verify_signature(
     secret: &[u8],
     header: &str,
     body: &[u8],
@@ -108,12 +112,12 @@ mod tests {
     const BODY: &[u8] = br#"{"id":"evt_1","type":"payment.succeeded","data":{}}"#;
 
     fn verify(header: &str, body: &[u8], now: i64) -> Result<(), SignatureError> {
-        verify_sandbox_signature(SECRET, header, body, now, SIGNATURE_TOLERANCE_DEFAULT)
+        verify_signature(SECRET, header, body, now, SIGNATURE_TOLERANCE_DEFAULT)
     }
 
     #[test]
     fn a_signed_body_verifies() {
-        let header = sign_sandbox_payload(SECRET, NOW, BODY);
+        let header = sign_payload(SECRET, NOW, BODY);
         assert!(header.starts_with(&format!("t={NOW},v1=")));
         assert_eq!(header.len(), format!("t={NOW},v1=").len() + 64);
         assert_eq!(verify(&header, BODY, NOW), Ok(()));
@@ -128,20 +132,20 @@ mod tests {
         mac.update(BODY);
         let expected = hex::encode(mac.finalize().into_bytes());
         assert_eq!(
-            sign_sandbox_payload(SECRET, NOW, BODY),
+            sign_payload(SECRET, NOW, BODY),
             format!("t={NOW},v1={expected}")
         );
     }
 
     #[test]
     fn a_tampered_body_or_wrong_secret_is_a_mismatch() {
-        let header = sign_sandbox_payload(SECRET, NOW, BODY);
+        let header = sign_payload(SECRET, NOW, BODY);
         let tampered = br#"{"id":"evt_1","type":"payment.failed","data":{}}"#;
         assert_eq!(
             verify(&header, tampered, NOW),
             Err(SignatureError::Mismatch)
         );
-        let other = sign_sandbox_payload(b"another secret", NOW, BODY);
+        let other = sign_payload(b"another secret", NOW, BODY);
         assert_eq!(verify(&other, BODY, NOW), Err(SignatureError::Mismatch));
         // A timestamp moved without re-signing breaks the MAC too.
         let moved = header.replace(&format!("t={NOW}"), &format!("t={}", NOW + 1));
@@ -150,7 +154,7 @@ mod tests {
 
     #[test]
     fn a_stale_or_future_timestamp_is_refused() {
-        let header = sign_sandbox_payload(SECRET, NOW, BODY);
+        let header = sign_payload(SECRET, NOW, BODY);
         assert_eq!(verify(&header, BODY, NOW + 301), Err(SignatureError::Stale));
         assert_eq!(verify(&header, BODY, NOW - 301), Err(SignatureError::Stale));
     }
@@ -178,7 +182,7 @@ mod tests {
 
     #[test]
     fn any_matching_v1_passes_during_rotation() {
-        let good = sign_sandbox_payload(SECRET, NOW, BODY);
+        let good = sign_payload(SECRET, NOW, BODY);
         let mac = good.split_once("v1=").expect("v1").1;
         let header = format!("t={NOW},v1={},v1={mac}", "ab".repeat(32));
         assert_eq!(verify(&header, BODY, NOW), Ok(()));

@@ -13,6 +13,7 @@ pub mod acquirer;
 pub mod card_push;
 pub mod custodian;
 pub mod mailer;
+pub mod push;
 pub mod rate_source;
 
 pub use acquirer::{
@@ -25,6 +26,7 @@ pub use card_push::{
 };
 pub use custodian::{Asset, Custodian, Network, PayoutOutcome, PayoutRequest};
 pub use mailer::{Mail, MailError, Mailer};
+pub use push::{message_key, Platform, PushGateway, PushMessage, PushReceipt};
 pub use rate_source::{RateError, RateSource};
 
 /// Why a provider call did not produce an outcome. The split is what the

@@ -4,11 +4,13 @@
 pub mod api_keys;
 pub mod audit;
 pub mod cached;
+pub mod devices;
 pub mod email_tokens;
 pub mod idempotency;
 pub mod inbound_events;
 pub mod ledger;
 pub mod merchants;
+pub mod push;
 pub mod quotes;
 pub mod sessions;
 pub mod settlements;

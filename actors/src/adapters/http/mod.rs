@@ -6,6 +6,7 @@ pub mod acquirer;
 pub mod card_push;
 pub mod control;
 pub mod custodian;
+pub mod push;
 pub mod wire;
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ pub use acquirer::HttpCardAcquirer;
 pub use card_push::HttpCardPush;
 pub use control::SandboxControl;
 pub use custodian::HttpCustodian;
+pub use push::HttpPushGateway;
 
 use super::health::ProviderHealth;
 use crate::ports::ProviderError;

@@ -214,10 +214,36 @@ pub struct Payout {
     pub reason: Option<String>,
 }
 
+// ---- push gateway ----
+
+pub const PATH_PUSH_MESSAGES: &str = "/push/messages";
+
+/// One notification to one device. No settlement is involved, so it has
+/// no metadata; its key is `push_{dispatch_id}_{device_id}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PushMessageRequest {
+    /// `ios` or `android`.
+    pub platform: String,
+    pub token: String,
+    pub user_id: String,
+    pub title: String,
+    pub body: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushMessageAccepted {
+    pub id: String,
+}
+
 // ---- control (simulator only) ----
 
 pub const PATH_FAULTS: &str = "/control/faults";
 pub const PATH_EXECUTIONS: &str = "/control/executions";
+/// The push messages the simulator received, filterable with `?user_id=`.
+pub const PATH_RECEIVED_PUSHES: &str = "/control/pushes";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -248,4 +274,22 @@ pub struct Execution {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecutionList {
     pub data: Vec<Execution>,
+}
+
+/// A push message as the simulator received it, once per key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReceivedPush {
+    pub key: String,
+    pub platform: String,
+    pub token: String,
+    pub user_id: String,
+    pub title: String,
+    pub body: String,
+    pub data: Option<serde_json::Value>,
+    pub received_at: chrono::DateTime<chrono::Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReceivedPushList {
+    pub data: Vec<ReceivedPush>,
 }

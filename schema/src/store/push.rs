@@ -1,0 +1,141 @@
+//! Push dispatches and their per-device deliveries. A dispatch and its
+//! deliveries are written in one transaction; each delivery then moves from
+//! `pending` to `delivered` or `failed` as the gateway answers.
+
+use chrono::NaiveDateTime;
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+use crate::db::Conn;
+use crate::dispatch;
+use crate::models::{DeviceRow, PushDeliveryRow, PushDispatchRow};
+use crate::schema::{devices, push_deliveries, push_dispatches};
+use crate::store::cached::Cached;
+use crate::{StoreResult, Tx};
+
+pub const STATUS_PENDING: &str = "pending";
+pub const STATUS_DELIVERED: &str = "delivered";
+pub const STATUS_FAILED: &str = "failed";
+/// Dispatches with pending deliveries picked up per query at start.
+pub const PENDING_DISPATCHES_PAGE: i64 = 500;
+
+pub async fn insert_dispatch(tx: &mut Tx<'_>, row: &PushDispatchRow) -> StoreResult<()> {
+    dispatch!(tx, conn => diesel::insert_into(push_dispatches::table).values(row).execute(conn).await)?;
+    Ok(())
+}
+
+/// Inserts a dispatch's deliveries (at most one per active device, so
+/// 100): one statement on PostgreSQL; one cached statement per row on
+/// SQLite, which has no round trips to save (diesel-async cannot build
+/// SQLite's multi-row INSERT: diesel_async#277).
+pub async fn insert_deliveries(tx: &mut Tx<'_>, rows: &[PushDeliveryRow]) -> StoreResult<()> {
+    match tx.conn() {
+        Conn::Pg(conn) if rows.len() > 1 => {
+            diesel::insert_into(push_deliveries::table)
+                .values(rows)
+                .execute(&mut **conn)
+                .await?;
+        }
+        _ => {
+            for row in rows {
+                dispatch!(tx, conn => Cached(diesel::insert_into(push_deliveries::table).values(row)).execute(conn).await)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub async fn find_dispatch(
+    tx: &mut Tx<'_>,
+    dispatch_id: &str,
+) -> StoreResult<Option<PushDispatchRow>> {
+    let row = dispatch!(tx, conn => push_dispatches::table
+        .find(dispatch_id)
+        .select(PushDispatchRow::as_select())
+        .first(conn)
+        .await
+        .optional())?;
+    Ok(row)
+}
+
+/// The dispatch's deliveries still pending, with their devices.
+pub async fn pending_deliveries(
+    tx: &mut Tx<'_>,
+    dispatch_id: &str,
+) -> StoreResult<Vec<(PushDeliveryRow, DeviceRow)>> {
+    let rows = dispatch!(tx, conn => push_deliveries::table
+        .inner_join(devices::table)
+        .filter(push_deliveries::dispatch_id.eq(dispatch_id))
+        .filter(push_deliveries::status.eq(STATUS_PENDING))
+        .order(push_deliveries::device_id.asc())
+        .select((PushDeliveryRow::as_select(), DeviceRow::as_select()))
+        .load(conn)
+        .await)?;
+    Ok(rows)
+}
+
+/// Every delivery of the dispatch, in device order.
+pub async fn deliveries(tx: &mut Tx<'_>, dispatch_id: &str) -> StoreResult<Vec<PushDeliveryRow>> {
+    let rows = dispatch!(tx, conn => push_deliveries::table
+        .filter(push_deliveries::dispatch_id.eq(dispatch_id))
+        .order(push_deliveries::device_id.asc())
+        .select(PushDeliveryRow::as_select())
+        .load(conn)
+        .await)?;
+    Ok(rows)
+}
+
+/// Dispatches that still have pending deliveries, oldest first, after
+/// `after` (a dispatch id; ids sort by time) for paging.
+pub async fn pending_dispatch_ids(
+    tx: &mut Tx<'_>,
+    after: Option<&str>,
+    limit: i64,
+) -> StoreResult<Vec<String>> {
+    let after = after.unwrap_or("");
+    let ids = dispatch!(tx, conn => push_deliveries::table
+        .filter(push_deliveries::status.eq(STATUS_PENDING))
+        .filter(push_deliveries::dispatch_id.gt(after))
+        .select(push_deliveries::dispatch_id)
+        .distinct()
+        .order(push_deliveries::dispatch_id.asc())
+        .limit(limit)
+        .load::<String>(conn)
+        .await)?;
+    Ok(ids)
+}
+
+/// What one attempt (or the last one) left of a delivery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeliveryOutcome<'a> {
+    pub status: &'static str,
+    pub attempts: i32,
+    pub last_error: Option<&'a str>,
+    pub provider_message_id: Option<&'a str>,
+    pub at: NaiveDateTime,
+}
+
+/// Records an outcome on a delivery that is still pending; a delivery that
+/// already has a final outcome keeps it (a resumed send after a crash may
+/// race the original one on another node).
+pub async fn record(
+    tx: &mut Tx<'_>,
+    dispatch_id: &str,
+    device_id: &str,
+    outcome: &DeliveryOutcome<'_>,
+) -> StoreResult<()> {
+    let delivered_at = (outcome.status == STATUS_DELIVERED).then_some(outcome.at);
+    dispatch!(tx, conn => diesel::update(push_deliveries::table.find((dispatch_id, device_id)))
+        .filter(push_deliveries::status.eq(STATUS_PENDING))
+        .set((
+            push_deliveries::status.eq(outcome.status),
+            push_deliveries::attempts.eq(outcome.attempts),
+            push_deliveries::last_error.eq(outcome.last_error),
+            push_deliveries::provider_message_id.eq(outcome.provider_message_id),
+            push_deliveries::updated_at.eq(outcome.at),
+            push_deliveries::delivered_at.eq(delivered_at),
+        ))
+        .execute(conn)
+        .await)?;
+    Ok(())
+}
