@@ -168,6 +168,8 @@ pub struct Config {
     pub webhook_allow_private: bool,
     pub webhook_ca_file: Option<PathBuf>,
     pub smtp_url: Option<String>,
+    /// *extension* TERN_MAIL_FROM: the From of every mail.
+    pub mail_from: String,
     pub cookie_secure: bool,
     pub session_ttl: Duration,
     /// Origins a cookie-authenticated unsafe request may come from (CSRF,
@@ -314,7 +316,10 @@ impl Config {
         let smtp_url = get("TERN_SMTP_URL");
         if let Some(url) = &smtp_url {
             if !(url.starts_with("smtp://") || url.starts_with("smtps://")) {
-                return Err(error("TERN_SMTP_URL", "must be smtp://host:port".into()));
+                return Err(error(
+                    "TERN_SMTP_URL",
+                    "must be smtp://host:port or smtps://host:port".into(),
+                ));
             }
         }
         let mut allowed_origins = vec![origin_of(&public_url)
@@ -346,6 +351,12 @@ impl Config {
                 }
             },
         };
+        let mail_from = parsed(
+            "TERN_MAIL_FROM",
+            tern_actors::adapters::mail::MAIL_FROM_DEFAULT,
+        );
+        tern_actors::adapters::mail::check_from(&mail_from)
+            .map_err(|e| error("TERN_MAIL_FROM", e.to_string()))?;
         let rate_limits = RateLimits::parse(&parsed("TERN_RATE_LIMITS", ""))
             .map_err(|m| error("TERN_RATE_LIMITS", m))?;
         let quote_rates = RateTable::with_overrides(&parsed("TERN_QUOTE_RATES", ""))
@@ -378,6 +389,7 @@ impl Config {
             webhook_allow_private,
             webhook_ca_file: get("TERN_WEBHOOK_CA_FILE").map(PathBuf::from),
             smtp_url,
+            mail_from,
             cookie_secure,
             session_ttl: duration("TERN_SESSION_TTL", "24h")?,
             allowed_origins,
@@ -485,6 +497,8 @@ mod tests {
         );
         assert_eq!(config.secure_details_mode, SecureDetailsMode::Demo);
         assert!(config.self_service_registration);
+        assert_eq!(config.mail_from, "Tern <no-reply@tern.local>");
+        assert_eq!(config.smtp_url, None);
         assert_eq!(
             config.rate_limits.get("m2m_register"),
             Some(RateLimit {
@@ -533,6 +547,9 @@ mod tests {
             ("TERN_SETTLEMENT_RETRY_SCHEDULE", "1s,,2s"),
             ("TERN_SECURE_DETAILS_MODE", "peek"),
             ("TERN_LOG", "info,[[["),
+            ("TERN_SMTP_URL", "mail.example.com:25"),
+            ("TERN_MAIL_FROM", "no-reply"),
+            ("TERN_MAIL_FROM", "Tern <no-reply@tern.local"),
         ];
         for (variable, value) in cases {
             let err = config(&[(variable, value)]).expect_err(value);
