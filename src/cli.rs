@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use tern_schema::audit::{self, AuditActor, AuditRecord};
-use tern_schema::store::{merchants, transfers};
+use tern_schema::store::{merchants, transfers, users};
 use tern_schema::types::utc_now;
 use tern_schema::types::MerchantStatus;
 use tern_schema::{ledger, migrate, write_tx, Db, StoreError};
@@ -36,6 +36,11 @@ enum Command {
     Merchant {
         #[command(subcommand)]
         action: MerchantAction,
+    },
+    /// Disable or re-enable a human user's account (operators' tool).
+    User {
+        #[command(subcommand)]
+        action: UserAction,
     },
     /// Run the sandbox provider simulator alone on TERN_SANDBOX_BIND.
     Sandbox,
@@ -209,6 +214,14 @@ enum MerchantAction {
     Disable { merchant_id: String },
 }
 
+#[derive(Subcommand)]
+enum UserAction {
+    /// Refuse the user's logins and sessions until enabled again.
+    Disable { email: String },
+    /// Let a disabled user sign in again.
+    Enable { email: String },
+}
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     tern_actors::adapters::install_crypto_provider();
@@ -250,6 +263,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Merchant { action } => set_merchant_status(&config, action).await,
+        Command::User { action } => set_user_status(&config, action).await,
         Command::Ledger {
             action: LedgerAction::Check,
         } => ledger_check(&config).await,
@@ -410,6 +424,40 @@ async fn set_merchant_status(config: &Config, action: MerchantAction) -> anyhow:
         "merchant {merchant_id}: {} -> {}",
         before.status,
         status.as_str()
+    );
+    Ok(())
+}
+
+async fn set_user_status(config: &Config, action: UserAction) -> anyhow::Result<()> {
+    let (email, status, audit_action) = match action {
+        UserAction::Disable { email } => (email, users::STATUS_DISABLED, "user.disabled"),
+        UserAction::Enable { email } => (email, users::STATUS_ACTIVE, "user.enabled"),
+    };
+    // Stored emails are trimmed and lowercased (decisions §9).
+    let email = email.trim().to_lowercase();
+    migrate::run_pending(&config.database_url).await?;
+    let db = Db::connect(&config.database_url).await?;
+    let request_id = format!("cli-{}", uuid::Uuid::new_v4());
+    let before: Result<_, StoreError> = write_tx!(db, |tx| {
+        let Some(before) = users::set_status_by_email(tx, &email, status, utc_now()).await? else {
+            return Ok(None);
+        };
+        let changed = AuditRecord {
+            merchant_id: before.merchant_id.clone(),
+            actor: AuditActor::Operator,
+            action: audit_action,
+            resource_type: "user",
+            resource_id: before.id.clone(),
+            request_id: request_id.clone(),
+            data: serde_json::json!({"from": before.status, "to": status}),
+        };
+        audit::append(tx, changed).await?;
+        Ok(Some(before))
+    });
+    let before = before?.with_context(|| format!("no user with email {email}"))?;
+    println!(
+        "user {email} ({}): {} -> {status}",
+        before.id, before.status
     );
     Ok(())
 }

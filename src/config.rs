@@ -174,6 +174,8 @@ pub struct Config {
     pub webhook_allow_private: bool,
     pub webhook_ca_file: Option<PathBuf>,
     pub smtp_url: Option<String>,
+    /// *extension* TERN_MAIL_FROM: the From of every mail.
+    pub mail_from: String,
     pub cookie_secure: bool,
     pub session_ttl: Duration,
     /// Origins besides TERN_PUBLIC_URL's own that a cookie-authenticated
@@ -321,7 +323,10 @@ impl Config {
         let smtp_url = get("TERN_SMTP_URL");
         if let Some(url) = &smtp_url {
             if !(url.starts_with("smtp://") || url.starts_with("smtps://")) {
-                return Err(error("TERN_SMTP_URL", "must be smtp://host:port".into()));
+                return Err(error(
+                    "TERN_SMTP_URL",
+                    "must be smtp://host:port or smtps://host:port".into(),
+                ));
             }
         }
         if origin_of(&public_url).is_none() {
@@ -355,6 +360,12 @@ impl Config {
                 }
             },
         };
+        let mail_from = parsed(
+            "TERN_MAIL_FROM",
+            tern_actors::adapters::mail::MAIL_FROM_DEFAULT,
+        );
+        tern_actors::adapters::mail::check_from(&mail_from)
+            .map_err(|e| error("TERN_MAIL_FROM", e.to_string()))?;
         let rate_limits = RateLimits::parse(&parsed("TERN_RATE_LIMITS", ""))
             .map_err(|m| error("TERN_RATE_LIMITS", m))?;
         let quote_rates = RateTable::with_overrides(&parsed("TERN_QUOTE_RATES", ""))
@@ -387,6 +398,7 @@ impl Config {
             webhook_allow_private,
             webhook_ca_file: get("TERN_WEBHOOK_CA_FILE").map(PathBuf::from),
             smtp_url,
+            mail_from,
             cookie_secure,
             session_ttl: duration("TERN_SESSION_TTL", "24h")?,
             allowed_origins,
@@ -501,6 +513,8 @@ mod tests {
         );
         assert_eq!(config.secure_details_mode, SecureDetailsMode::Demo);
         assert!(config.self_service_registration);
+        assert_eq!(config.mail_from, "Tern <no-reply@tern.local>");
+        assert_eq!(config.smtp_url, None);
         assert_eq!(
             config.rate_limits.get("m2m_register"),
             Some(RateLimit {
@@ -549,6 +563,9 @@ mod tests {
             ("TERN_SETTLEMENT_RETRY_SCHEDULE", "1s,,2s"),
             ("TERN_SECURE_DETAILS_MODE", "peek"),
             ("TERN_LOG", "info,[[["),
+            ("TERN_SMTP_URL", "mail.example.com:25"),
+            ("TERN_MAIL_FROM", "no-reply"),
+            ("TERN_MAIL_FROM", "Tern <no-reply@tern.local"),
         ];
         for (variable, value) in cases {
             let err = config(&[(variable, value)]).expect_err(value);

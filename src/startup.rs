@@ -145,7 +145,7 @@ impl Application {
         let mailer = tern_actors::adapters::mail::mailer_from(
             config.smtp_url.as_deref(),
             &config.data_dir,
-            tern_actors::adapters::mail::MAIL_FROM_DEFAULT,
+            &config.mail_from,
         )
         .context("setting up mail")?;
         let passwords =

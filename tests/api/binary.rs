@@ -5,7 +5,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tern_schema::models::UserRow;
+use tern_schema::store::users;
 use tern_schema::testing::TestDatabase;
+use tern_schema::types::utc_now;
+use tern_schema::{write_tx, StoreError};
 
 use crate::helpers::{assert_problem, TestApp};
 
@@ -144,6 +148,95 @@ async fn merchant_status_commands_take_effect_within_a_second() {
         &env,
     );
     assert!(!unknown.status.success(), "an unknown merchant is an error");
+}
+
+/// A user row written directly: registration is not on this branch.
+async fn insert_user(app: &TestApp, merchant_id: &str, email: &str) -> UserRow {
+    let now = utc_now();
+    let row = UserRow {
+        id: uuid::Uuid::now_v7().to_string(),
+        merchant_id: merchant_id.to_owned(),
+        email: email.to_owned(),
+        name: "Ada Lovelace".into(),
+        password_hash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHQ$aGFzaGhhc2g".into(),
+        status: users::STATUS_ACTIVE.into(),
+        email_verified_at: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let inserted: Result<(), StoreError> =
+        write_tx!(app.state.db, |tx| users::insert(tx, &row).await);
+    inserted.expect("insert the user");
+    row
+}
+
+#[actix_web::test]
+async fn user_disable_and_enable_change_the_status_and_audit_it() {
+    let app = TestApp::spawn().await;
+    let merchant = app.merchant().await;
+    let user = insert_user(&app, &merchant.merchant_id, "ada@example.com").await;
+    let url = app.database.url().to_owned();
+    let env = [("TERN_DATABASE_URL", url.as_str())];
+
+    // The email is matched trimmed and case-blind, as stored.
+    let disabled = tern(&["user", "disable", "  Ada@Example.COM "], &env);
+    assert!(
+        disabled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&disabled.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&disabled.stdout);
+    assert!(stdout.contains("active -> disabled"), "{stdout}");
+    let mut pooled = app.state.db.get().await.expect("conn");
+    let row = users::find(&mut pooled.tx(), &user.id)
+        .await
+        .expect("read")
+        .expect("the user");
+    assert_eq!(row.status, users::STATUS_DISABLED);
+    let events =
+        tern_schema::store::audit::events_before(&mut pooled.tx(), &merchant.merchant_id, None, 1)
+            .await
+            .expect("audit");
+    let event = events.first().expect("an audit event");
+    assert_eq!(event.action, "user.disabled");
+    assert_eq!(
+        (event.actor_type.as_str(), event.actor_id.as_str()),
+        ("operator", "cli")
+    );
+    assert_eq!(
+        (event.resource_type.as_str(), event.resource_id.as_str()),
+        ("user", user.id.as_str())
+    );
+    drop(pooled);
+
+    let enabled = tern(&["user", "enable", "ada@example.com"], &env);
+    assert!(enabled.status.success());
+    assert!(String::from_utf8_lossy(&enabled.stdout).contains("disabled -> active"));
+    let mut pooled = app.state.db.get().await.expect("conn");
+    let row = users::find(&mut pooled.tx(), &user.id)
+        .await
+        .expect("read")
+        .expect("the user");
+    assert_eq!(row.status, users::STATUS_ACTIVE);
+    let events =
+        tern_schema::store::audit::events_before(&mut pooled.tx(), &merchant.merchant_id, None, 1)
+            .await
+            .expect("audit");
+    assert_eq!(events[0].action, "user.enabled");
+    drop(pooled);
+    let verify = tern(
+        &["audit", "verify", "--merchant", &merchant.merchant_id],
+        &env,
+    );
+    assert!(verify.status.success(), "the chain stays valid");
+
+    let unknown = tern(&["user", "disable", "nobody@example.com"], &env);
+    assert!(!unknown.status.success(), "an unknown email is an error");
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("no user with email nobody@example.com"),
+        "{}",
+        String::from_utf8_lossy(&unknown.stderr)
+    );
 }
 
 #[actix_web::test]

@@ -37,6 +37,12 @@ pub fn mailer_from(
     })
 }
 
+/// Checks a From mailbox (`Name <addr>` or a bare address) as the
+/// mailers will parse it, so a bad setting stops the process at start.
+pub fn check_from(from: &str) -> Result<(), MailError> {
+    parse_from(from).map(|_| ())
+}
+
 /// Parses a From mailbox (`Name <addr>` or a bare address).
 pub(crate) fn parse_from(from: &str) -> Result<Mailbox, MailError> {
     from.parse::<Mailbox>()
