@@ -18,6 +18,8 @@ use crate::http::problem::{ApiError, Problem, PROBLEM_CONTENT_TYPE};
 use crate::state::AppState;
 
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+/// Time spent in Tern for this request, in milliseconds (`app;dur=0.412`).
+pub const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
 /// Longest client-sent X-Request-ID that is echoed; longer ones are replaced.
 pub const REQUEST_ID_LENGTH_MAX: usize = 128;
 
@@ -84,6 +86,12 @@ pub async fn edge(
     }
     let status = response.status().as_u16();
     let latency_us = started.elapsed().as_micros() as u64;
+    // Server-Timing lets a client (and `tern bench`) tell time spent in
+    // Tern from time spent on the network and in its own queue.
+    let timing = format!("app;dur={:.3}", latency_us as f64 / 1_000.0);
+    if let Ok(value) = HeaderValue::from_str(&timing) {
+        response.headers_mut().insert(SERVER_TIMING, value);
+    }
     span.in_scope(|| tracing::info!(status, latency_us, "request completed"));
     Ok(response)
 }
