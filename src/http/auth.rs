@@ -199,11 +199,7 @@ pub async fn login(
             &request_id,
             json!({"reason": reason}),
         );
-        let recorded: Result<(), ApiError> = write_tx!(state.db, |tx| {
-            audit::append(tx, failed).await?;
-            Ok(())
-        });
-        recorded?;
+        record_failure(state.db.clone(), failed);
         return Err(error);
     }
     let (token, session) = new_session(&state, &user.id);
@@ -256,6 +252,18 @@ pub async fn logout(
     Ok(HttpResponse::NoContent()
         .cookie(cleared_cookie(&state.config))
         .finish())
+}
+
+/// Audits a failed login after the answer: a write on this path only
+/// would make a wrong password slower than an unknown email, which is
+/// exactly what the one identical 401 hides.
+fn record_failure(db: tern_schema::Db, event: AuditRecord) {
+    actix_web::rt::spawn(async move {
+        let recorded: Result<(), StoreError> = write_tx!(db, |tx| audit::append(tx, event).await);
+        if let Err(error) = recorded {
+            tracing::warn!(%error, "could not audit a failed login");
+        }
+    });
 }
 
 async fn log_out(tx: &mut Tx<'_>, session: &SessionRow, request_id: &str) -> Result<(), ApiError> {

@@ -184,8 +184,8 @@ pub async fn assert_problem(response: Response, status: u16, slug: &str) -> Valu
 }
 
 impl TestApp {
-    /// A user of `merchant`, written straight to the store: human
-    /// registration is not part of this branch. Answers the user id.
+    /// A second user of `merchant`, written straight to the store (human
+    /// registration makes a merchant of its own). Answers the user id.
     pub async fn user(&self, merchant: &Merchant) -> String {
         let now = tern_schema::types::utc_now();
         let id = uuid::Uuid::new_v4().to_string();

@@ -14,6 +14,7 @@ mod binary;
 mod crash;
 mod crash_transfers;
 mod devices;
+mod devices_on_session;
 mod docs;
 mod errors;
 mod ledger;
