@@ -105,7 +105,13 @@ pub async fn dispatch(
         let Some(user) = users::find(tx, &dispatch.user_id).await? else {
             return Err(ApiError::NotFound("no such user".into()));
         };
-        let targets = devices::active_for_user(tx, &user.id).await?;
+        // A disabled account gets no notifications; the dispatch is still
+        // recorded, with no device targeted.
+        let targets = if user.status == users::STATUS_DISABLED {
+            Vec::new()
+        } else {
+            devices::active_for_user(tx, &user.id).await?
+        };
         let row = PushDispatchRow {
             id: dispatch_id.clone(),
             merchant_id: user.merchant_id.clone(),

@@ -417,3 +417,30 @@ async fn deliveries_left_pending_are_sent_at_the_next_start() {
     assert_eq!(rows[0].status, "delivered", "{rows:?}");
     handle.stop(false).await;
 }
+
+#[actix_web::test]
+async fn a_disabled_user_is_not_notified() {
+    let app = spawn().await;
+    let merchant = app.merchant().await;
+    let user = app.user(&merchant).await;
+    device(&app, &merchant, &user, "token-of-a-disabled-user").await;
+    let email = format!("{user}@users.tern.test");
+    let disabled: Result<_, tern_schema::StoreError> = tern_schema::write_tx!(app.state.db, |tx| {
+        tern_schema::store::users::set_status_by_email(
+            tx,
+            &email,
+            tern_schema::store::users::STATUS_DISABLED,
+            tern_schema::types::utc_now(),
+        )
+        .await
+    });
+    assert!(disabled.expect("disabled").is_some());
+    let answer = accepted(
+        &app,
+        &json!({"user_id": user, "title": "Hi", "body": "There"}),
+    )
+    .await;
+    assert_eq!(answer["devices"], 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(pushes(&app, &user).await.is_empty());
+}
