@@ -130,6 +130,30 @@ enum BenchAction {
         #[arg(long = "wait", default_value_t = 600)]
         wait_s: u64,
     },
+    /// Log a few registered people in from C loops for a while (logins/s is
+    /// bounded by argon2 on the hashing pool), while sequential readers time
+    /// GET /v1/auth/me with a session, idle first and then under the logins.
+    /// Run the server with TERN_RATE_LIMITS=login=1000000/1s,register=1000000/1s.
+    Logins {
+        /// Base URL of the running server.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        url: String,
+        /// People registered first (each registration costs a hash).
+        #[arg(long, default_value_t = 8)]
+        users: usize,
+        /// Login loops at once.
+        #[arg(short = 'c', long, default_value_t = 16)]
+        concurrency: usize,
+        /// Sequential GET /v1/auth/me loops, idle and during the logins.
+        #[arg(long, default_value_t = 2)]
+        readers: usize,
+        /// How long the logins run: 500ms, 10s, 2m.
+        #[arg(long, default_value = "10s", value_parser = crate::config::parse_duration)]
+        duration: std::time::Duration,
+        /// How long the readers run alone first.
+        #[arg(long, default_value = "2s", value_parser = crate::config::parse_duration)]
+        baseline: std::time::Duration,
+    },
 }
 
 /// The transfers a bench drives, shared by `bench transfers` and
@@ -366,6 +390,35 @@ async fn bench(action: BenchAction, config: &Config) -> anyhow::Result<()> {
                 crate::bench::check_ledger(database_url).await?;
             }
             Ok(())
+        }
+        BenchAction::Logins {
+            url,
+            users,
+            concurrency,
+            readers,
+            duration,
+            baseline,
+        } => {
+            // The server's pool is not visible over HTTP: say what this
+            // environment sets, which is the server's when it shares it.
+            let hashers = match std::env::var("TERN_PASSWORD_HASHERS") {
+                Ok(_) => format!("{} (TERN_PASSWORD_HASHERS here)", config.password_hashers),
+                Err(_) => format!(
+                    "{} (the default, cores - 1, for a server on this machine without TERN_PASSWORD_HASHERS)",
+                    config.password_hashers
+                ),
+            };
+            let options = crate::bench::logins::Options {
+                url,
+                users,
+                concurrency,
+                readers,
+                duration,
+                baseline,
+                hashers,
+            };
+            let report = crate::bench::logins::run(&options).await?;
+            crate::bench::logins::print(&options, &report)
         }
     }
 }

@@ -7,7 +7,9 @@
 //! It speaks only the public API, as a client would; timing lives here and
 //! never in tests. `tern bench transfers` ([`transfers`]) drives the product;
 //! `tern bench webhooks` ([`webhooks`]) drives it again and measures the
-//! signed webhooks it sends to a receiver of the bench's own.
+//! signed webhooks it sends to a receiver of the bench's own. `tern bench
+//! logins` ([`logins`]) floods the password pool with logins and times a
+//! session read meanwhile.
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +21,7 @@ use tern_schema::money::Currency;
 use tern_schema::{ledger, Db};
 
 mod deliveries;
+pub mod logins;
 mod receiver;
 pub mod tls;
 pub mod transfers;

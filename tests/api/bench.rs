@@ -1,7 +1,8 @@
 //! The load tool works end to end: `tern bench settlements` against a
 //! running server creates, completes and checks what it says, and `tern
-//! bench webhooks` counts every signed delivery to its own receiver. Figures
-//! are printed, never asserted: timing belongs to benchmarks, not tests.
+//! bench webhooks` counts every signed delivery to its own receiver, and
+//! `tern bench logins` logs in while reading sessions. Figures are printed,
+//! never asserted: timing belongs to benchmarks, not tests.
 
 use tern::config::RateLimits;
 
@@ -120,4 +121,67 @@ async fn bench_webhooks_receives_every_event_and_its_replay() {
     );
     assert!(stdout.contains("ledger check: ok"), "{stdout}");
     assert!(!stdout.contains("failed TLS handshakes"), "{stdout}");
+}
+
+/// The count that starts the line beginning with `prefix` in `stdout`.
+fn count_after(stdout: &str, prefix: &str) -> u64 {
+    let line = stdout
+        .lines()
+        .find(|line| line.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` line in {stdout}"));
+    line[prefix.len()..]
+        .split_whitespace()
+        .next()
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no count in `{line}`"))
+}
+
+#[actix_web::test]
+async fn bench_logins_logs_in_and_reads_sessions_meanwhile() {
+    let app = TestApp::spawn_with(|config| {
+        config.rate_limits =
+            RateLimits::parse("login=1000000/1s,register=1000000/1s").expect("valid limits");
+    })
+    .await;
+    let args = ["logins", "--url", &app.address, "--users", "2", "-c", "4"];
+    let stdout = tern_bench(
+        &app,
+        &[
+            &args[..],
+            &["--readers", "1", "--duration", "1s", "--baseline", "500ms"],
+        ]
+        .concat(),
+    )
+    .await;
+    assert!(count_after(&stdout, "logins:  ") > 0, "{stdout}");
+    assert!(count_after(&stdout, "/me idle: ") > 0, "{stdout}");
+    assert!(count_after(&stdout, "/me under logins: ") > 0, "{stdout}");
+    assert_eq!(stdout.matches("(failed 0)").count(), 3, "{stdout}");
+    assert!(stdout.contains("login latency: p50"), "{stdout}");
+    assert!(stdout.contains("/me idle server time: p50"), "{stdout}");
+    assert!(
+        stdout.contains("/me under logins server time: p50"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("/me under logins latency: p50"), "{stdout}");
+}
+
+#[actix_web::test]
+async fn bench_logins_names_the_rate_limits_it_needs() {
+    let app = TestApp::spawn_with(|config| {
+        config.rate_limits = RateLimits::parse("register=1/1h").expect("valid limits");
+    })
+    .await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["bench", "logins", "--url", &app.address, "--users", "2"])
+        .env("TERN_LOG", "warn")
+        .output()
+        .await
+        .expect("run tern bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("TERN_RATE_LIMITS=login=1000000/1s,register=1000000/1s"),
+        "{stderr}"
+    );
 }
