@@ -19,7 +19,7 @@ use crate::auth::password::check_strength;
 use crate::auth::session::{
     check_csrf, cleared_cookie, new_token, presented_token, session_cookie, token_digest,
 };
-use crate::http::extract::{client_ip, request_id, JsonBody};
+use crate::http::extract::{client_ip_key, request_id, JsonBody};
 use crate::http::m2m::open_merchant;
 use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
@@ -83,7 +83,7 @@ pub async fn register(
     if !state.config.self_service_registration {
         return Err(ApiError::RegistrationDisabled);
     }
-    state.limits.check("register", &ip_of(&req))?;
+    state.limits.check("register", &client_ip_key(&req))?;
     let JsonBody(body) = body?;
     let (name, email) = validate_registration(&body)?;
     let password_hash = state.passwords.hash(body.password).await?;
@@ -162,7 +162,7 @@ pub async fn login(
     state: web::Data<AppState>,
     body: Result<JsonBody<LoginRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
-    state.limits.check("login", &ip_of(&req))?;
+    state.limits.check("login", &client_ip_key(&req))?;
     let JsonBody(body) = body?;
     let request_id = request_id(&req);
     let email = normalise_email(&body.email);
@@ -328,10 +328,6 @@ pub fn user_event(
 /// Emails are trimmed and compared case-insensitively (decisions §9).
 pub fn normalise_email(email: &str) -> String {
     email.trim().to_lowercase()
-}
-
-pub fn ip_of(req: &HttpRequest) -> String {
-    client_ip(req).map(|ip| ip.to_string()).unwrap_or_default()
 }
 
 fn email_taken() -> ApiError {

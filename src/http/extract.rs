@@ -209,6 +209,11 @@ pub fn client_ip(req: &HttpRequest) -> Option<IpAddr> {
     req.peer_addr().map(|addr| addr.ip())
 }
 
+/// The client address as a rate-limit key (per-IP limits).
+pub fn client_ip_key(req: &HttpRequest) -> String {
+    client_ip(req).map(|ip| ip.to_string()).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

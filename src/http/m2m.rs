@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::auth::api_key;
 use crate::auth::Scopes;
 use crate::http::api_keys::key_created;
-use crate::http::extract::{client_ip, request_id, JsonBody};
+use crate::http::extract::{client_ip_key, request_id, JsonBody};
 use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
 use crate::validate;
@@ -70,7 +70,7 @@ pub async fn register(
     if !state.config.self_service_registration {
         return Err(ApiError::RegistrationDisabled);
     }
-    let ip = client_ip(&req).map(|ip| ip.to_string()).unwrap_or_default();
+    let ip = client_ip_key(&req);
     state.limits.check("m2m_register", &ip)?;
     let JsonBody(body) = body?;
     let (organization_name, scopes) = validate_registration(&body)?;

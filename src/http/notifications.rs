@@ -17,7 +17,7 @@ use tern_schema::types::utc_now;
 use tern_schema::write_tx;
 use utoipa::ToSchema;
 
-use crate::http::extract::{check_json_headers, client_ip, parse_json, request_id};
+use crate::http::extract::{check_json_headers, client_ip_key, parse_json, request_id};
 use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
 use crate::validate::device as check;
@@ -91,7 +91,7 @@ pub async fn dispatch(
         .ok_or(ApiError::DispatchDisabled("no push gateway is configured"))?;
     // No credential names the caller before the signature is checked, so
     // the limit counts per client address.
-    let client = client_ip(&req).map(|ip| ip.to_string()).unwrap_or_default();
+    let client = client_ip_key(&req);
     state.limits.check("push_dispatch", &client)?;
     verify(&req, secret.as_bytes(), &body)?;
     check_json_headers(&req)?;

@@ -72,19 +72,10 @@ async fn a_person_registers_their_own_device_once() {
     assert_eq!(again["id"], first["id"]);
     assert_eq!(listed(&app, &human).await.len(), 1);
 
-    let events: Value = app
-        .get("/v1/audit/events")
-        .header("cookie", &human.cookie)
-        .send()
+    let registered = app
+        .audit_events(&human.cookie)
         .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
-    let registered = events["data"]
-        .as_array()
-        .expect("data")
-        .iter()
+        .into_iter()
         .find(|e| e["action"] == "device.registered")
         .expect("audited");
     assert_eq!(registered["actor_type"], "user", "{registered}");

@@ -189,19 +189,10 @@ async fn a_password_reset_changes_the_password_and_revokes_every_session() {
     let fresh = app.login(&human.email, "a new password").await;
     assert_eq!(fresh.status(), 200);
     let cookie = session_cookie(&fresh).expect("cookie");
-    let events: Value = app
-        .get("/v1/audit/events")
-        .header("cookie", &cookie)
-        .send()
+    let reset = app
+        .audit_events(&cookie)
         .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
-    let reset = events["data"]
-        .as_array()
-        .expect("data")
-        .iter()
+        .into_iter()
         .find(|e| e["action"] == "user.password_reset")
         .expect("audited");
     assert_eq!(reset["data"]["sessions_revoked"], 2);

@@ -46,21 +46,11 @@ async fn unknown_email_and_wrong_password_answer_the_same_401() {
     // Audited after the answer, so that it costs the answer no time.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let failed = loop {
-        let events: Value = app
-            .get("/v1/audit/events")
-            .header("cookie", &human.cookie)
-            .send()
+        let found = app
+            .audit_events(&human.cookie)
             .await
-            .expect("request")
-            .json()
-            .await
-            .expect("json");
-        let found = events["data"]
-            .as_array()
-            .expect("data")
-            .iter()
-            .find(|e| e["action"] == "user.login_failed")
-            .cloned();
+            .into_iter()
+            .find(|e| e["action"] == "user.login_failed");
         match found {
             Some(event) => break event,
             None if std::time::Instant::now() < deadline => {

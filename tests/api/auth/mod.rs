@@ -75,6 +75,20 @@ impl TestApp {
             .expect("request")
     }
 
+    /// The audit events the session's merchant sees, newest page first.
+    pub async fn audit_events(&self, cookie: &str) -> Vec<Value> {
+        let body: Value = self
+            .get("/v1/audit/events")
+            .header("cookie", cookie)
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("json");
+        body["data"].as_array().expect("data").clone()
+    }
+
     /// The stored user with this email, straight from the database.
     pub async fn stored_user(&self, email: &str) -> Option<UserRow> {
         let mut pooled = self.state.db.get().await.expect("connection");

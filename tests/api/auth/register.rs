@@ -66,21 +66,8 @@ async fn registration_creates_a_user_a_merchant_and_a_session() {
         .await
         .expect("request");
     assert_eq!(accounts.status(), 200);
-    let events: Value = app
-        .get("/v1/audit/events")
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
-    let actions: Vec<&str> = events["data"]
-        .as_array()
-        .expect("data")
-        .iter()
-        .filter_map(|e| e["action"].as_str())
-        .collect();
+    let events = app.audit_events(&cookie).await;
+    let actions: Vec<&str> = events.iter().filter_map(|e| e["action"].as_str()).collect();
     assert!(actions.contains(&"merchant.registered"), "{actions:?}");
     assert!(actions.contains(&"user.registered"), "{actions:?}");
 }

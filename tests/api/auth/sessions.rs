@@ -47,19 +47,10 @@ async fn logout_revokes_clears_and_is_idempotent() {
     let none = app.post("/v1/auth/logout").send().await.expect("request");
     assert_problem(none, 401, "unauthorized").await;
 
-    let events: Value = app
-        .get("/v1/audit/events")
-        .header("cookie", &other)
-        .send()
+    let logged_out = app
+        .audit_events(&other)
         .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
-    let logged_out = events["data"]
-        .as_array()
-        .expect("data")
-        .iter()
+        .into_iter()
         .filter(|e| e["action"] == "user.logged_out")
         .count();
     assert_eq!(logged_out, 1, "one logout, however often it was repeated");
