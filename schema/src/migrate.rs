@@ -1,5 +1,6 @@
 //! Embedded migrations, one tree per backend under identical names.
 
+use diesel::connection::SimpleConnection;
 use diesel::migration::MigrationVersion;
 use diesel::pg::Pg;
 use diesel::{Connection, SqliteConnection};
@@ -23,6 +24,13 @@ pub async fn run_pending(url: &str) -> StoreResult<Vec<String>> {
         DatabaseUrl::Sqlite(path) => {
             crate::db::ensure_parent_dir(&path)?;
             let mut conn = SqliteConnection::establish(&path)?;
+            // The operator commands migrate first, while a server may be
+            // writing: without a busy timeout, the migration table's check
+            // fails at once with "database is locked" instead of waiting.
+            conn.batch_execute(&format!(
+                "PRAGMA busy_timeout = {};",
+                crate::db::SQLITE_BUSY_TIMEOUT_MS
+            ))?;
             apply(&mut conn, SQLITE_MIGRATIONS)
         }
         DatabaseUrl::Postgres(url) => {
