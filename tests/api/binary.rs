@@ -24,6 +24,24 @@ fn tern(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     command.output().expect("run tern")
 }
 
+/// [`tern`] while a `TestApp` runs on this thread: waiting for the process
+/// here would stop the app mid-transaction, holding SQLite's write lock
+/// that the process then waits for.
+async fn tern_beside_app(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+        .collect();
+    actix_web::rt::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        tern(&args, &env)
+    })
+    .await
+    .expect("run tern")
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -71,7 +89,7 @@ async fn merchant_status_commands_take_effect_within_a_second() {
     let url = app.database.url().to_owned();
     let env = [("TERN_DATABASE_URL", url.as_str())];
 
-    let output = tern(&["merchant", "suspend", &merchant.merchant_id], &env);
+    let output = tern_beside_app(&["merchant", "suspend", &merchant.merchant_id], &env).await;
     assert!(
         output.status.success(),
         "{}",
@@ -109,9 +127,12 @@ async fn merchant_status_commands_take_effect_within_a_second() {
         200
     );
 
-    assert!(tern(&["merchant", "disable", &merchant.merchant_id], &env)
-        .status
-        .success());
+    assert!(
+        tern_beside_app(&["merchant", "disable", &merchant.merchant_id], &env)
+            .await
+            .status
+            .success()
+    );
     actix_web::rt::time::sleep(Duration::from_millis(600)).await;
     let problem = assert_problem(
         app.post("/v1/api-keys")
@@ -125,9 +146,12 @@ async fn merchant_status_commands_take_effect_within_a_second() {
     .await;
     assert_eq!(problem["code"], "MERCHANT_DISABLED");
 
-    assert!(tern(&["merchant", "activate", &merchant.merchant_id], &env)
-        .status
-        .success());
+    assert!(
+        tern_beside_app(&["merchant", "activate", &merchant.merchant_id], &env)
+            .await
+            .status
+            .success()
+    );
     actix_web::rt::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
         app.post("/v1/api-keys")
@@ -139,14 +163,15 @@ async fn merchant_status_commands_take_effect_within_a_second() {
         201
     );
 
-    let unknown = tern(
+    let unknown = tern_beside_app(
         &[
             "merchant",
             "suspend",
             "00000000-0000-0000-0000-000000000000",
         ],
         &env,
-    );
+    )
+    .await;
     assert!(!unknown.status.success(), "an unknown merchant is an error");
 }
 
@@ -179,7 +204,7 @@ async fn user_disable_and_enable_change_the_status_and_audit_it() {
     let env = [("TERN_DATABASE_URL", url.as_str())];
 
     // The email is matched trimmed and case-blind, as stored.
-    let disabled = tern(&["user", "disable", "  Ada@Example.COM "], &env);
+    let disabled = tern_beside_app(&["user", "disable", "  Ada@Example.COM "], &env).await;
     assert!(
         disabled.status.success(),
         "{}",
@@ -209,7 +234,7 @@ async fn user_disable_and_enable_change_the_status_and_audit_it() {
     );
     drop(pooled);
 
-    let enabled = tern(&["user", "enable", "ada@example.com"], &env);
+    let enabled = tern_beside_app(&["user", "enable", "ada@example.com"], &env).await;
     assert!(enabled.status.success());
     assert!(String::from_utf8_lossy(&enabled.stdout).contains("disabled -> active"));
     let mut pooled = app.state.db.get().await.expect("conn");
@@ -224,13 +249,14 @@ async fn user_disable_and_enable_change_the_status_and_audit_it() {
             .expect("audit");
     assert_eq!(events[0].action, "user.enabled");
     drop(pooled);
-    let verify = tern(
+    let verify = tern_beside_app(
         &["audit", "verify", "--merchant", &merchant.merchant_id],
         &env,
-    );
+    )
+    .await;
     assert!(verify.status.success(), "the chain stays valid");
 
-    let unknown = tern(&["user", "disable", "nobody@example.com"], &env);
+    let unknown = tern_beside_app(&["user", "disable", "nobody@example.com"], &env).await;
     assert!(!unknown.status.success(), "an unknown email is an error");
     assert!(
         String::from_utf8_lossy(&unknown.stderr).contains("no user with email nobody@example.com"),
@@ -303,14 +329,14 @@ async fn ledger_check_and_audit_verify_report_tampering() {
     let merchant = app.merchant().await;
     let url = app.database.url().to_owned();
     let env = [("TERN_DATABASE_URL", url.as_str())];
-    let check = tern(&["ledger", "check"], &env);
+    let check = tern_beside_app(&["ledger", "check"], &env).await;
     assert!(
         check.status.success(),
         "{}",
         String::from_utf8_lossy(&check.stdout)
     );
     assert!(String::from_utf8_lossy(&check.stdout).contains("ledger ok"));
-    let verify = tern(&["audit", "verify"], &env);
+    let verify = tern_beside_app(&["audit", "verify"], &env).await;
     assert!(
         verify.status.success(),
         "{}",
@@ -327,13 +353,14 @@ async fn ledger_check_and_audit_verify_report_tampering() {
     tern_schema::dispatch!(tx, conn => diesel_async::SimpleAsyncConnection::batch_execute(conn, &sql).await).expect("tamper");
     drop(pooled);
 
-    let check = tern(&["ledger", "check"], &env);
+    let check = tern_beside_app(&["ledger", "check"], &env).await;
     assert!(!check.status.success(), "a tampered ledger fails the check");
     assert!(String::from_utf8_lossy(&check.stdout).contains("VIOLATION"));
-    let verify = tern(
+    let verify = tern_beside_app(
         &["audit", "verify", "--merchant", &merchant.merchant_id],
         &env,
-    );
+    )
+    .await;
     assert!(!verify.status.success());
     assert!(
         String::from_utf8_lossy(&verify.stdout).contains("first invalid seq Some(2)"),
