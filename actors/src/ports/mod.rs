@@ -12,6 +12,7 @@
 pub mod acquirer;
 pub mod card_push;
 pub mod custodian;
+pub mod issuer;
 pub mod mailer;
 pub mod push;
 pub mod rate_source;
@@ -25,6 +26,10 @@ pub use card_push::{
     ACTION_CODE_APPROVED, ACTION_CODE_RETRY,
 };
 pub use custodian::{Asset, Custodian, Network, PayoutOutcome, PayoutRequest};
+pub use issuer::{
+    CardIssuer, CardNetwork, CardSecrets, EmbedRequest, IssueRequest, IssuedCard, IssuerStatus,
+    Wallet, WalletOutcome, WalletRequest,
+};
 pub use mailer::{Mail, MailError, Mailer};
 pub use push::{message_key, Platform, PushGateway, PushMessage, PushReceipt};
 pub use rate_source::{RateError, RateSource};
