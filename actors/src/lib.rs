@@ -3,6 +3,7 @@
 //! maps [`runtime::RuntimeError`] to statuses.
 
 pub mod adapters;
+pub mod card;
 pub mod ports;
 pub mod push;
 pub mod quote;

@@ -37,10 +37,13 @@ pub enum SystemAccount {
     /// The conversion desk: takes fiat in and gives the asset out, so each
     /// currency balances on its own.
     Conversion,
+    /// Card spending settled with the card network: what issued cards
+    /// authorize (held), clear (posted) and get back as refunds.
+    CardNetwork,
 }
 
 impl SystemAccount {
-    pub const ALL: [SystemAccount; 7] = [
+    pub const ALL: [SystemAccount; 8] = [
         SystemAccount::CardAcquirer,
         SystemAccount::CardPush,
         SystemAccount::Custodian,
@@ -48,6 +51,7 @@ impl SystemAccount {
         SystemAccount::PlatformFees,
         SystemAccount::NetworkFees,
         SystemAccount::Conversion,
+        SystemAccount::CardNetwork,
     ];
 
     pub fn kind(self) -> &'static str {
@@ -59,6 +63,7 @@ impl SystemAccount {
             SystemAccount::PlatformFees => "platform_fees",
             SystemAccount::NetworkFees => "network_fees",
             SystemAccount::Conversion => "conversion",
+            SystemAccount::CardNetwork => "card_network",
         }
     }
 

@@ -4,10 +4,10 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 
 use crate::schema::{
-    api_keys, audit_events, audit_heads, devices, email_tokens, idempotency_records,
-    inbound_events, ledger_accounts, ledger_entries, ledger_transactions, merchants,
-    push_deliveries, push_dispatches, quotes, sessions, settlements, transfers, users,
-    webhook_attempts, webhook_endpoints, webhook_events,
+    api_keys, audit_events, audit_heads, card_transactions, card_wallet_tokens, cards, devices,
+    email_tokens, idempotency_records, inbound_events, ledger_accounts, ledger_entries,
+    ledger_transactions, merchants, push_deliveries, push_dispatches, quotes, sessions,
+    settlements, transfers, users, webhook_attempts, webhook_endpoints, webhook_events,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -489,4 +489,85 @@ pub struct PushDeliveryRow {
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
     pub delivered_at: Option<NaiveDateTime>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable, AsChangeset)]
+#[diesel(table_name = cards, treat_none_as_default_value = false)]
+pub struct CardRow {
+    /// `card_` + a UUID v7 (time-sortable).
+    pub id: String,
+    pub merchant_id: String,
+    pub user_id: String,
+    pub program_id: String,
+    /// `virtual` or `physical`.
+    pub card_type: String,
+    /// `issuing`, `active`, `frozen`, `blocked` or `closed`.
+    pub status: String,
+    pub network: String,
+    pub currency: String,
+    pub cardholder: String,
+    pub display_name: Option<String>,
+    pub card_art: String,
+    pub theme: String,
+    pub provider_card_id: Option<String>,
+    pub last_four: Option<String>,
+    pub expiry_month: Option<i32>,
+    pub expiry_year: Option<i32>,
+    pub wallet_status: String,
+    pub per_transaction_minor: Option<i64>,
+    pub daily_spend_minor: Option<i64>,
+    pub monthly_spend_minor: Option<i64>,
+    pub atm_daily_minor: Option<i64>,
+    pub online_enabled: bool,
+    pub international_enabled: bool,
+    pub atm_enabled: bool,
+    pub replaces_card_id: Option<String>,
+    pub replaces_status: Option<String>,
+    pub replaced_by_card_id: Option<String>,
+    pub request_id: String,
+    pub version: i64,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
+    pub closed_at: Option<NaiveDateTime>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
+#[diesel(table_name = card_transactions, treat_none_as_default_value = false)]
+pub struct CardTransactionRow {
+    /// `ctx_` + a UUID v7.
+    pub id: String,
+    pub card_id: String,
+    pub merchant_id: String,
+    pub provider_event_id: String,
+    pub authorization_id: String,
+    /// `authorization`, `clear` or `refund`.
+    pub kind: String,
+    /// `approved`, `declined`, `cleared`, `voided` or `posted`.
+    pub status: String,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub merchant_name: String,
+    pub mcc: String,
+    pub channel: String,
+    pub country: String,
+    pub decline_reason: Option<String>,
+    pub ledger_transaction_id: Option<String>,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
+#[diesel(table_name = card_wallet_tokens, treat_none_as_default_value = false)]
+pub struct CardWalletTokenRow {
+    /// `wtk_` + a UUID v7; also the issuer's idempotency key.
+    pub id: String,
+    pub card_id: String,
+    pub merchant_id: String,
+    /// `apple_pay` or `google_pay`.
+    pub wallet: String,
+    pub status: String,
+    pub device_id: Option<String>,
+    pub provider_token_id: Option<String>,
+    pub created_at: NaiveDateTime,
+    pub updated_at: NaiveDateTime,
 }

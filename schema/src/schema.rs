@@ -370,3 +370,84 @@ diesel::joinable!(devices -> users (user_id));
 diesel::joinable!(push_deliveries -> devices (device_id));
 diesel::joinable!(push_deliveries -> push_dispatches (dispatch_id));
 diesel::allow_tables_to_appear_in_same_query!(devices, users, push_dispatches, push_deliveries);
+
+diesel::table! {
+    /// Issued cards (see the cards migration).
+    cards (id) {
+        id -> Text,
+        merchant_id -> Text,
+        user_id -> Text,
+        program_id -> Text,
+        card_type -> Text,
+        status -> Text,
+        network -> Text,
+        currency -> Text,
+        cardholder -> Text,
+        display_name -> Nullable<Text>,
+        card_art -> Text,
+        theme -> Text,
+        provider_card_id -> Nullable<Text>,
+        last_four -> Nullable<Text>,
+        expiry_month -> Nullable<Integer>,
+        expiry_year -> Nullable<Integer>,
+        wallet_status -> Text,
+        per_transaction_minor -> Nullable<BigInt>,
+        daily_spend_minor -> Nullable<BigInt>,
+        monthly_spend_minor -> Nullable<BigInt>,
+        atm_daily_minor -> Nullable<BigInt>,
+        online_enabled -> Bool,
+        international_enabled -> Bool,
+        atm_enabled -> Bool,
+        replaces_card_id -> Nullable<Text>,
+        replaces_status -> Nullable<Text>,
+        replaced_by_card_id -> Nullable<Text>,
+        request_id -> Text,
+        version -> BigInt,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+        closed_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    /// Authorizations, clearings and refunds of cards, one per provider event.
+    card_transactions (id) {
+        id -> Text,
+        card_id -> Text,
+        merchant_id -> Text,
+        provider_event_id -> Text,
+        authorization_id -> Text,
+        kind -> Text,
+        status -> Text,
+        amount_minor -> BigInt,
+        currency -> Text,
+        merchant_name -> Text,
+        mcc -> Text,
+        channel -> Text,
+        country -> Text,
+        decline_reason -> Nullable<Text>,
+        ledger_transaction_id -> Nullable<Text>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    /// Mobile-wallet tokens of cards.
+    card_wallet_tokens (id) {
+        id -> Text,
+        card_id -> Text,
+        merchant_id -> Text,
+        wallet -> Text,
+        status -> Text,
+        device_id -> Nullable<Text>,
+        provider_token_id -> Nullable<Text>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::joinable!(cards -> users (user_id));
+diesel::joinable!(card_transactions -> cards (card_id));
+diesel::joinable!(card_wallet_tokens -> cards (card_id));
+diesel::allow_tables_to_appear_in_same_query!(cards, users, card_transactions, card_wallet_tokens);

@@ -4,6 +4,7 @@
 pub mod api_keys;
 pub mod audit;
 pub mod cached;
+pub mod cards;
 pub mod devices;
 pub mod email_tokens;
 pub mod idempotency;

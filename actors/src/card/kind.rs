@@ -1,0 +1,1481 @@
+//! The card actor: one per card, the only writer of the card's row, its
+//! transactions and its wallet tokens. It asks the pure machine what an
+//! operation or an authorization does, calls the issuer where the card's
+//! status must follow, and writes each change in one transaction with its
+//! ledger entries and audit record.
+
+use std::sync::Arc;
+
+use chrono::NaiveDateTime;
+use serde_json::json;
+use tern_schema::audit::{self, AuditActor, AuditRecord};
+use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
+use tern_schema::models::{CardRow, CardTransactionRow, CardWalletTokenRow};
+use tern_schema::store::cards as store;
+use tern_schema::store::ledger as ledger_store;
+use tern_schema::types::utc_now;
+use tern_schema::{Db, DieselError, StoreError, Tx};
+
+use super::machine::{
+    self, Accepted, Authorization, Channel, Decline, Limits, Operation, Refusal, Spend, Status,
+};
+use crate::ports::{
+    CardIssuer, CardNetwork, IssueRequest, IssuedCard, IssuerStatus, ProviderError, Wallet,
+    WalletOutcome, WalletRequest,
+};
+use crate::runtime::timers::{complete_in, schedule_in};
+use crate::runtime::version::next_version;
+use crate::runtime::{
+    paged, EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
+};
+
+/// Payload of the timer that resumes an issue whose outcome is unknown.
+const TIMER_RESUME_ISSUE: &str = "resume_issue";
+/// How long an issue with an unknown outcome waits before asking again.
+pub const ISSUE_RESUME_DELAY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
+
+#[derive(Clone)]
+pub struct CardContext {
+    pub issuer: Arc<dyn CardIssuer>,
+}
+
+/// Who asked, for the audit record.
+#[derive(Clone, Debug)]
+pub struct Origin {
+    pub actor: AuditActor,
+    pub request_id: String,
+}
+
+impl Origin {
+    fn system(row: &CardRow) -> Origin {
+        Origin {
+            actor: AuditActor::System,
+            request_id: row.request_id.clone(),
+        }
+    }
+}
+
+/// The card as stored, plus what the actor keeps to decide quickly.
+#[derive(Clone, Debug)]
+pub struct CardState {
+    pub row: CardRow,
+    spend: Spend,
+    /// The funding account the card spends from, found on first use.
+    funding_account: Option<String>,
+    /// The card was never issued and its intent is gone.
+    gone: bool,
+}
+
+/// Changes to a card's limits; `None` leaves a field as it is, and
+/// `Some(None)` removes an amount limit.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LimitsPatch {
+    pub per_transaction_minor: Option<Option<i64>>,
+    pub daily_spend_minor: Option<Option<i64>>,
+    pub monthly_spend_minor: Option<Option<i64>>,
+    pub atm_daily_minor: Option<Option<i64>>,
+    pub online_enabled: Option<bool>,
+    pub international_enabled: Option<bool>,
+    pub atm_enabled: Option<bool>,
+}
+
+impl LimitsPatch {
+    pub fn merged(&self, limits: Limits) -> Limits {
+        Limits {
+            per_transaction_minor: self
+                .per_transaction_minor
+                .unwrap_or(limits.per_transaction_minor),
+            daily_spend_minor: self.daily_spend_minor.unwrap_or(limits.daily_spend_minor),
+            monthly_spend_minor: self
+                .monthly_spend_minor
+                .unwrap_or(limits.monthly_spend_minor),
+            atm_daily_minor: self.atm_daily_minor.unwrap_or(limits.atm_daily_minor),
+            online_enabled: self.online_enabled.unwrap_or(limits.online_enabled),
+            international_enabled: self
+                .international_enabled
+                .unwrap_or(limits.international_enabled),
+            atm_enabled: self.atm_enabled.unwrap_or(limits.atm_enabled),
+        }
+    }
+}
+
+/// An `authorization.request` from the card provider.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthorizationRequest {
+    pub event_id: String,
+    pub authorization_id: String,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub merchant: String,
+    pub mcc: String,
+    pub channel: Channel,
+    pub country: String,
+}
+
+/// A refund from the card provider: money back onto the card.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefundRequest {
+    pub event_id: String,
+    pub authorization_id: Option<String>,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub merchant: String,
+    pub mcc: String,
+}
+
+pub enum CardCommand {
+    /// The intent is written: issue the card (the POST that wrote it).
+    Issue {
+        origin: Origin,
+    },
+    /// Re-activated while issuing: finish or abandon the issue.
+    Resume,
+    /// Freeze, unfreeze or close.
+    Change {
+        operation: Operation,
+        origin: Origin,
+    },
+    /// Block the card and issue a new one in its place.
+    Replace {
+        reason: Option<String>,
+        new_card_id: String,
+        origin: Origin,
+    },
+    Update {
+        display_name: Option<Option<String>>,
+        limits: LimitsPatch,
+        origin: Origin,
+    },
+    ProvisionWallet {
+        wallet: Wallet,
+        device_id: Option<String>,
+        token_id: String,
+        origin: Origin,
+    },
+    /// The issuer's `wallet_token.updated`.
+    WalletUpdated {
+        token_id: String,
+        status: String,
+    },
+    Authorize(AuthorizationRequest),
+    /// The issuer's `authorization.clearing`.
+    Clear {
+        event_id: String,
+        authorization_id: String,
+        amount_minor: Option<i64>,
+    },
+    Refund(RefundRequest),
+    Timer(TimerFiring),
+}
+
+/// The answer to an authorization request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub approved: bool,
+    pub reason: Option<String>,
+    pub transaction_id: String,
+    /// The event was decided before; this is that decision again.
+    pub duplicate: bool,
+}
+
+#[derive(Debug)]
+pub enum CardReply {
+    Card(Box<CardRow>),
+    Token(Box<CardWalletTokenRow>),
+    Decision(Decision),
+    /// A provider event was recorded, or had been (`duplicate`), or named
+    /// nothing the card knows (`ignored`).
+    Recorded {
+        duplicate: bool,
+        ignored: bool,
+    },
+}
+
+/// Why the card did not do what was asked; each maps to one problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CardFailure {
+    Refused(Refusal),
+    /// The user already has a live virtual card (409 ACTIVE_CARD_ALREADY_EXISTS).
+    LiveCardExists,
+    /// The issuer failed; nothing was changed (502).
+    Issuer(String),
+    /// The issuer cannot provision into that wallet (501).
+    WalletNotSupported(String),
+    /// Limits out of bounds or out of order (422), per field.
+    InvalidLimits(Vec<(&'static str, String)>),
+    /// The card holds its maximum of wallet tokens (409).
+    WalletTokenLimit,
+    /// The card does not exist (never issued, or its issue was abandoned).
+    NotFound,
+}
+
+pub type CardResult = Result<CardReply, CardFailure>;
+
+pub struct CardKind;
+
+/// Errors inside a write: the store's, the ledger's, or a lost version race.
+#[derive(Debug, thiserror::Error)]
+enum WriteError {
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+impl From<StoreError> for WriteError {
+    fn from(error: StoreError) -> Self {
+        WriteError::Runtime(error.into())
+    }
+}
+
+impl From<DieselError> for WriteError {
+    fn from(error: DieselError) -> Self {
+        WriteError::Runtime(error.into())
+    }
+}
+
+impl From<WriteError> for RuntimeError {
+    fn from(error: WriteError) -> Self {
+        match error {
+            WriteError::Runtime(error) => error,
+            WriteError::Ledger(LedgerError::Store(error)) => error.into(),
+            WriteError::Ledger(other) => RuntimeError::Store(StoreError::Unavailable(format!(
+                "ledger refused a card entry: {other}"
+            ))),
+        }
+    }
+}
+
+impl WriteError {
+    fn is_unique_violation(&self) -> bool {
+        matches!(
+            self,
+            WriteError::Runtime(RuntimeError::Store(StoreError::UniqueViolation(_)))
+                | WriteError::Ledger(LedgerError::Store(StoreError::UniqueViolation(_)))
+        )
+    }
+
+    fn is_insufficient_funds(&self) -> bool {
+        matches!(
+            self,
+            WriteError::Ledger(LedgerError::InsufficientFunds { .. })
+        )
+    }
+}
+
+type Step = RuntimeResult<Transition<CardKind>>;
+
+fn answer(state: CardState, reply: CardResult) -> Step {
+    Ok(Transition::new(state, reply))
+}
+
+impl EntityKind for CardKind {
+    const NAME: &'static str = "card";
+    type State = CardState;
+    type Command = CardCommand;
+    type Reply = CardResult;
+    type Context = CardContext;
+
+    async fn load(env: EntityEnv<CardContext>) -> RuntimeResult<Option<CardState>> {
+        let mut pooled = env.db.get().await?;
+        let tx = &mut pooled.tx();
+        let Some(row) = store::find(tx, &env.id).await? else {
+            return Ok(None);
+        };
+        let now = utc_now();
+        let (day_start, month_start) = machine::window_starts(now);
+        let spend = Spend {
+            day: now.date(),
+            day_minor: store::approved_since(tx, &row.id, day_start, None).await?,
+            atm_day_minor: store::approved_since(tx, &row.id, day_start, Some("atm")).await?,
+            month_minor: store::approved_since(tx, &row.id, month_start, None).await?,
+        };
+        Ok(Some(CardState {
+            row,
+            spend,
+            funding_account: None,
+            gone: false,
+        }))
+    }
+
+    async fn handle(env: EntityEnv<CardContext>, state: CardState, command: CardCommand) -> Step {
+        if state.gone {
+            return answer(state, Err(CardFailure::NotFound));
+        }
+        match command {
+            CardCommand::Issue { origin } => issue(&env, state, origin, None).await,
+            CardCommand::Resume => {
+                let origin = Origin::system(&state.row);
+                issue(&env, state, origin, None).await
+            }
+            CardCommand::Timer(firing) => {
+                let origin = Origin::system(&state.row);
+                issue(&env, state, origin, Some(firing)).await
+            }
+            CardCommand::Change { operation, origin } => {
+                change(&env, state, operation, origin).await
+            }
+            CardCommand::Replace {
+                reason,
+                new_card_id,
+                origin,
+            } => replace(&env, state, reason, new_card_id, origin).await,
+            CardCommand::Update {
+                display_name,
+                limits,
+                origin,
+            } => update(&env, state, display_name, limits, origin).await,
+            CardCommand::ProvisionWallet {
+                wallet,
+                device_id,
+                token_id,
+                origin,
+            } => provision_wallet(&env, state, wallet, device_id, token_id, origin).await,
+            CardCommand::WalletUpdated { token_id, status } => {
+                wallet_updated(&env, state, token_id, status).await
+            }
+            CardCommand::Authorize(request) => authorize(&env, state, request).await,
+            CardCommand::Clear {
+                event_id,
+                authorization_id,
+                amount_minor,
+            } => clear(&env, state, event_id, authorization_id, amount_minor).await,
+            CardCommand::Refund(request) => refund(&env, state, request).await,
+        }
+    }
+
+    fn in_flight_since(state: &CardState) -> Option<NaiveDateTime> {
+        (state.row.status == Status::Issuing.as_str() && !state.gone)
+            .then_some(state.row.created_at)
+    }
+
+    async fn list_in_flight(db: Db, limit: i64) -> RuntimeResult<Vec<String>> {
+        let mut pooled = db.get().await?;
+        paged(limit, async |after: Option<&String>, page| {
+            let after = after.map_or("", String::as_str);
+            Ok(store::issuing_page(&mut pooled.tx(), after, page).await?)
+        })
+        .await
+    }
+
+    fn timer_command(firing: TimerFiring) -> RuntimeResult<CardCommand> {
+        if firing.payload == TIMER_RESUME_ISSUE {
+            Ok(CardCommand::Timer(firing))
+        } else {
+            Err(RuntimeError::InvalidTimer {
+                reason: format!("unknown payload `{}`", firing.payload),
+                id: firing.id,
+            })
+        }
+    }
+
+    fn on_activate(state: &CardState) -> Option<CardCommand> {
+        (state.row.status == Status::Issuing.as_str()).then_some(CardCommand::Resume)
+    }
+}
+
+fn status_of(row: &CardRow) -> Status {
+    // The column's CHECK admits only these; an unknown one is treated as
+    // closed, the status that accepts nothing.
+    Status::parse(&row.status).unwrap_or(Status::Closed)
+}
+
+pub fn limits_of(row: &CardRow) -> Limits {
+    Limits {
+        per_transaction_minor: row.per_transaction_minor,
+        daily_spend_minor: row.daily_spend_minor,
+        monthly_spend_minor: row.monthly_spend_minor,
+        atm_daily_minor: row.atm_daily_minor,
+        online_enabled: row.online_enabled,
+        international_enabled: row.international_enabled,
+        atm_enabled: row.atm_enabled,
+    }
+}
+
+fn with_limits(mut row: CardRow, limits: Limits) -> CardRow {
+    row.per_transaction_minor = limits.per_transaction_minor;
+    row.daily_spend_minor = limits.daily_spend_minor;
+    row.monthly_spend_minor = limits.monthly_spend_minor;
+    row.atm_daily_minor = limits.atm_daily_minor;
+    row.online_enabled = limits.online_enabled;
+    row.international_enabled = limits.international_enabled;
+    row.atm_enabled = limits.atm_enabled;
+    row
+}
+
+/// The row's successor: the same card at the next version.
+fn successor(row: &CardRow, now: NaiveDateTime) -> CardRow {
+    CardRow {
+        version: next_version(row.version),
+        updated_at: now,
+        ..row.clone()
+    }
+}
+
+async fn swap(tx: &mut Tx<'_>, next: &CardRow, held: i64) -> Result<(), WriteError> {
+    if store::update_if_version(tx, next, held).await? {
+        Ok(())
+    } else {
+        Err(RuntimeError::Conflict {
+            kind: CardKind::NAME,
+            id: next.id.clone(),
+        }
+        .into())
+    }
+}
+
+fn record(
+    row: &CardRow,
+    origin: &Origin,
+    action: &'static str,
+    data: serde_json::Value,
+) -> AuditRecord {
+    AuditRecord {
+        merchant_id: row.merchant_id.clone(),
+        actor: origin.actor.clone(),
+        action,
+        resource_type: "card",
+        resource_id: row.id.clone(),
+        request_id: origin.request_id.clone(),
+        data,
+    }
+}
+
+/// What asking the issuer for a card came to.
+enum IssueOutcome {
+    Issued(IssuedCard),
+    /// The issuer did not issue it; safe to abandon the intent.
+    NotIssued(String),
+    /// Nobody knows yet; ask again later under the same key.
+    Unknown(String),
+}
+
+async fn ask_issuer(issuer: &dyn CardIssuer, row: &CardRow) -> IssueOutcome {
+    let network = CardNetwork::parse(&row.network).unwrap_or(CardNetwork::Visa);
+    let request = IssueRequest {
+        idempotency_key: row.id.clone(),
+        card_id: row.id.clone(),
+        user_id: row.user_id.clone(),
+        program_id: row.program_id.clone(),
+        network,
+        card_type: row.card_type.clone(),
+        currency: row.currency.clone(),
+        cardholder: row.cardholder.clone(),
+    };
+    let error = match issuer.issue(&request).await {
+        Ok(issued) => return IssueOutcome::Issued(issued),
+        Err(error) => error,
+    };
+    if !error.needs_inquiry() {
+        return IssueOutcome::NotIssued(error.to_string());
+    }
+    match issuer.find_issued(&row.id).await {
+        Ok(Some(issued)) => IssueOutcome::Issued(issued),
+        Ok(None) => IssueOutcome::NotIssued(error.to_string()),
+        Err(inquiry) => IssueOutcome::Unknown(format!("{error}; then {inquiry}")),
+    }
+}
+
+/// Issues the card its intent describes, or abandons the intent when the
+/// issuer did not issue it, putting back the card it was to replace.
+async fn issue(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    origin: Origin,
+    firing: Option<TimerFiring>,
+) -> Step {
+    if status_of(&state.row) != Status::Issuing {
+        if let Some(firing) = firing {
+            complete_timer(&env.db, firing).await?;
+        }
+        let row = state.row.clone();
+        return answer(state, Ok(CardReply::Card(Box::new(row))));
+    }
+    match ask_issuer(env.ctx.issuer.as_ref(), &state.row).await {
+        IssueOutcome::Issued(issued) => {
+            let row = issued_row(&state.row, &issued, utc_now());
+            let held = state.row.version;
+            let audit = record(
+                &row,
+                &origin,
+                "card.issued",
+                json!({"program_id": row.program_id, "network": row.network,
+                       "last_four": row.last_four, "replaces": row.replaces_card_id}),
+            );
+            let written = row.clone();
+            env.db
+                .write(move |tx| {
+                    Box::pin(async move {
+                        swap(tx, &written, held).await?;
+                        if let Some(firing) = firing {
+                            complete_in(tx, &firing).await?;
+                        }
+                        audit::append(tx, audit).await?;
+                        Ok::<_, WriteError>(())
+                    })
+                })
+                .await?;
+            if let Some(old) = row.replaces_card_id.clone() {
+                block_replaced_at_issuer(env, &old).await;
+            }
+            state.row = row.clone();
+            answer(state, Ok(CardReply::Card(Box::new(row))))
+        }
+        IssueOutcome::NotIssued(reason) => {
+            tracing::warn!(card = %state.row.id, %reason, "issuer did not issue the card; intent abandoned");
+            let row = state.row.clone();
+            env.db
+                .write(move |tx| {
+                    Box::pin(async move {
+                        abandon_in(tx, &row).await?;
+                        if let Some(firing) = firing {
+                            complete_in(tx, &firing).await?;
+                        }
+                        Ok::<_, WriteError>(())
+                    })
+                })
+                .await?;
+            state.gone = true;
+            answer(state, Err(CardFailure::Issuer(reason)))
+        }
+        IssueOutcome::Unknown(reason) => {
+            tracing::warn!(card = %state.row.id, %reason, "issue outcome unknown; asking again later");
+            let id = state.row.id.clone();
+            env.db
+                .write(move |tx| {
+                    Box::pin(async move {
+                        if let Some(firing) = firing {
+                            complete_in(tx, &firing).await?;
+                        }
+                        let timer_id = format!("{id}:resume:{}", uuid::Uuid::now_v7().simple());
+                        schedule_in(
+                            tx,
+                            &TimerSpec {
+                                id: &timer_id,
+                                kind: CardKind::NAME,
+                                entity_id: &id,
+                                due_at: utc_now() + ISSUE_RESUME_DELAY,
+                                payload: TIMER_RESUME_ISSUE,
+                            },
+                        )
+                        .await?;
+                        Ok::<_, WriteError>(())
+                    })
+                })
+                .await?;
+            answer(state, Err(CardFailure::Issuer(reason)))
+        }
+    }
+}
+
+async fn complete_timer(db: &Db, firing: TimerFiring) -> RuntimeResult<()> {
+    db.write(move |tx| Box::pin(async move { complete_in(tx, &firing).await }))
+        .await
+        .or_else(|error| match error {
+            RuntimeError::TimerClaimLost { .. } => Ok(()),
+            other => Err(other),
+        })
+}
+
+fn issued_row(intent: &CardRow, issued: &IssuedCard, now: NaiveDateTime) -> CardRow {
+    CardRow {
+        status: Status::Active.as_str().to_owned(),
+        provider_card_id: Some(issued.provider_card_id.clone()),
+        last_four: Some(issued.last_four.clone()),
+        expiry_month: Some(issued.expiry_month),
+        expiry_year: Some(issued.expiry_year),
+        ..successor(intent, now)
+    }
+}
+
+/// Removes an intent the issuer never acted on and, for a replacement,
+/// gives the old card back its status.
+async fn abandon_in(tx: &mut Tx<'_>, intent: &CardRow) -> Result<Option<CardRow>, WriteError> {
+    store::delete_issuing(tx, &intent.id).await?;
+    let (Some(old_id), Some(old_status)) = (&intent.replaces_card_id, &intent.replaces_status)
+    else {
+        return Ok(None);
+    };
+    let Some(old) = store::find(tx, old_id).await? else {
+        return Ok(None);
+    };
+    if old.replaced_by_card_id.as_deref() != Some(intent.id.as_str()) {
+        return Ok(None);
+    }
+    let restored = CardRow {
+        status: old_status.clone(),
+        replaced_by_card_id: None,
+        ..successor(&old, utc_now())
+    };
+    swap(tx, &restored, old.version).await?;
+    Ok(Some(restored))
+}
+
+/// Tells the issuer a replaced card is blocked. Tern already declines it
+/// (the card's status decides), so a failure here is logged, not fatal.
+async fn block_replaced_at_issuer(env: &EntityEnv<CardContext>, old_id: &str) {
+    let provider_card_id = match env.db.get().await {
+        Ok(mut pooled) => match store::find(&mut pooled.tx(), old_id).await {
+            Ok(row) => row.and_then(|row| row.provider_card_id),
+            Err(error) => {
+                tracing::warn!(card = %old_id, %error, "could not read the replaced card");
+                None
+            }
+        },
+        Err(error) => {
+            tracing::warn!(card = %old_id, %error, "could not read the replaced card");
+            None
+        }
+    };
+    if let Some(provider_card_id) = provider_card_id {
+        if let Err(error) = env
+            .ctx
+            .issuer
+            .set_status(&provider_card_id, IssuerStatus::Blocked)
+            .await
+        {
+            tracing::warn!(card = %old_id, %error, "issuer not told the replaced card is blocked");
+        }
+    }
+}
+
+fn issuer_status(status: Status) -> Option<IssuerStatus> {
+    match status {
+        Status::Active => Some(IssuerStatus::Active),
+        Status::Frozen => Some(IssuerStatus::Frozen),
+        Status::Blocked => Some(IssuerStatus::Blocked),
+        Status::Closed => Some(IssuerStatus::Closed),
+        Status::Issuing => None,
+    }
+}
+
+fn refusal(state: CardState, refusal: Refusal) -> Step {
+    answer(state, Err(CardFailure::Refused(refusal)))
+}
+
+async fn change(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    operation: Operation,
+    origin: Origin,
+) -> Step {
+    let Accepted { next, changes } = match machine::apply(status_of(&state.row), operation) {
+        Ok(accepted) => accepted,
+        Err(refused) => return refusal(state, refused),
+    };
+    if !changes {
+        let row = state.row.clone();
+        return answer(state, Ok(CardReply::Card(Box::new(row))));
+    }
+    // The issuer follows first: if it cannot, nothing changes here either.
+    if let (Some(provider_card_id), Some(status)) =
+        (state.row.provider_card_id.clone(), issuer_status(next))
+    {
+        if let Err(error) = env.ctx.issuer.set_status(&provider_card_id, status).await {
+            return answer(state, Err(issuer_failure(&error)));
+        }
+    }
+    let now = utc_now();
+    let mut row = successor(&state.row, now);
+    row.status = next.as_str().to_owned();
+    if next == Status::Closed {
+        row.closed_at = Some(now);
+    }
+    let action = match operation {
+        Operation::Freeze => "card.frozen",
+        Operation::Unfreeze => "card.unfrozen",
+        _ => "card.closed",
+    };
+    let audit = record(
+        &row,
+        &origin,
+        action,
+        json!({"from": state.row.status, "to": row.status}),
+    );
+    let (written, held) = (row.clone(), state.row.version);
+    env.db
+        .write(move |tx| {
+            Box::pin(async move {
+                swap(tx, &written, held).await?;
+                audit::append(tx, audit).await?;
+                Ok::<_, WriteError>(())
+            })
+        })
+        .await?;
+    state.row = row.clone();
+    answer(state, Ok(CardReply::Card(Box::new(row))))
+}
+
+fn issuer_failure(error: &ProviderError) -> CardFailure {
+    CardFailure::Issuer(error.to_string())
+}
+
+async fn replace(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    reason: Option<String>,
+    new_card_id: String,
+    origin: Origin,
+) -> Step {
+    if let Err(refused) = machine::apply(status_of(&state.row), Operation::Replace) {
+        return refusal(state, refused);
+    }
+    let now = utc_now();
+    let old = state.row.clone();
+    let mut blocked = successor(&old, now);
+    blocked.status = Status::Blocked.as_str().to_owned();
+    blocked.replaced_by_card_id = Some(new_card_id.clone());
+    let intent = CardRow {
+        id: new_card_id.clone(),
+        status: Status::Issuing.as_str().to_owned(),
+        provider_card_id: None,
+        last_four: None,
+        expiry_month: None,
+        expiry_year: None,
+        wallet_status: "none".to_owned(),
+        replaces_card_id: Some(old.id.clone()),
+        replaces_status: Some(old.status.clone()),
+        replaced_by_card_id: None,
+        request_id: origin.request_id.clone(),
+        version: 1,
+        created_at: now,
+        updated_at: now,
+        closed_at: None,
+        ..old.clone()
+    };
+    let audit = record(
+        &old,
+        &origin,
+        "card.replaced",
+        json!({"new_card_id": new_card_id, "reason": reason, "from": old.status}),
+    );
+    let (written, held, new_row) = (blocked.clone(), old.version, intent.clone());
+    let begun = env
+        .db
+        .write(move |tx| {
+            Box::pin(async move {
+                swap(tx, &written, held).await?;
+                store::insert(tx, &new_row).await?;
+                audit::append(tx, audit).await?;
+                Ok::<_, WriteError>(())
+            })
+        })
+        .await;
+    match begun {
+        Ok(()) => {}
+        Err(error) if error.is_unique_violation() => {
+            return answer(state, Err(CardFailure::LiveCardExists));
+        }
+        Err(error) => return Err(error.into()),
+    }
+    state.row = blocked;
+    match ask_issuer(env.ctx.issuer.as_ref(), &intent).await {
+        IssueOutcome::Issued(issued) => {
+            let row = issued_row(&intent, &issued, utc_now());
+            let issued_audit = record(
+                &row,
+                &origin,
+                "card.issued",
+                json!({"program_id": row.program_id, "network": row.network,
+                       "last_four": row.last_four, "replaces": row.replaces_card_id}),
+            );
+            let written = row.clone();
+            env.db
+                .write(move |tx| {
+                    Box::pin(async move {
+                        swap(tx, &written, 1).await?;
+                        audit::append(tx, issued_audit).await?;
+                        Ok::<_, WriteError>(())
+                    })
+                })
+                .await?;
+            block_replaced_at_issuer(env, &old.id).await;
+            answer(state, Ok(CardReply::Card(Box::new(row))))
+        }
+        IssueOutcome::NotIssued(reason) => {
+            let restored = env
+                .db
+                .write(move |tx| Box::pin(async move { abandon_in(tx, &intent).await }))
+                .await
+                .map_err(RuntimeError::from)?;
+            if let Some(restored) = restored {
+                state.row = restored;
+            }
+            answer(state, Err(CardFailure::Issuer(reason)))
+        }
+        IssueOutcome::Unknown(reason) => {
+            // The new card's own actor finishes it (recovery, or the timer).
+            let id = intent.id.clone();
+            env.db
+                .write(move |tx| {
+                    Box::pin(async move {
+                        let timer_id = format!("{id}:resume:{}", uuid::Uuid::now_v7().simple());
+                        schedule_in(
+                            tx,
+                            &TimerSpec {
+                                id: &timer_id,
+                                kind: CardKind::NAME,
+                                entity_id: &id,
+                                due_at: utc_now() + ISSUE_RESUME_DELAY,
+                                payload: TIMER_RESUME_ISSUE,
+                            },
+                        )
+                        .await
+                    })
+                })
+                .await?;
+            answer(state, Err(CardFailure::Issuer(reason)))
+        }
+    }
+}
+
+async fn update(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    display_name: Option<Option<String>>,
+    patch: LimitsPatch,
+    origin: Origin,
+) -> Step {
+    if let Err(refused) = machine::apply(status_of(&state.row), Operation::Update) {
+        return refusal(state, refused);
+    }
+    let limits = patch.merged(limits_of(&state.row));
+    let errors = machine::check_limits(&limits);
+    if !errors.is_empty() {
+        return answer(state, Err(CardFailure::InvalidLimits(errors)));
+    }
+    let mut row = with_limits(successor(&state.row, utc_now()), limits);
+    if let Some(display_name) = display_name.clone() {
+        row.display_name = display_name;
+    }
+    let limits_changed = limits != limits_of(&state.row);
+    let name_changed = row.display_name != state.row.display_name;
+    if !limits_changed && !name_changed {
+        let row = state.row.clone();
+        return answer(state, Ok(CardReply::Card(Box::new(row))));
+    }
+    let mut audits = Vec::new();
+    if name_changed {
+        audits.push(record(
+            &row,
+            &origin,
+            "card.updated",
+            json!({"display_name": row.display_name}),
+        ));
+    }
+    if limits_changed {
+        audits.push(record(
+            &row,
+            &origin,
+            "card.limits_updated",
+            json!({
+                "per_transaction_minor": row.per_transaction_minor,
+                "daily_spend_minor": row.daily_spend_minor,
+                "monthly_spend_minor": row.monthly_spend_minor,
+                "atm_daily_minor": row.atm_daily_minor,
+                "online_enabled": row.online_enabled,
+                "international_enabled": row.international_enabled,
+                "atm_enabled": row.atm_enabled,
+            }),
+        ));
+    }
+    let (written, held) = (row.clone(), state.row.version);
+    env.db
+        .write(move |tx| {
+            Box::pin(async move {
+                swap(tx, &written, held).await?;
+                for audit in audits {
+                    audit::append(tx, audit).await?;
+                }
+                Ok::<_, WriteError>(())
+            })
+        })
+        .await?;
+    state.row = row.clone();
+    answer(state, Ok(CardReply::Card(Box::new(row))))
+}
+
+/// The card's wallet status from its tokens: active when any token is,
+/// otherwise the newest token's status, `none` without tokens.
+pub fn wallet_status_of(tokens: &[CardWalletTokenRow]) -> String {
+    if tokens.iter().any(|token| token.status == "active") {
+        return "active".to_owned();
+    }
+    tokens
+        .iter()
+        .max_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)))
+        .map_or_else(|| "none".to_owned(), |token| token.status.clone())
+}
+
+async fn provision_wallet(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    wallet: Wallet,
+    device_id: Option<String>,
+    token_id: String,
+    origin: Origin,
+) -> Step {
+    if let Err(refused) = machine::apply(status_of(&state.row), Operation::ProvisionWallet) {
+        return refusal(state, refused);
+    }
+    let tokens = {
+        let mut pooled = env.db.get().await?;
+        store::wallet_tokens(&mut pooled.tx(), &state.row.id).await?
+    };
+    if tokens.len() as i64 >= store::WALLET_TOKENS_PER_CARD_MAX {
+        return answer(state, Err(CardFailure::WalletTokenLimit));
+    }
+    let Some(provider_card_id) = state.row.provider_card_id.clone() else {
+        return refusal(state, Refusal::NotIssued);
+    };
+    let request = WalletRequest {
+        idempotency_key: token_id.clone(),
+        provider_card_id,
+        card_id: state.row.id.clone(),
+        wallet,
+        device_id: device_id.clone(),
+    };
+    let provider_token_id = match env.ctx.issuer.provision_wallet(&request).await {
+        Ok(WalletOutcome::Requested { provider_token_id }) => provider_token_id,
+        Ok(WalletOutcome::NotSupported { reason }) => {
+            return answer(state, Err(CardFailure::WalletNotSupported(reason)));
+        }
+        Err(error) => return answer(state, Err(issuer_failure(&error))),
+    };
+    let now = utc_now();
+    let token = CardWalletTokenRow {
+        id: token_id,
+        card_id: state.row.id.clone(),
+        merchant_id: state.row.merchant_id.clone(),
+        wallet: wallet.as_str().to_owned(),
+        status: "requested".to_owned(),
+        device_id,
+        provider_token_id: Some(provider_token_id),
+        created_at: now,
+        updated_at: now,
+    };
+    let mut all = tokens;
+    all.push(token.clone());
+    let mut row = successor(&state.row, now);
+    row.wallet_status = wallet_status_of(&all);
+    let audit = record(
+        &row,
+        &origin,
+        "card.wallet_requested",
+        json!({"token_id": token.id, "wallet": token.wallet, "device_id": token.device_id}),
+    );
+    let (written, held, inserted) = (row.clone(), state.row.version, token.clone());
+    env.db
+        .write(move |tx| {
+            Box::pin(async move {
+                store::insert_wallet_token(tx, &inserted).await?;
+                swap(tx, &written, held).await?;
+                audit::append(tx, audit).await?;
+                Ok::<_, WriteError>(())
+            })
+        })
+        .await?;
+    state.row = row;
+    answer(state, Ok(CardReply::Token(Box::new(token))))
+}
+
+/// Wallet token statuses a provider may report.
+pub const WALLET_TOKEN_STATUSES: [&str; 6] = [
+    "requested",
+    "provisioning",
+    "active",
+    "suspended",
+    "removed",
+    "failed",
+];
+
+async fn wallet_updated(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    token_id: String,
+    status: String,
+) -> Step {
+    if !WALLET_TOKEN_STATUSES.contains(&status.as_str()) {
+        return answer(
+            state,
+            Ok(CardReply::Recorded {
+                duplicate: false,
+                ignored: true,
+            }),
+        );
+    }
+    let card = state.row.clone();
+    let held = card.version;
+    let now = utc_now();
+    let written = env
+        .db
+        .write(move |tx| {
+            Box::pin(async move {
+                if !store::set_wallet_token_status(tx, &card.id, &token_id, &status, now).await? {
+                    return Ok::<_, WriteError>(None);
+                }
+                let tokens = store::wallet_tokens(tx, &card.id).await?;
+                let mut row = successor(&card, now);
+                row.wallet_status = wallet_status_of(&tokens);
+                swap(tx, &row, held).await?;
+                audit::append(
+                    tx,
+                    record(
+                        &row,
+                        &Origin::system(&card),
+                        "card.wallet_updated",
+                        json!({"token_id": token_id, "status": status}),
+                    ),
+                )
+                .await?;
+                Ok(Some(row))
+            })
+        })
+        .await?;
+    let ignored = written.is_none();
+    if let Some(row) = written {
+        state.row = row;
+    }
+    answer(
+        state,
+        Ok(CardReply::Recorded {
+            duplicate: false,
+            ignored,
+        }),
+    )
+}
+
+/// The merchant's funding account in the card's currency.
+async fn funding_account(
+    env: &EntityEnv<CardContext>,
+    state: &mut CardState,
+) -> RuntimeResult<String> {
+    if let Some(account) = &state.funding_account {
+        return Ok(account.clone());
+    }
+    let mut pooled = env.db.get().await?;
+    let account = ledger_store::merchant_accounts(&mut pooled.tx(), &state.row.merchant_id)
+        .await?
+        .into_iter()
+        .find(|account| account.kind == ledger::FUNDING && account.currency == state.row.currency)
+        .map(|account| account.id)
+        .ok_or_else(|| {
+            RuntimeError::Store(StoreError::Unavailable(format!(
+                "merchant {} has no {} funding account",
+                state.row.merchant_id, state.row.currency
+            )))
+        })?;
+    state.funding_account = Some(account.clone());
+    Ok(account)
+}
+
+fn transaction_row(
+    card: &CardRow,
+    event_id: &str,
+    authorization_id: &str,
+    kind: &str,
+    status: &str,
+    amount_minor: i64,
+    currency: &str,
+) -> CardTransactionRow {
+    let now = utc_now();
+    CardTransactionRow {
+        id: format!("ctx_{}", uuid::Uuid::now_v7().simple()),
+        card_id: card.id.clone(),
+        merchant_id: card.merchant_id.clone(),
+        provider_event_id: event_id.to_owned(),
+        authorization_id: authorization_id.to_owned(),
+        kind: kind.to_owned(),
+        status: status.to_owned(),
+        amount_minor,
+        currency: currency.to_owned(),
+        merchant_name: String::new(),
+        mcc: String::new(),
+        channel: String::new(),
+        country: String::new(),
+        decline_reason: None,
+        ledger_transaction_id: None,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// The decision a transaction row records.
+fn decision_of(row: &CardTransactionRow, duplicate: bool) -> Decision {
+    Decision {
+        approved: row.kind == store::KIND_AUTHORIZATION && row.status != store::TX_DECLINED,
+        reason: row.decline_reason.clone(),
+        transaction_id: row.id.clone(),
+        duplicate,
+    }
+}
+
+async fn replayed(db: &Db, event_id: &str) -> RuntimeResult<Option<CardTransactionRow>> {
+    let mut pooled = db.get().await?;
+    Ok(store::transaction_by_event(&mut pooled.tx(), event_id).await?)
+}
+
+fn card_line(account_id: &str, direction: Direction, amount_minor: i64, currency: &str) -> Line {
+    Line {
+        account_id: account_id.to_owned(),
+        direction,
+        amount_minor,
+        currency: currency.to_owned(),
+    }
+}
+
+/// Decides an authorization request: the machine for everything but the
+/// funds, then the ledger's hold, refused in the same statement when the
+/// funding account cannot cover it.
+async fn authorize(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    request: AuthorizationRequest,
+) -> Step {
+    let now = utc_now();
+    let asked = Authorization {
+        amount_minor: request.amount_minor,
+        currency: request.currency.clone(),
+        channel: request.channel,
+        country: request.country.clone(),
+        at: now,
+    };
+    let mut row = transaction_row(
+        &state.row,
+        &request.event_id,
+        &request.authorization_id,
+        store::KIND_AUTHORIZATION,
+        store::TX_APPROVED,
+        request.amount_minor,
+        &request.currency,
+    );
+    row.merchant_name = request.merchant.clone();
+    row.mcc = request.mcc.clone();
+    row.channel = request.channel.as_str().to_owned();
+    row.country = request.country.clone();
+
+    let decided = machine::decide(
+        status_of(&state.row),
+        &state.row.currency,
+        &limits_of(&state.row),
+        state.spend,
+        &asked,
+    );
+    if decided.is_ok() {
+        let funding = funding_account(env, &mut state).await?;
+        let entry = Entry {
+            merchant_id: Some(state.row.merchant_id.clone()),
+            settlement_key: None,
+            description: format!(
+                "card {} authorization {}",
+                state.row.id, request.authorization_id
+            ),
+            lines: vec![
+                card_line(
+                    &funding,
+                    Direction::Debit,
+                    request.amount_minor,
+                    &request.currency,
+                ),
+                card_line(
+                    &SystemAccount::CardNetwork.account_id(&request.currency),
+                    Direction::Credit,
+                    request.amount_minor,
+                    &request.currency,
+                ),
+            ],
+        };
+        let approved = row.clone();
+        let held = env
+            .db
+            .write(move |tx| {
+                Box::pin(async move {
+                    let mut approved = approved;
+                    let hold = ledger::record(tx, &entry, Phase::Pending).await?;
+                    approved.ledger_transaction_id = Some(hold);
+                    store::insert_transaction(tx, &approved).await?;
+                    Ok::<_, WriteError>(approved)
+                })
+            })
+            .await;
+        match held {
+            Ok(approved) => {
+                state.spend = state.spend.add(now, request.amount_minor, request.channel);
+                let decision = decision_of(&approved, false);
+                return answer(state, Ok(CardReply::Decision(decision)));
+            }
+            Err(error) if error.is_unique_violation() => {
+                return duplicate_decision(env, state, &request.event_id).await;
+            }
+            Err(error) if error.is_insufficient_funds() => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    let reason = decided.err().unwrap_or(Decline::InsufficientFunds);
+    row.status = store::TX_DECLINED.to_owned();
+    row.decline_reason = Some(reason.as_str().to_owned());
+    let declined = row.clone();
+    let written = env
+        .db
+        .write(move |tx| {
+            Box::pin(async move {
+                store::insert_transaction(tx, &declined).await?;
+                Ok::<_, WriteError>(())
+            })
+        })
+        .await;
+    match written {
+        Ok(()) => answer(state, Ok(CardReply::Decision(decision_of(&row, false)))),
+        Err(error) if error.is_unique_violation() => {
+            duplicate_decision(env, state, &request.event_id).await
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+async fn duplicate_decision(
+    env: &EntityEnv<CardContext>,
+    state: CardState,
+    event_id: &str,
+) -> Step {
+    match replayed(&env.db, event_id).await? {
+        Some(row) => answer(state, Ok(CardReply::Decision(decision_of(&row, true)))),
+        None => Err(RuntimeError::Store(StoreError::Unavailable(format!(
+            "event {event_id} collided but is not stored"
+        )))),
+    }
+}
+
+fn recorded(duplicate: bool, ignored: bool) -> CardResult {
+    Ok(CardReply::Recorded { duplicate, ignored })
+}
+
+/// Posts an approved authorization's hold. A clearing for less than the
+/// hold posts that amount and releases the rest; a clearing never takes
+/// more than was held (the network settles any excess as a new
+/// authorization).
+async fn clear(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    event_id: String,
+    authorization_id: String,
+    amount_minor: Option<i64>,
+) -> Step {
+    if replayed(&env.db, &event_id).await?.is_some() {
+        return answer(state, recorded(true, false));
+    }
+    let authorization = {
+        let mut pooled = env.db.get().await?;
+        store::authorization(&mut pooled.tx(), &state.row.id, &authorization_id).await?
+    };
+    let Some(authorization) = authorization else {
+        tracing::warn!(card = %state.row.id, %authorization_id, "clearing for an unknown authorization ignored");
+        return answer(state, recorded(false, true));
+    };
+    let Some(hold) = authorization
+        .ledger_transaction_id
+        .clone()
+        .filter(|_| authorization.status == store::TX_APPROVED)
+    else {
+        tracing::info!(card = %state.row.id, %authorization_id, status = %authorization.status, "clearing for an authorization not open; ignored");
+        return answer(state, recorded(false, true));
+    };
+    let held = authorization.amount_minor;
+    let amount = amount_minor.unwrap_or(held).clamp(0, held);
+    if amount_minor.is_some_and(|asked| asked > held) {
+        tracing::warn!(card = %state.row.id, %authorization_id, asked = ?amount_minor, held, "clearing above the hold cleared at the hold");
+    }
+    let funding = funding_account(env, &mut state).await?;
+    let mut clearing = transaction_row(
+        &state.row,
+        &event_id,
+        &authorization_id,
+        store::KIND_CLEAR,
+        store::TX_POSTED,
+        amount,
+        &authorization.currency,
+    );
+    clearing.merchant_name = authorization.merchant_name.clone();
+    clearing.mcc = authorization.mcc.clone();
+    clearing.channel = authorization.channel.clone();
+    clearing.country = authorization.country.clone();
+    let merchant_id = state.row.merchant_id.clone();
+    let card_id = state.row.id.clone();
+    let written = env
+        .db
+        .write(move |tx| {
+            Box::pin(async move {
+                let mut clearing = clearing;
+                if amount == held {
+                    ledger::post(tx, &hold).await?;
+                    clearing.ledger_transaction_id = Some(hold);
+                } else {
+                    ledger::void(tx, &hold).await?;
+                    if amount > 0 {
+                        let currency = clearing.currency.clone();
+                        let entry = Entry {
+                            merchant_id: Some(merchant_id),
+                            settlement_key: None,
+                            description: format!("card {card_id} clearing {authorization_id}"),
+                            lines: vec![
+                                card_line(&funding, Direction::Debit, amount, &currency),
+                                card_line(
+                                    &SystemAccount::CardNetwork.account_id(&currency),
+                                    Direction::Credit,
+                                    amount,
+                                    &currency,
+                                ),
+                            ],
+                        };
+                        let posted = ledger::record(tx, &entry, Phase::Posted).await?;
+                        clearing.ledger_transaction_id = Some(posted);
+                    }
+                }
+                store::transition_transaction(
+                    tx,
+                    &authorization.id,
+                    store::TX_APPROVED,
+                    store::TX_CLEARED,
+                    clearing.created_at,
+                )
+                .await?;
+                store::insert_transaction(tx, &clearing).await?;
+                Ok::<_, WriteError>(())
+            })
+        })
+        .await;
+    match written {
+        Ok(()) => answer(state, recorded(false, false)),
+        Err(error) if error.is_unique_violation() => answer(state, recorded(true, false)),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Credits a refund back to the funding account the card spends from.
+async fn refund(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    request: RefundRequest,
+) -> Step {
+    if request.currency != state.row.currency || request.amount_minor <= 0 {
+        tracing::warn!(card = %state.row.id, event_id = %request.event_id, "refund in another currency or of no amount ignored");
+        return answer(state, recorded(false, true));
+    }
+    let funding = funding_account(env, &mut state).await?;
+    let authorization_id = request
+        .authorization_id
+        .clone()
+        .unwrap_or_else(|| request.event_id.clone());
+    let mut row = transaction_row(
+        &state.row,
+        &request.event_id,
+        &authorization_id,
+        store::KIND_REFUND,
+        store::TX_POSTED,
+        request.amount_minor,
+        &request.currency,
+    );
+    row.merchant_name = request.merchant.clone();
+    row.mcc = request.mcc.clone();
+    let entry = Entry {
+        merchant_id: Some(state.row.merchant_id.clone()),
+        settlement_key: None,
+        description: format!("card {} refund {}", state.row.id, request.event_id),
+        lines: vec![
+            card_line(
+                &SystemAccount::CardNetwork.account_id(&request.currency),
+                Direction::Debit,
+                request.amount_minor,
+                &request.currency,
+            ),
+            card_line(
+                &funding,
+                Direction::Credit,
+                request.amount_minor,
+                &request.currency,
+            ),
+        ],
+    };
+    let written = env
+        .db
+        .write(move |tx| {
+            Box::pin(async move {
+                let mut row = row;
+                let posted = ledger::record(tx, &entry, Phase::Posted).await?;
+                row.ledger_transaction_id = Some(posted);
+                store::insert_transaction(tx, &row).await?;
+                Ok::<_, WriteError>(())
+            })
+        })
+        .await;
+    match written {
+        Ok(()) => answer(state, recorded(false, false)),
+        Err(error) if error.is_unique_violation() => answer(state, recorded(true, false)),
+        Err(error) => Err(error.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(id: &str, status: &str, second: u32) -> CardWalletTokenRow {
+        let at = chrono::NaiveDate::from_ymd_opt(2026, 11, 25)
+            .and_then(|d| d.and_hms_opt(12, 0, second))
+            .unwrap();
+        CardWalletTokenRow {
+            id: id.into(),
+            card_id: "card_1".into(),
+            merchant_id: "m".into(),
+            wallet: "apple_pay".into(),
+            status: status.into(),
+            device_id: None,
+            provider_token_id: None,
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    #[test]
+    fn a_cards_wallet_status_follows_its_tokens() {
+        assert_eq!(wallet_status_of(&[]), "none");
+        assert_eq!(wallet_status_of(&[token("a", "requested", 1)]), "requested");
+        assert_eq!(
+            wallet_status_of(&[token("a", "active", 1), token("b", "failed", 2)]),
+            "active"
+        );
+        assert_eq!(
+            wallet_status_of(&[token("a", "failed", 1), token("b", "requested", 2)]),
+            "requested"
+        );
+    }
+
+    #[test]
+    fn a_limits_patch_merges_field_by_field() {
+        let limits = Limits {
+            per_transaction_minor: Some(100),
+            daily_spend_minor: Some(1_000),
+            monthly_spend_minor: None,
+            atm_daily_minor: Some(5),
+            online_enabled: true,
+            international_enabled: false,
+            atm_enabled: false,
+        };
+        let patch = LimitsPatch {
+            daily_spend_minor: Some(Some(2_000)),
+            atm_daily_minor: Some(None),
+            atm_enabled: Some(true),
+            ..LimitsPatch::default()
+        };
+        assert_eq!(
+            patch.merged(limits),
+            Limits {
+                daily_spend_minor: Some(2_000),
+                atm_daily_minor: None,
+                atm_enabled: true,
+                ..limits
+            }
+        );
+        assert_eq!(LimitsPatch::default().merged(limits), limits);
+    }
+}

@@ -1,0 +1,11 @@
+//! The card: its pure state machine (status table, authorization
+//! decisions), its programs, and the actor that owns each card.
+
+pub mod kind;
+pub mod machine;
+pub mod program;
+
+pub use kind::{
+    AuthorizationRequest, CardCommand, CardContext, CardFailure, CardKind, CardReply, CardResult,
+    CardState, Decision, LimitsPatch, Origin, RefundRequest,
+};

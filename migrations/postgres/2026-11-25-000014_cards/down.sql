@@ -1,0 +1,3 @@
+DROP TABLE card_wallet_tokens;
+DROP TABLE card_transactions;
+DROP TABLE cards;
