@@ -11,11 +11,14 @@ use actix_web::{web, App, HttpServer};
 use anyhow::Context;
 use tern_actors::adapters::health::ProviderHealth;
 use tern_actors::adapters::http::{
-    HttpCardAcquirer, HttpCardPush, HttpCustodian, HttpProviderConfig, HttpPushGateway,
+    HttpCardAcquirer, HttpCardIssuer, HttpCardPush, HttpCustodian, HttpProviderConfig,
+    HttpPushGateway,
 };
 use tern_actors::adapters::static_rates::StaticRates;
+use tern_actors::card::{CardContext, CardKind};
+use tern_actors::ports::CardIssuer;
 use tern_actors::push::PushDelivery;
-use tern_actors::runtime::{RegistryConfig, Runtime};
+use tern_actors::runtime::{Registry, RegistryConfig, Runtime};
 use tern_actors::settlement::machine::RetryPolicy;
 use tern_actors::settlement::{Parents, Providers, SettlementContext, SettlementKind};
 use tern_actors::transfer::machine::Policy;
@@ -100,6 +103,13 @@ impl Application {
             Some(url) => Some(push_delivery(url, &config, &db, &health)?),
             None => None,
         };
+        let (cards, issuer) = match &provider_url {
+            Some(url) => {
+                let (cards, issuer) = card_runtime(&runtime, url, &config, &health)?;
+                (Some(cards), Some(issuer))
+            }
+            None => (None, None),
+        };
         let (settlements, transfers, providers) = match provider_url {
             Some(url) => {
                 let context = settlement_context(&url, &config, &health, parents.clone())?;
@@ -163,6 +173,8 @@ impl Application {
             runtime,
             settlements,
             transfers,
+            cards,
+            issuer,
             webhooks,
             outbox,
             push,
@@ -248,6 +260,7 @@ struct ProviderHealths {
     card_push: Arc<ProviderHealth>,
     custodian: Arc<ProviderHealth>,
     push_gateway: Arc<ProviderHealth>,
+    issuer: Arc<ProviderHealth>,
 }
 
 impl ProviderHealths {
@@ -257,6 +270,7 @@ impl ProviderHealths {
             ("card_push", self.card_push.clone()),
             ("custodian", self.custodian.clone()),
             ("push_gateway", self.push_gateway.clone()),
+            ("card_issuer", self.issuer.clone()),
         ]
     }
 }
@@ -292,6 +306,30 @@ fn settlement_context(
         },
         parents,
     })
+}
+
+/// The card actors and the issuer they (and secure details) reach on
+/// `provider_url`.
+fn card_runtime(
+    runtime: &Runtime,
+    provider_url: &str,
+    config: &Config,
+    health: &ProviderHealths,
+) -> anyhow::Result<(Registry<CardKind>, Arc<dyn CardIssuer>)> {
+    let adapter = HttpProviderConfig::new(provider_url)
+        .with_request_timeout(config.provider_timeout)
+        .with_health(health.issuer.clone());
+    let issuer: Arc<dyn CardIssuer> =
+        Arc::new(HttpCardIssuer::new(&adapter).context("building the card issuer adapter")?);
+    let cards = runtime
+        .register::<CardKind>(
+            RegistryConfig::default(),
+            CardContext {
+                issuer: issuer.clone(),
+            },
+        )
+        .context("registering the card actors")?;
+    Ok((cards, issuer))
 }
 
 /// Push delivery through the gateway on `provider_url`.

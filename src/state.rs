@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use tern_actors::adapters::health::ProviderHealth;
-use tern_actors::ports::{Mailer, RateSource};
+use tern_actors::card::CardKind;
+use tern_actors::ports::{CardIssuer, Mailer, RateSource};
 use tern_actors::push::PushDelivery;
 use tern_actors::runtime::{Registry, Runtime};
 use tern_actors::settlement::SettlementKind;
@@ -29,6 +30,10 @@ pub struct AppState {
     pub settlements: Option<Registry<SettlementKind>>,
     /// `None` exactly when `settlements` is: transfers run on settlements.
     pub transfers: Option<Registry<TransferKind>>,
+    /// One actor per card; `None` without a provider (card endpoints 503).
+    pub cards: Option<Registry<CardKind>>,
+    /// The issuer secure details are read from; `None` exactly when `cards` is.
+    pub issuer: Option<Arc<dyn CardIssuer>>,
     /// One actor per merchant endpoint: endpoint changes, replays, deliveries.
     pub webhooks: Registry<WebhookEndpointKind>,
     /// Where transfer status events are written; transfer creation writes

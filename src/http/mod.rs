@@ -3,6 +3,8 @@
 pub mod api_keys;
 pub mod audit;
 pub mod auth;
+pub mod card_events;
+pub mod cards;
 pub mod devices;
 pub mod docs;
 pub mod extract;
@@ -108,6 +110,7 @@ pub fn routes(cfg: &mut web::ServiceConfig, state: &AppState) {
             web::resource("/v1/notifications/dispatch")
                 .route(web::post().to(notifications::dispatch)),
         )
+        .configure(cards::routes)
         .service(web::resource("/v1/audit/events").route(web::get().to(audit::events)))
         .service(web::resource("/v1/audit/verify").route(web::get().to(audit::verify)))
         .service(

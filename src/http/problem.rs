@@ -45,6 +45,8 @@ pub const PROBLEM_TYPES: &[(&str, u16, &str, &str)] = &[
     ("unsupported-media-type", 415, "Unsupported media type", "Request bodies must be JSON with Content-Type: application/json."),
     ("validation-error", 422, "Validation failed", "The body or query is well-formed but some fields are invalid; `errors` maps each field to what is wrong."),
     ("rate-limited", 429, "Too many requests", "A rate limit was exceeded; retry after the number of seconds in Retry-After."),
+    ("wallet-not-supported", 501, "Wallet provisioning not available", "The card issuer cannot provision a token into this mobile wallet; nothing was stored."),
+    ("issuer-unavailable", 502, "Card issuer failed", "The card issuer refused or failed the request; nothing was changed. Retry later."),
     ("internal-error", 500, "Internal error", "Something went wrong on Tern's side. The request_id identifies it in the logs."),
     ("service-unavailable", 503, "Service unavailable", "Tern cannot serve this request right now; retry after the number of seconds in Retry-After if given."),
     ("not-ready", 503, "Not ready", "A component Tern needs is unavailable; the detail names it."),
@@ -111,6 +113,11 @@ pub enum ApiError {
     RegistrationDisabled,
     #[error("push dispatch is disabled: {0}")]
     DispatchDisabled(&'static str),
+    #[error("not implemented: {0}")]
+    NotImplemented(String),
+    /// A provider Tern depends on failed; nothing was changed.
+    #[error("bad gateway: {0}")]
+    BadGateway(String),
     #[error("internal: {0}")]
     Internal(String),
 }
@@ -187,6 +194,12 @@ impl ApiError {
             ApiError::RegistrationDisabled => Problem::new("registration-disabled")
                 .detail("self-service registration is disabled on this deployment"),
             ApiError::DispatchDisabled(detail) => Problem::new("dispatch-disabled").detail(*detail),
+            ApiError::NotImplemented(detail) => {
+                Problem::new("wallet-not-supported").detail(detail)
+            }
+            // Provider messages may carry its internals: the log keeps them.
+            ApiError::BadGateway(_) => Problem::new("issuer-unavailable")
+                .detail("the card issuer failed; nothing was changed, retry later"),
             // The cause goes to the log with the request id, never to the client.
             ApiError::Internal(_) => {
                 Problem::new("internal-error").detail("an internal error occurred")
@@ -231,6 +244,8 @@ impl ResponseError for ApiError {
             ApiError::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
+            ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ApiError::Overloaded { .. }
             | ApiError::NotReady(_)
             | ApiError::RegistrationDisabled
@@ -239,8 +254,10 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        if let ApiError::Internal(cause) = self {
-            tracing::error!(cause = %cause, "internal error");
+        match self {
+            ApiError::Internal(cause) => tracing::error!(cause = %cause, "internal error"),
+            ApiError::BadGateway(cause) => tracing::warn!(cause = %cause, "provider failed"),
+            _ => {}
         }
         let mut response = HttpResponse::build(self.status_code());
         match self {
@@ -553,5 +570,36 @@ mod tests {
         slugs.sort_unstable();
         slugs.dedup();
         assert_eq!(slugs.len(), PROBLEM_TYPES.len());
+    }
+}
+
+impl From<tern_actors::card::CardFailure> for ApiError {
+    fn from(failure: tern_actors::card::CardFailure) -> Self {
+        use tern_actors::card::CardFailure;
+        match failure {
+            CardFailure::Refused(refusal) => ApiError::Conflict {
+                code: Some(refusal.code()),
+                detail: refusal.detail().to_owned(),
+            },
+            CardFailure::LiveCardExists => ApiError::Conflict {
+                code: Some("ACTIVE_CARD_ALREADY_EXISTS"),
+                detail: "the user already has an active or frozen virtual card".into(),
+            },
+            CardFailure::Issuer(cause) => ApiError::BadGateway(cause),
+            CardFailure::WalletNotSupported(reason) => ApiError::NotImplemented(format!(
+                "the issuer cannot provision this wallet: {reason}"
+            )),
+            CardFailure::InvalidLimits(errors) => ApiError::Validation(
+                errors
+                    .into_iter()
+                    .map(|(field, message)| (field.to_owned(), message))
+                    .collect(),
+            ),
+            CardFailure::WalletTokenLimit => ApiError::Conflict {
+                code: Some("WALLET_TOKEN_LIMIT_REACHED"),
+                detail: "the card holds the most wallet tokens allowed".into(),
+            },
+            CardFailure::NotFound => ApiError::NotFound("no such card".into()),
+        }
     }
 }

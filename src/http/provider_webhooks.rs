@@ -18,6 +18,7 @@ use tern_schema::types::utc_now;
 use tern_schema::write_tx;
 use utoipa::ToSchema;
 
+use crate::http::card_events;
 use crate::http::extract::{parse_json, request_id};
 use crate::http::problem::{ApiError, Problem};
 use crate::state::AppState;
@@ -33,6 +34,10 @@ pub const SETTLEMENT_EVENT_TYPES: [&str; 4] = [
     "refund.succeeded",
     "refund.failed",
 ];
+pub const AUTHORIZATION_REQUEST: &str = "authorization.request";
+pub const AUTHORIZATION_CLEARING: &str = "authorization.clearing";
+pub const REFUND_SUCCEEDED: &str = "refund.succeeded";
+pub const WALLET_TOKEN_UPDATED: &str = "wallet_token.updated";
 /// The suffix of a reversal's provider key (see `record::reversal_key`).
 const REVERSAL_KEY_SUFFIX: &str = "_reversal";
 
@@ -110,6 +115,19 @@ pub async fn receive(
             "event id and type must be 1 to 255 characters".into(),
         ));
     }
+    // Card events are recorded by the card's actor, deduplicated there by
+    // the event id (a unique index on its transactions).
+    match event.event_type.as_str() {
+        AUTHORIZATION_REQUEST => return card_events::authorize(&state, event).await,
+        AUTHORIZATION_CLEARING => return card_events::clear(&state, event).await,
+        REFUND_SUCCEEDED if event.data.get("card_id").is_some() => {
+            return card_events::refund(&state, event).await
+        }
+        _ => {}
+    }
+    let wallet_update = (event.event_type == WALLET_TOKEN_UPDATED)
+        .then(|| card_events::wallet_update(&event.data))
+        .flatten();
     let settlement = SETTLEMENT_EVENT_TYPES
         .contains(&event.event_type.as_str())
         .then(|| named_settlement(&event.data));
@@ -122,6 +140,19 @@ pub async fn receive(
         received_at: utc_now(),
         processed_at: None,
     };
+    // A wallet update is applied before the event is recorded, so a failure
+    // leaves it unrecorded and the provider's retry applies it.
+    if let Some(update) = wallet_update {
+        let seen = {
+            let mut pooled = state.db.get().await?;
+            inbound_events::find(&mut pooled.tx(), CARD_PROVIDER, &row.event_id)
+                .await?
+                .is_some()
+        };
+        if !seen {
+            card_events::follow_wallet(&state, update).await?;
+        }
+    }
     let new: Result<bool, ApiError> = write_tx!(state.db, |tx| Ok(inbound_events::insert_if_new(
         tx, &row
     )

@@ -10,6 +10,7 @@ mod api_keys;
 mod audit;
 mod auth;
 mod bench;
+mod cards;
 mod binary;
 mod crash;
 mod crash_transfers;

@@ -1,0 +1,229 @@
+//! Card events of the card provider's webhook (decisions §10, §15), after
+//! its signature checked out: authorization requests are decided by the
+//! card's actor and answered in the response; clearings and refunds move
+//! the card's ledger entries; wallet token updates move its wallet status.
+//! The card's actor deduplicates by the provider's event id.
+
+use actix_web::HttpResponse;
+use serde::{Deserialize, Serialize};
+use tern_actors::card::machine::Channel;
+use tern_actors::card::{AuthorizationRequest, CardCommand, CardReply, RefundRequest};
+use tern_actors::runtime::RuntimeError;
+use utoipa::ToSchema;
+
+use crate::http::problem::ApiError;
+use crate::http::provider_webhooks::{ProviderEvent, Received, EVENT_FIELD_LENGTH_MAX};
+use crate::state::AppState;
+
+/// Longest merchant name, MCC or country kept.
+pub const DESCRIPTOR_CHARS_MAX: usize = 128;
+
+/// The answer to an `authorization.request`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AuthorizationDecision {
+    pub approved: bool,
+    /// Why it was declined (`card_frozen`, `daily_limit_exceeded`,
+    /// `insufficient_funds`, ...); `null` when approved.
+    pub reason: Option<String>,
+    pub authorization_id: String,
+    /// The card transaction that records the decision; absent for an
+    /// unknown card.
+    pub transaction_id: Option<String>,
+    /// The event was decided before; this is that decision again.
+    pub duplicate: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct AuthorizationData {
+    card_id: String,
+    amount_minor: i64,
+    currency: String,
+    authorization_id: Option<String>,
+    #[serde(default)]
+    merchant: Option<String>,
+    #[serde(default)]
+    mcc: Option<String>,
+    #[serde(default)]
+    channel: Option<String>,
+    #[serde(default)]
+    country: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ClearingData {
+    card_id: String,
+    authorization_id: String,
+    amount_minor: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RefundData {
+    card_id: String,
+    amount_minor: i64,
+    currency: String,
+    authorization_id: Option<String>,
+    #[serde(default)]
+    merchant: Option<String>,
+    #[serde(default)]
+    mcc: Option<String>,
+}
+
+/// A `wallet_token.updated` Tern can act on.
+#[derive(Debug, Deserialize)]
+pub struct WalletUpdate {
+    card_id: String,
+    token_id: String,
+    status: String,
+}
+
+fn data<T: for<'de> Deserialize<'de>>(event: &ProviderEvent) -> Result<T, ApiError> {
+    serde_json::from_value(event.data.clone()).map_err(|error| {
+        ApiError::BadRequest(format!("{} data is not understood: {error}", event.event_type))
+    })
+}
+
+fn bounded(field: &str, value: &str) -> Result<(), ApiError> {
+    if value.is_empty() || value.len() > EVENT_FIELD_LENGTH_MAX {
+        return Err(ApiError::BadRequest(format!(
+            "{field} must be 1 to {EVENT_FIELD_LENGTH_MAX} characters"
+        )));
+    }
+    Ok(())
+}
+
+fn descriptor(value: Option<String>) -> String {
+    value
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(DESCRIPTOR_CHARS_MAX)
+        .collect()
+}
+
+fn registry(state: &AppState) -> Result<&tern_actors::runtime::Registry<tern_actors::card::CardKind>, ApiError> {
+    state
+        .cards
+        .as_ref()
+        .ok_or_else(|| ApiError::NotReady("no card issuer is configured".into()))
+}
+
+pub async fn authorize(state: &AppState, event: ProviderEvent) -> Result<HttpResponse, ApiError> {
+    let data: AuthorizationData = data(&event)?;
+    bounded("card_id", &data.card_id)?;
+    let authorization_id = data.authorization_id.unwrap_or_else(|| event.id.clone());
+    bounded("authorization_id", &authorization_id)?;
+    let channel = match data.channel.as_deref() {
+        None => Channel::Pos,
+        Some(channel) => Channel::parse(channel).ok_or_else(|| {
+            ApiError::BadRequest("channel must be online, pos or atm".into())
+        })?,
+    };
+    let request = AuthorizationRequest {
+        event_id: event.id,
+        authorization_id: authorization_id.clone(),
+        amount_minor: data.amount_minor,
+        currency: descriptor(Some(data.currency)),
+        merchant: descriptor(data.merchant),
+        mcc: descriptor(data.mcc),
+        channel,
+        country: descriptor(data.country).to_ascii_uppercase(),
+    };
+    let decided = registry(state)?
+        .call(&data.card_id, CardCommand::Authorize(request))
+        .await;
+    let decision = match decided {
+        Ok(Ok(CardReply::Decision(decision))) => AuthorizationDecision {
+            approved: decision.approved,
+            reason: decision.reason,
+            authorization_id,
+            transaction_id: Some(decision.transaction_id),
+            duplicate: decision.duplicate,
+        },
+        // No such card: nothing to record, and nothing to approve.
+        Err(RuntimeError::NotFound { .. }) | Ok(Err(tern_actors::card::CardFailure::NotFound)) => {
+            AuthorizationDecision {
+                approved: false,
+                reason: Some("card_not_found".into()),
+                authorization_id,
+                transaction_id: None,
+                duplicate: false,
+            }
+        }
+        Ok(Ok(other)) => {
+            return Err(ApiError::Internal(format!("card actor answered {other:?}")))
+        }
+        Ok(Err(failure)) => return Err(failure.into()),
+        Err(error) => return Err(error.into()),
+    };
+    Ok(HttpResponse::Ok().json(decision))
+}
+
+fn received(reply: Result<Result<CardReply, tern_actors::card::CardFailure>, RuntimeError>) -> Result<HttpResponse, ApiError> {
+    let duplicate = match reply {
+        Ok(Ok(CardReply::Recorded { duplicate, .. })) => duplicate,
+        Err(RuntimeError::NotFound { .. }) | Ok(Err(tern_actors::card::CardFailure::NotFound)) => {
+            tracing::warn!("card event for an unknown card ignored");
+            false
+        }
+        Ok(Ok(other)) => return Err(ApiError::Internal(format!("card actor answered {other:?}"))),
+        Ok(Err(failure)) => return Err(failure.into()),
+        Err(error) => return Err(error.into()),
+    };
+    Ok(HttpResponse::Ok().json(Received {
+        received: true,
+        duplicate,
+    }))
+}
+
+pub async fn clear(state: &AppState, event: ProviderEvent) -> Result<HttpResponse, ApiError> {
+    let data: ClearingData = data(&event)?;
+    bounded("card_id", &data.card_id)?;
+    bounded("authorization_id", &data.authorization_id)?;
+    let command = CardCommand::Clear {
+        event_id: event.id,
+        authorization_id: data.authorization_id,
+        amount_minor: data.amount_minor,
+    };
+    received(registry(state)?.call(&data.card_id, command).await)
+}
+
+pub async fn refund(state: &AppState, event: ProviderEvent) -> Result<HttpResponse, ApiError> {
+    let data: RefundData = data(&event)?;
+    bounded("card_id", &data.card_id)?;
+    if let Some(authorization_id) = &data.authorization_id {
+        bounded("authorization_id", authorization_id)?;
+    }
+    let command = CardCommand::Refund(RefundRequest {
+        event_id: event.id,
+        authorization_id: data.authorization_id,
+        amount_minor: data.amount_minor,
+        currency: descriptor(Some(data.currency)),
+        merchant: descriptor(data.merchant),
+        mcc: descriptor(data.mcc),
+    });
+    received(registry(state)?.call(&data.card_id, command).await)
+}
+
+/// The update an event carries, if it names a card and a token.
+pub fn wallet_update(data: &serde_json::Value) -> Option<WalletUpdate> {
+    let update: WalletUpdate = serde_json::from_value(data.clone()).ok()?;
+    let fits = |text: &str| !text.is_empty() && text.len() <= EVENT_FIELD_LENGTH_MAX;
+    (fits(&update.card_id) && fits(&update.token_id) && fits(&update.status)).then_some(update)
+}
+
+/// Tells the card's actor about a new wallet token status.
+pub async fn follow_wallet(state: &AppState, update: WalletUpdate) -> Result<(), ApiError> {
+    let command = CardCommand::WalletUpdated {
+        token_id: update.token_id,
+        status: update.status,
+    };
+    match registry(state)?.call(&update.card_id, command).await {
+        Ok(Ok(_)) => Ok(()),
+        Err(RuntimeError::NotFound { .. }) | Ok(Err(tern_actors::card::CardFailure::NotFound)) => {
+            tracing::warn!(card_id = %update.card_id, "wallet update for an unknown card ignored");
+            Ok(())
+        }
+        Ok(Err(failure)) => Err(failure.into()),
+        Err(error) => Err(error.into()),
+    }
+}

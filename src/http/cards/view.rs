@@ -1,0 +1,389 @@
+//! What the card endpoints answer: the interface's Card, Limits, Balance,
+//! CardEvent, Transaction and CardArt shapes, built from stored rows.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Deserializer, Serialize};
+use tern_actors::card::kind::limits_of;
+use tern_actors::card::machine::Limits as CardLimits;
+use tern_actors::card::program;
+use tern_actors::ports::{CardNetwork, Wallet as WalletKind};
+use tern_schema::ledger;
+use tern_schema::models::{CardRow, CardTransactionRow, CardWalletTokenRow};
+use tern_schema::store::cards as store;
+use tern_schema::store::ledger as ledger_store;
+use tern_schema::types::as_utc;
+use tern_schema::{StoreResult, Tx};
+use utoipa::ToSchema;
+
+#[derive(Debug, Clone, Copy, Default, Serialize, ToSchema)]
+pub struct CardBalances {
+    /// Posted balance of the funding account the card spends from.
+    pub balance_minor: i64,
+    /// What the card can spend now: balance less every pending debit.
+    pub available_minor: i64,
+    /// Held by this card's open authorizations.
+    pub hold_minor: i64,
+    /// Other pending debits of the funding account (settlements, other cards).
+    pub pending_minor: i64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WalletChannel {
+    pub supported: bool,
+    /// none, requested, provisioning, active, suspended, removed or failed.
+    #[schema(example = "none")]
+    pub status: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WalletChannels {
+    pub apple_pay: WalletChannel,
+    pub google_pay: WalletChannel,
+}
+
+/// Spend controls; amounts in minor units, `null` for no limit.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Limits {
+    #[schema(example = 1000000)]
+    pub daily_spend_minor: Option<i64>,
+    #[schema(example = 5000000)]
+    pub monthly_spend_minor: Option<i64>,
+    #[schema(example = 500000)]
+    pub per_transaction_minor: Option<i64>,
+    #[schema(example = 50000)]
+    pub atm_daily_minor: Option<i64>,
+    pub online_enabled: bool,
+    pub international_enabled: bool,
+    pub atm_enabled: bool,
+}
+
+impl From<CardLimits> for Limits {
+    fn from(limits: CardLimits) -> Self {
+        Limits {
+            daily_spend_minor: limits.daily_spend_minor,
+            monthly_spend_minor: limits.monthly_spend_minor,
+            per_transaction_minor: limits.per_transaction_minor,
+            atm_daily_minor: limits.atm_daily_minor,
+            online_enabled: limits.online_enabled,
+            international_enabled: limits.international_enabled,
+            atm_enabled: limits.atm_enabled,
+        }
+    }
+}
+
+/// A present JSON field, `null` included, is `Some`; an absent one `None`.
+pub fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// Changes to a card's limits: fields left out keep their value; an amount
+/// set to `null` removes that limit.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsPatch {
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
+    pub daily_spend_minor: Option<Option<i64>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
+    pub monthly_spend_minor: Option<Option<i64>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
+    pub per_transaction_minor: Option<Option<i64>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
+    pub atm_daily_minor: Option<Option<i64>>,
+    pub online_enabled: Option<bool>,
+    pub international_enabled: Option<bool>,
+    pub atm_enabled: Option<bool>,
+}
+
+impl From<LimitsPatch> for tern_actors::card::LimitsPatch {
+    fn from(patch: LimitsPatch) -> Self {
+        tern_actors::card::LimitsPatch {
+            per_transaction_minor: patch.per_transaction_minor,
+            daily_spend_minor: patch.daily_spend_minor,
+            monthly_spend_minor: patch.monthly_spend_minor,
+            atm_daily_minor: patch.atm_daily_minor,
+            online_enabled: patch.online_enabled,
+            international_enabled: patch.international_enabled,
+            atm_enabled: patch.atm_enabled,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Card {
+    #[schema(example = "card_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
+    pub id: String,
+    pub user_id: String,
+    #[schema(example = "SVC_VIRTUAL_USD")]
+    pub program_id: String,
+    /// `virtual` or `physical`.
+    #[serde(rename = "type")]
+    #[schema(example = "virtual")]
+    pub card_type: String,
+    /// active, frozen, blocked or closed.
+    #[schema(example = "active")]
+    pub status: String,
+    /// `visa` or `mastercard`.
+    #[schema(example = "visa")]
+    pub network: String,
+    #[schema(example = "4242")]
+    pub last_four: String,
+    pub display_name: Option<String>,
+    /// `<network name> **** <last_four>`.
+    #[schema(example = "Visa **** 4242")]
+    pub display_label: String,
+    pub product_name: String,
+    pub brand: String,
+    pub issuer_name: String,
+    #[schema(example = "tern_virtual_usd")]
+    pub card_art: String,
+    /// `dark` or `light`.
+    pub theme: String,
+    pub cardholder: String,
+    pub expiry_month: i32,
+    pub expiry_year: i32,
+    #[schema(example = "USD")]
+    pub currency: String,
+    #[schema(example = "$")]
+    pub currency_symbol: String,
+    #[schema(example = "none")]
+    pub wallet_status: String,
+    pub wallet: WalletChannels,
+    #[serde(flatten)]
+    pub balances: CardBalances,
+    pub limits: Limits,
+    /// *extension*: the card this one replaced, or that replaced it.
+    pub replaces_card_id: Option<String>,
+    pub replaced_by_card_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CardList {
+    /// The user's cards, newest first.
+    pub data: Vec<Card>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Balance {
+    pub card_id: String,
+    #[schema(example = "USD")]
+    pub currency: String,
+    pub balance_minor: i64,
+    pub available_minor: i64,
+    pub hold_minor: i64,
+    /// *extension*: other pending debits of the funding account.
+    pub pending_minor: i64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CardArt {
+    #[schema(example = "tern_virtual_usd")]
+    pub id: String,
+    pub title: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CardArtList {
+    pub data: Vec<CardArt>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CardEvent {
+    #[schema(example = "evt_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
+    pub id: String,
+    pub card_id: String,
+    /// `authorization`, `clearing` or `refund`.
+    #[serde(rename = "type")]
+    #[schema(example = "authorization")]
+    pub event_type: String,
+    /// authorization: approved, declined, cleared or voided; clearing and
+    /// refund: posted.
+    #[schema(example = "approved")]
+    pub status: String,
+    pub currency: String,
+    pub description: String,
+    pub amount_minor: i64,
+    pub occurred_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CardEventList {
+    /// Newest first; empty until the provider reports activity.
+    pub data: Vec<CardEvent>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Transaction {
+    #[schema(example = "ctx_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
+    pub id: String,
+    pub card_id: String,
+    /// authorization: approved, declined, cleared or voided; clear and
+    /// refund: posted.
+    pub status: String,
+    pub currency: String,
+    pub merchant: String,
+    pub mcc: String,
+    /// `authorization`, `clear` or `refund`.
+    pub kind: String,
+    pub amount_minor: i64,
+    /// *extension*: the provider's authorization this belongs to.
+    pub authorization_id: String,
+    /// *extension*: why a declined authorization was declined.
+    pub decline_reason: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TransactionList {
+    /// Newest first.
+    pub data: Vec<Transaction>,
+}
+
+pub fn currency_symbol(currency: &str) -> &'static str {
+    match currency {
+        "USD" => "$",
+        "EUR" => "€",
+        "GBP" => "£",
+        "JPY" => "¥",
+        _ => "",
+    }
+}
+
+/// The balances of the funding account `row` spends from, and this card's holds.
+pub async fn balances(tx: &mut Tx<'_>, row: &CardRow) -> StoreResult<CardBalances> {
+    let account = ledger_store::merchant_accounts(tx, &row.merchant_id)
+        .await?
+        .into_iter()
+        .find(|account| account.kind == ledger::FUNDING && account.currency == row.currency);
+    let Some(account) = account else {
+        return Ok(CardBalances::default());
+    };
+    let hold = store::held(tx, &row.id).await?;
+    let balance = account.posted_credits_minor - account.posted_debits_minor;
+    Ok(CardBalances {
+        balance_minor: balance,
+        available_minor: balance - account.pending_debits_minor,
+        hold_minor: hold,
+        pending_minor: (account.pending_debits_minor - hold).max(0),
+    })
+}
+
+fn channel(tokens: &[CardWalletTokenRow], wallet: WalletKind) -> WalletChannel {
+    let mine: Vec<CardWalletTokenRow> = tokens
+        .iter()
+        .filter(|token| token.wallet == wallet.as_str())
+        .cloned()
+        .collect();
+    WalletChannel {
+        supported: true,
+        status: tern_actors::card::kind::wallet_status_of(&mine),
+    }
+}
+
+/// The card as answered, reading its balances and wallet tokens.
+pub async fn card(tx: &mut Tx<'_>, row: CardRow) -> StoreResult<Card> {
+    let balances = balances(tx, &row).await?;
+    let tokens = store::wallet_tokens(tx, &row.id).await?;
+    Ok(render(row, balances, &tokens))
+}
+
+pub fn render(row: CardRow, balances: CardBalances, tokens: &[CardWalletTokenRow]) -> Card {
+    let program = program::find(&row.program_id);
+    let network = CardNetwork::parse(&row.network).unwrap_or(CardNetwork::Visa);
+    let last_four = row.last_four.clone().unwrap_or_default();
+    Card {
+        display_label: format!("{} **** {last_four}", network.display_name()),
+        product_name: program.map_or("", |p| p.product_name).to_owned(),
+        brand: program::BRAND.to_owned(),
+        issuer_name: program::ISSUER_NAME.to_owned(),
+        currency_symbol: currency_symbol(&row.currency).to_owned(),
+        wallet: WalletChannels {
+            apple_pay: channel(tokens, WalletKind::ApplePay),
+            google_pay: channel(tokens, WalletKind::GooglePay),
+        },
+        limits: limits_of(&row).into(),
+        balances,
+        last_four,
+        expiry_month: row.expiry_month.unwrap_or_default(),
+        expiry_year: row.expiry_year.unwrap_or_default(),
+        created_at: as_utc(row.created_at),
+        updated_at: as_utc(row.updated_at),
+        id: row.id,
+        user_id: row.user_id,
+        program_id: row.program_id,
+        card_type: row.card_type,
+        status: row.status,
+        network: row.network,
+        display_name: row.display_name,
+        card_art: row.card_art,
+        theme: row.theme,
+        cardholder: row.cardholder,
+        currency: row.currency,
+        wallet_status: row.wallet_status,
+        replaces_card_id: row.replaces_card_id,
+        replaced_by_card_id: row.replaced_by_card_id,
+    }
+}
+
+fn event_type(kind: &str) -> &'static str {
+    match kind {
+        store::KIND_CLEAR => "clearing",
+        store::KIND_REFUND => "refund",
+        _ => "authorization",
+    }
+}
+
+pub fn event(row: &CardTransactionRow) -> CardEvent {
+    let suffix = row.id.strip_prefix("ctx_").unwrap_or(&row.id);
+    let description = match &row.decline_reason {
+        Some(reason) => format!("{} (declined: {reason})", row.merchant_name),
+        None => row.merchant_name.clone(),
+    };
+    CardEvent {
+        id: format!("evt_{suffix}"),
+        card_id: row.card_id.clone(),
+        event_type: event_type(&row.kind).to_owned(),
+        status: row.status.clone(),
+        currency: row.currency.clone(),
+        description,
+        amount_minor: row.amount_minor,
+        occurred_at: as_utc(row.created_at),
+    }
+}
+
+pub fn transaction(row: CardTransactionRow) -> Transaction {
+    Transaction {
+        id: row.id,
+        card_id: row.card_id,
+        status: row.status,
+        currency: row.currency,
+        merchant: row.merchant_name,
+        mcc: row.mcc,
+        kind: row.kind,
+        amount_minor: row.amount_minor,
+        authorization_id: row.authorization_id,
+        decline_reason: row.decline_reason,
+        created_at: as_utc(row.created_at),
+    }
+}
+
+pub fn card_art() -> CardArtList {
+    CardArtList {
+        data: program::CARD_ART
+            .iter()
+            .map(|(id, title)| CardArt {
+                id: (*id).to_owned(),
+                title: (*title).to_owned(),
+            })
+            .collect(),
+    }
+}
