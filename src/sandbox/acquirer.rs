@@ -44,7 +44,7 @@ fn stored_answer(record: &Record) -> HttpResponse {
     }
 }
 
-fn check_amount(amount_minor: i64, currency: &str) -> Result<(), SandboxError> {
+pub(super) fn check_amount(amount_minor: i64, currency: &str) -> Result<(), SandboxError> {
     let valid =
         amount_minor > 0 && currency.len() == 3 && currency.bytes().all(|b| b.is_ascii_uppercase());
     if valid {
@@ -319,7 +319,7 @@ async fn lookup_refund(sandbox: web::Data<Sandbox>, query: web::Query<KeyQuery>)
 }
 
 /// Escapes the few characters that matter inside HTML attributes and text.
-fn html_escape(value: &str) -> String {
+pub(super) fn html_escape(value: &str) -> String {
     value
         .replace('&', "&amp;")
         .replace('<', "&lt;")

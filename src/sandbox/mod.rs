@@ -6,9 +6,11 @@
 //! `tern_actors::adapters::http::wire`.
 
 mod acquirer;
+mod card_network;
 mod card_push;
 mod control;
 mod custodian;
+mod issuer;
 mod push;
 mod store;
 mod webhook;
@@ -36,7 +38,8 @@ pub const SANDBOX_BODY_BYTES_MAX: usize = 16 * 1024;
 pub const TIMEOUT_HANG_DEFAULT: Duration = Duration::from_secs(30);
 /// How long `slow` delays an answer that then succeeds.
 pub const SLOW_DELAY_DEFAULT: Duration = Duration::from_secs(3);
-/// How long a pending refund, reversal or payout stays pending.
+/// How long a pending refund, reversal or payout stays pending, and how
+/// long a wallet token waits for its `wallet_token.updated` webhook.
 pub const PENDING_DELAY_DEFAULT: Duration = Duration::from_secs(2);
 /// Waits between webhook delivery attempts (the first attempt is
 /// immediate); then the event is dropped with an error log.
@@ -84,6 +87,9 @@ pub(crate) struct Sandbox {
     store: Mutex<Store>,
     ids: Ids,
     webhooks: webhook::Sender,
+    /// Signs the issuer's embed URLs; random per start, so URLs die with
+    /// the simulator, as the cards they show do.
+    embed_key: [u8; 32],
 }
 
 impl Sandbox {
@@ -102,6 +108,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     acquirer::routes(cfg);
     card_push::routes(cfg);
     custodian::routes(cfg);
+    issuer::routes(cfg);
+    card_network::routes(cfg);
     push::routes(cfg);
     control::routes(cfg);
 }
@@ -130,6 +138,7 @@ pub fn serve(listener: TcpListener, config: SandboxConfig) -> std::io::Result<Se
         public_base_url,
         store: Mutex::new(Store::default()),
         webhooks,
+        embed_key: rand::random(),
     });
     Ok(HttpServer::new(move || {
         App::new()

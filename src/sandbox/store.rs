@@ -68,6 +68,12 @@ pub enum Operation {
     Payout,
     /// A push notification to one device.
     Message,
+    /// A card issued.
+    Issue,
+    /// A card's status changed at the issuer.
+    Status,
+    /// A card provisioned into a mobile wallet.
+    Wallet,
 }
 
 impl Operation {
@@ -79,6 +85,9 @@ impl Operation {
             Operation::Reversal => "reversal",
             Operation::Payout => "payout",
             Operation::Message => "message",
+            Operation::Issue => "issue",
+            Operation::Status => "status",
+            Operation::Wallet => "wallet",
         }
     }
 }
@@ -120,11 +129,12 @@ impl FaultMode {
 }
 
 /// Fields a fault's `match` may name.
-pub const MATCH_FIELDS: [&str; 6] = [
+pub const MATCH_FIELDS: [&str; 7] = [
     "payment_method",
     "destination",
     "wallet",
     "user_id",
+    "card_id",
     "settlement_key",
     "operation",
 ];
@@ -207,6 +217,18 @@ pub enum Stored {
         accepted: wire::PushMessageAccepted,
         received: wire::ReceivedPush,
     },
+    /// An issued card with its current status; the PAN and CVV live only
+    /// here, in memory.
+    IssuedCard {
+        card: wire::IssuedCard,
+        secrets: wire::CardSecrets,
+        user_id: String,
+        cardholder: String,
+        /// Status changes so far, which number their execution keys.
+        status_changes: u32,
+    },
+    CardStatus(wire::CardStatus),
+    WalletToken(wire::WalletToken),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -240,6 +262,12 @@ pub struct Store {
     pub by_charge_id: HashMap<String, RecordKey>,
     pub by_client_secret: HashMap<String, RecordKey>,
     pub by_transaction_id: HashMap<String, RecordKey>,
+    /// Issued cards by the issuer's card id.
+    pub by_provider_card_id: HashMap<String, RecordKey>,
+    /// Cards issued since start; numbers the PANs so none repeats.
+    pub cards_issued: u64,
+    /// Authorizations the control API played, for clearings' amounts.
+    pub authorizations: super::card_network::PlayedAuthorizations,
 }
 
 impl Store {
@@ -297,6 +325,8 @@ impl Store {
             self.by_client_secret
                 .retain(|_, at| records.contains_key(at));
             self.by_transaction_id
+                .retain(|_, at| records.contains_key(at));
+            self.by_provider_card_id
                 .retain(|_, at| records.contains_key(at));
         }
     }

@@ -18,6 +18,7 @@ mod devices;
 mod devices_on_session;
 mod docs;
 mod errors;
+mod issuer_provider;
 mod ledger;
 mod m2m;
 mod mail;

@@ -1,5 +1,6 @@
-//! A client for the simulator's control API (faults and the execution log).
-//! Only tests and operators' tooling use it; no business code does.
+//! A client for the simulator's control API (faults, the execution log and
+//! played card-network events). Only tests and operators' tooling use it;
+//! no business code does.
 
 use reqwest::StatusCode;
 
@@ -61,6 +62,35 @@ impl SandboxControl {
             reason: e.to_string(),
         })?;
         Ok(list.data)
+    }
+
+    /// Plays a card swipe: the simulator sends Tern a signed
+    /// `authorization.request` and answers with Tern's status and decision.
+    pub async fn authorize(
+        &self,
+        swipe: &wire::AuthorizationControl,
+    ) -> Result<wire::CardEventSent, ProviderError> {
+        self.client
+            .post(wire::PATH_CONTROL_AUTHORIZATIONS, swipe)
+            .await
+    }
+
+    /// Plays the clearing of an authorization (`authorization.clearing`).
+    pub async fn clear(
+        &self,
+        clearing: &wire::ClearingControl,
+    ) -> Result<wire::CardEventSent, ProviderError> {
+        self.client
+            .post(wire::PATH_CONTROL_CLEARINGS, clearing)
+            .await
+    }
+
+    /// Plays a merchant refund to a card (`refund.succeeded` with `card_id`).
+    pub async fn refund_to_card(
+        &self,
+        refund: &wire::CardRefundControl,
+    ) -> Result<wire::CardEventSent, ProviderError> {
+        self.client.post(wire::PATH_CONTROL_REFUNDS, refund).await
     }
 }
 

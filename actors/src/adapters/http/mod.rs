@@ -6,6 +6,7 @@ pub mod acquirer;
 pub mod card_push;
 pub mod control;
 pub mod custodian;
+pub mod issuer;
 pub mod push;
 pub mod wire;
 
@@ -20,6 +21,7 @@ pub use acquirer::HttpCardAcquirer;
 pub use card_push::HttpCardPush;
 pub use control::SandboxControl;
 pub use custodian::HttpCustodian;
+pub use issuer::HttpCardIssuer;
 pub use push::HttpPushGateway;
 
 use super::health::ProviderHealth;
@@ -155,6 +157,37 @@ impl ProviderClient {
         idempotency_key: &str,
     ) -> Result<Option<T>, ProviderError> {
         let request = self.client.get(self.url(path, Some(idempotency_key))?);
+        let outcome = match send(request).await {
+            Ok(response) if response.status() == StatusCode::NOT_FOUND => Ok(None),
+            Ok(response) => decode(response).await.map(Some),
+            Err(error) => Err(error),
+        };
+        self.observe(&outcome);
+        outcome
+    }
+
+    /// POSTs `body` to a request that is idempotent by nature (setting a
+    /// status, signing a URL), so it carries no key.
+    pub(crate) async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ProviderError> {
+        let request = self.client.post(self.url(path, None)?).json(body);
+        let outcome = match send(request).await {
+            Ok(response) => decode(response).await,
+            Err(error) => Err(error),
+        };
+        self.observe(&outcome);
+        outcome
+    }
+
+    /// GETs `path`; `None` on 404.
+    pub(crate) async fn get<T: DeserializeOwned>(
+        &self,
+        path: &str,
+    ) -> Result<Option<T>, ProviderError> {
+        let request = self.client.get(self.url(path, None)?);
         let outcome = match send(request).await {
             Ok(response) if response.status() == StatusCode::NOT_FOUND => Ok(None),
             Ok(response) => decode(response).await.map(Some),

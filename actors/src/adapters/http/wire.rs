@@ -238,6 +238,123 @@ pub struct PushMessageAccepted {
     pub id: String,
 }
 
+// ---- card issuer ----
+//
+// Card requests carry no settlement, so no metadata: Tern's card id travels
+// in the body. Issuing and wallet provisioning carry the Idempotency-Key
+// header (Tern's card id, Tern's wallet token id); status changes are
+// idempotent by nature and carry none. Path segments are percent-encoded.
+
+pub const PATH_ISSUER_CARDS: &str = "/issuer/cards";
+/// Error code of a wallet provisioning the issuer does not offer.
+pub const CODE_WALLET_NOT_SUPPORTED: &str = "wallet_not_supported";
+
+/// `/issuer/cards/by-key/{idempotency_key}`: the card issued under a key.
+pub fn path_issued_by_key(key_segment: &str) -> String {
+    format!("/issuer/cards/by-key/{key_segment}")
+}
+
+/// `/issuer/cards/{provider_card_id}/{action}`: `status`, `secrets`,
+/// `embed` or `wallets`.
+pub fn path_issuer_card(card_segment: &str, action: &str) -> String {
+    format!("/issuer/cards/{card_segment}/{action}")
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IssueCardRequest {
+    /// Tern's card id; the issuer's webhooks name it.
+    pub card_id: String,
+    pub user_id: String,
+    pub program_id: String,
+    /// `visa` or `mastercard`.
+    pub network: String,
+    /// `virtual` or `physical`.
+    #[serde(rename = "type")]
+    pub card_type: String,
+    pub currency: String,
+    pub cardholder: String,
+}
+
+/// An issued card as the issuer shows it: never the PAN or CVV.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IssuedCard {
+    /// The issuer's card id, `ic_...`.
+    pub id: String,
+    pub card_id: String,
+    /// `active`, `frozen`, `blocked` or `closed`.
+    pub status: String,
+    pub network: String,
+    pub last_four: String,
+    pub expiry_month: i32,
+    pub expiry_year: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CardStatusRequest {
+    pub status: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CardStatus {
+    pub id: String,
+    pub status: String,
+}
+
+/// `Debug` is written by hand so a PAN or CVV cannot reach a log line.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CardSecrets {
+    pub pan: String,
+    pub cvv: String,
+    pub expiry_month: i32,
+    pub expiry_year: i32,
+}
+
+impl std::fmt::Debug for CardSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CardSecrets")
+            .field("pan", &"[redacted]")
+            .field("cvv", &"[redacted]")
+            .field("expiry_month", &self.expiry_month)
+            .field("expiry_year", &self.expiry_year)
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbedUrlRequest {
+    /// A browser origin, `scheme://host[:port]`, exactly as serialised.
+    pub target_origin: String,
+    /// Unix seconds.
+    pub expires_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmbedUrl {
+    pub url: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WalletTokenRequest {
+    /// Tern's card id, echoed in `wallet_token.updated` webhooks.
+    pub card_id: String,
+    /// `apple_pay` or `google_pay`.
+    pub wallet: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_id: Option<String>,
+}
+
+/// Provisioning was accepted; the outcome arrives by webhook.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WalletToken {
+    /// Always `requested`.
+    pub status: String,
+    pub provider_token_id: String,
+}
+
 // ---- control (simulator only) ----
 
 pub const PATH_FAULTS: &str = "/control/faults";
@@ -251,7 +368,8 @@ pub struct FaultSpec {
     /// `acquirer`, `card_push`, `custodian`, `issuer` or `push`.
     pub target: String,
     /// Request fields that must all be equal for the fault to apply:
-    /// `payment_method`, `destination`, `wallet`, `user_id`. Empty matches all.
+    /// `payment_method`, `destination`, `wallet`, `user_id`, `card_id`,
+    /// `settlement_key`, `operation`. Empty matches all.
     #[serde(default, rename = "match")]
     pub matches: std::collections::BTreeMap<String, String>,
     /// `decline`, `fail`, `transient`, `timeout_after_success`, `slow`,
@@ -292,4 +410,71 @@ pub struct ReceivedPush {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReceivedPushList {
     pub data: Vec<ReceivedPush>,
+}
+
+/// Card-network events the control API plays against Tern: each is sent as
+/// a signed webhook at once and Tern's answer is returned.
+pub const PATH_CONTROL_AUTHORIZATIONS: &str = "/control/authorizations";
+pub const PATH_CONTROL_CLEARINGS: &str = "/control/clearings";
+pub const PATH_CONTROL_REFUNDS: &str = "/control/refunds";
+
+/// A card swipe: sent to Tern as `authorization.request`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthorizationControl {
+    /// Tern's card id.
+    pub card_id: String,
+    pub amount_minor: i64,
+    pub currency: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merchant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcc: Option<String>,
+    /// `online`, `pos` (the default) or `atm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// ISO 3166 alpha-2; `US` when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub country: Option<String>,
+}
+
+/// Sent to Tern as `authorization.clearing`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClearingControl {
+    pub authorization_id: String,
+    pub card_id: String,
+    /// The authorized amount when omitted and the simulator sent that
+    /// authorization.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount_minor: Option<i64>,
+    pub currency: String,
+}
+
+/// A merchant refund to a card: sent to Tern as `refund.succeeded` whose
+/// data carries `card_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CardRefundControl {
+    pub card_id: String,
+    pub amount_minor: i64,
+    pub currency: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merchant: Option<String>,
+}
+
+/// What Tern answered to one played event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CardEventSent {
+    pub event_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refund_id: Option<String>,
+    /// Tern's HTTP status.
+    pub status: u16,
+    /// Tern's answer: its JSON, or its text as a string when not JSON.
+    pub decision: serde_json::Value,
 }
