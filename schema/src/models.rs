@@ -492,7 +492,9 @@ pub struct PushDeliveryRow {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable, AsChangeset)]
-#[diesel(table_name = cards, treat_none_as_default_value = false)]
+// `treat_none_as_null`: an update writes every column, so a limit or a
+// replacement link set to `None` is cleared, not left as it was.
+#[diesel(table_name = cards, treat_none_as_default_value = false, treat_none_as_null = true)]
 pub struct CardRow {
     /// `card_` + a UUID v7 (time-sortable).
     pub id: String,

@@ -78,7 +78,10 @@ pub struct WalletUpdate {
 
 fn data<T: for<'de> Deserialize<'de>>(event: &ProviderEvent) -> Result<T, ApiError> {
     serde_json::from_value(event.data.clone()).map_err(|error| {
-        ApiError::BadRequest(format!("{} data is not understood: {error}", event.event_type))
+        ApiError::BadRequest(format!(
+            "{} data is not understood: {error}",
+            event.event_type
+        ))
     })
 }
 
@@ -100,7 +103,9 @@ fn descriptor(value: Option<String>) -> String {
         .collect()
 }
 
-fn registry(state: &AppState) -> Result<&tern_actors::runtime::Registry<tern_actors::card::CardKind>, ApiError> {
+fn registry(
+    state: &AppState,
+) -> Result<&tern_actors::runtime::Registry<tern_actors::card::CardKind>, ApiError> {
     state
         .cards
         .as_ref()
@@ -114,9 +119,8 @@ pub async fn authorize(state: &AppState, event: ProviderEvent) -> Result<HttpRes
     bounded("authorization_id", &authorization_id)?;
     let channel = match data.channel.as_deref() {
         None => Channel::Pos,
-        Some(channel) => Channel::parse(channel).ok_or_else(|| {
-            ApiError::BadRequest("channel must be online, pos or atm".into())
-        })?,
+        Some(channel) => Channel::parse(channel)
+            .ok_or_else(|| ApiError::BadRequest("channel must be online, pos or atm".into()))?,
     };
     let request = AuthorizationRequest {
         event_id: event.id,
@@ -149,16 +153,16 @@ pub async fn authorize(state: &AppState, event: ProviderEvent) -> Result<HttpRes
                 duplicate: false,
             }
         }
-        Ok(Ok(other)) => {
-            return Err(ApiError::Internal(format!("card actor answered {other:?}")))
-        }
+        Ok(Ok(other)) => return Err(ApiError::Internal(format!("card actor answered {other:?}"))),
         Ok(Err(failure)) => return Err(failure.into()),
         Err(error) => return Err(error.into()),
     };
     Ok(HttpResponse::Ok().json(decision))
 }
 
-fn received(reply: Result<Result<CardReply, tern_actors::card::CardFailure>, RuntimeError>) -> Result<HttpResponse, ApiError> {
+fn received(
+    reply: Result<Result<CardReply, tern_actors::card::CardFailure>, RuntimeError>,
+) -> Result<HttpResponse, ApiError> {
     let duplicate = match reply {
         Ok(Ok(CardReply::Recorded { duplicate, .. })) => duplicate,
         Err(RuntimeError::NotFound { .. }) | Ok(Err(tern_actors::card::CardFailure::NotFound)) => {

@@ -194,9 +194,7 @@ impl ApiError {
             ApiError::RegistrationDisabled => Problem::new("registration-disabled")
                 .detail("self-service registration is disabled on this deployment"),
             ApiError::DispatchDisabled(detail) => Problem::new("dispatch-disabled").detail(*detail),
-            ApiError::NotImplemented(detail) => {
-                Problem::new("wallet-not-supported").detail(detail)
-            }
+            ApiError::NotImplemented(detail) => Problem::new("wallet-not-supported").detail(detail),
             // Provider messages may carry its internals: the log keeps them.
             ApiError::BadGateway(_) => Problem::new("issuer-unavailable")
                 .detail("the card issuer failed; nothing was changed, retry later"),
@@ -505,6 +503,37 @@ pub async fn problem_page(slug: actix_web::web::Path<String>) -> Result<HttpResp
         .body(page))
 }
 
+impl From<tern_actors::card::CardFailure> for ApiError {
+    fn from(failure: tern_actors::card::CardFailure) -> Self {
+        use tern_actors::card::CardFailure;
+        match failure {
+            CardFailure::Refused(refusal) => ApiError::Conflict {
+                code: Some(refusal.code()),
+                detail: refusal.detail().to_owned(),
+            },
+            CardFailure::LiveCardExists => ApiError::Conflict {
+                code: Some("ACTIVE_CARD_ALREADY_EXISTS"),
+                detail: "the user already has an active or frozen virtual card".into(),
+            },
+            CardFailure::Issuer(cause) => ApiError::BadGateway(cause),
+            CardFailure::WalletNotSupported(reason) => ApiError::NotImplemented(format!(
+                "the issuer cannot provision this wallet: {reason}"
+            )),
+            CardFailure::InvalidLimits(errors) => ApiError::Validation(
+                errors
+                    .into_iter()
+                    .map(|(field, message)| (field.to_owned(), message))
+                    .collect(),
+            ),
+            CardFailure::WalletTokenLimit => ApiError::Conflict {
+                code: Some("WALLET_TOKEN_LIMIT_REACHED"),
+                detail: "the card holds the most wallet tokens allowed".into(),
+            },
+            CardFailure::NotFound => ApiError::NotFound("no such card".into()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -570,36 +599,5 @@ mod tests {
         slugs.sort_unstable();
         slugs.dedup();
         assert_eq!(slugs.len(), PROBLEM_TYPES.len());
-    }
-}
-
-impl From<tern_actors::card::CardFailure> for ApiError {
-    fn from(failure: tern_actors::card::CardFailure) -> Self {
-        use tern_actors::card::CardFailure;
-        match failure {
-            CardFailure::Refused(refusal) => ApiError::Conflict {
-                code: Some(refusal.code()),
-                detail: refusal.detail().to_owned(),
-            },
-            CardFailure::LiveCardExists => ApiError::Conflict {
-                code: Some("ACTIVE_CARD_ALREADY_EXISTS"),
-                detail: "the user already has an active or frozen virtual card".into(),
-            },
-            CardFailure::Issuer(cause) => ApiError::BadGateway(cause),
-            CardFailure::WalletNotSupported(reason) => ApiError::NotImplemented(format!(
-                "the issuer cannot provision this wallet: {reason}"
-            )),
-            CardFailure::InvalidLimits(errors) => ApiError::Validation(
-                errors
-                    .into_iter()
-                    .map(|(field, message)| (field.to_owned(), message))
-                    .collect(),
-            ),
-            CardFailure::WalletTokenLimit => ApiError::Conflict {
-                code: Some("WALLET_TOKEN_LIMIT_REACHED"),
-                detail: "the card holds the most wallet tokens allowed".into(),
-            },
-            CardFailure::NotFound => ApiError::NotFound("no such card".into()),
-        }
     }
 }

@@ -544,7 +544,8 @@ mod tests {
             ..open()
         };
         let pos = |amount| request(amount, Channel::Pos, "US");
-        let cases: Vec<(Status, Limits, Spend, Authorization, Result<(), Decline>)> = vec![
+        type Case = (Status, Limits, Spend, Authorization, Result<(), Decline>);
+        let cases: Vec<Case> = vec![
             (S::Active, open(), spent, pos(100), Ok(())),
             (S::Frozen, open(), spent, pos(100), Err(Decline::CardFrozen)),
             (

@@ -8,8 +8,10 @@ pub mod view;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
-use tern_actors::card::program::{self, CARD_TYPES, DEFAULT_CARD_TYPE, DEFAULT_PROGRAM, DEFAULT_THEME};
 use tern_actors::card::machine::Operation;
+use tern_actors::card::program::{
+    self, CARD_TYPES, DEFAULT_CARD_TYPE, DEFAULT_PROGRAM, DEFAULT_THEME,
+};
 use tern_actors::card::{CardCommand, CardKind, CardReply, Origin};
 use tern_actors::runtime::Registry;
 use tern_schema::models::{CardRow, UserRow};
@@ -24,7 +26,9 @@ use crate::auth::Caller;
 use crate::http::extract::{request_id, JsonBody, OptionalJsonBody, Query};
 use crate::http::problem::{ApiError, Problem};
 use crate::state::AppState;
-use view::{Balance, Card, CardArtList, CardEventList, CardList, Limits, LimitsPatch, TransactionList};
+use view::{
+    Balance, Card, CardArtList, CardEventList, CardList, Limits, LimitsPatch, TransactionList,
+};
 
 pub const CARD_ID_PREFIX: &str = "card_";
 pub const DISPLAY_NAME_CHARS_MAX: usize = 64;
@@ -291,7 +295,10 @@ fn resolve(request: &CreateCardRequest, caller: &Caller) -> Result<NewCard, ApiE
     );
     if caller.user_id().is_some() {
         if request.user_id.is_some() {
-            errors.insert("user_id".into(), "must be omitted by session callers".into());
+            errors.insert(
+                "user_id".into(),
+                "must be omitted by session callers".into(),
+            );
         }
         if request.cardholder.is_some() {
             errors.insert(
@@ -307,7 +314,10 @@ fn resolve(request: &CreateCardRequest, caller: &Caller) -> Result<NewCard, ApiE
             program,
             card_type,
             currency,
-            display_name: request.display_name.as_ref().map(|name| name.trim().to_owned()),
+            display_name: request
+                .display_name
+                .as_ref()
+                .map(|name| name.trim().to_owned()),
         }),
         _ => Err(ApiError::Validation(errors)),
     }
@@ -389,7 +399,8 @@ pub async fn create(
     // The intent first: the partial unique index refuses a second live
     // virtual card before any issuer call, whatever the concurrency.
     let intent = row.clone();
-    let written: Result<(), StoreError> = write_tx!(state.db, |tx| store::insert(tx, &intent).await);
+    let written: Result<(), StoreError> =
+        write_tx!(state.db, |tx| store::insert(tx, &intent).await);
     match written {
         Err(StoreError::UniqueViolation(_)) => {
             return Err(tern_actors::card::CardFailure::LiveCardExists.into())
@@ -564,7 +575,12 @@ pub async fn replace(
     let row = owned_card(&state, &caller, &path).await?;
     let request = body?.0.unwrap_or_default();
     let mut errors = crate::http::problem::FieldErrors::new();
-    check_text(&mut errors, "reason", request.reason.as_deref(), REASON_CHARS_MAX);
+    check_text(
+        &mut errors,
+        "reason",
+        request.reason.as_deref(),
+        REASON_CHARS_MAX,
+    );
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
@@ -725,7 +741,5 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 .route(web::patch().to(update_limits)),
         )
         .service(web::resource("/v1/cards/{id}/replace").route(web::post().to(replace)))
-        .service(
-            web::resource("/v1/cards/{id}/transactions").route(web::get().to(transactions)),
-        );
+        .service(web::resource("/v1/cards/{id}/transactions").route(web::get().to(transactions)));
 }

@@ -4,7 +4,9 @@
 
 use serde_json::{json, Value};
 
-use super::{authorization, authorize, get_card, issue, json_of, operate, patch_limits, provider_event, send};
+use super::{
+    authorization, authorize, get_card, issue, json_of, operate, patch_limits, provider_event, send,
+};
 use crate::helpers::{assert_problem, Merchant, TestApp};
 use crate::settlements::{assert_ledger_balanced, funded};
 
@@ -17,11 +19,33 @@ async fn funded_card(app: &TestApp, amount: &str) -> (Merchant, String) {
 }
 
 async fn balance(app: &TestApp, merchant: &Merchant, card: &str) -> Value {
-    json_of(send(app, &merchant.api_key, "GET", &format!("/v1/cards/{card}/balance"), None).await, 200).await
+    json_of(
+        send(
+            app,
+            &merchant.api_key,
+            "GET",
+            &format!("/v1/cards/{card}/balance"),
+            None,
+        )
+        .await,
+        200,
+    )
+    .await
 }
 
 async fn transactions(app: &TestApp, merchant: &Merchant, card: &str) -> Vec<Value> {
-    let body = json_of(send(app, &merchant.api_key, "GET", &format!("/v1/cards/{card}/transactions"), None).await, 200).await;
+    let body = json_of(
+        send(
+            app,
+            &merchant.api_key,
+            "GET",
+            &format!("/v1/cards/{card}/transactions"),
+            None,
+        )
+        .await,
+        200,
+    )
+    .await;
     body["data"].as_array().cloned().unwrap_or_default()
 }
 
@@ -44,7 +68,15 @@ async fn an_approval_holds_a_clearing_posts_and_a_refund_credits() {
     assert_eq!(decision["reason"], Value::Null);
     assert_eq!(decision["duplicate"], false);
     let held = balance(&app, &merchant, &card).await;
-    assert_eq!((held["balance_minor"].as_i64(), held["available_minor"].as_i64(), held["hold_minor"].as_i64()), (Some(10_000), Some(7_500), Some(2_500)), "{held}");
+    assert_eq!(
+        (
+            held["balance_minor"].as_i64(),
+            held["available_minor"].as_i64(),
+            held["hold_minor"].as_i64()
+        ),
+        (Some(10_000), Some(7_500), Some(2_500)),
+        "{held}"
+    );
     assert_eq!(get_card(&app, &merchant, &card).await["hold_minor"], 2_500);
 
     // The same event again answers the same decision and records nothing.
@@ -52,32 +84,88 @@ async fn an_approval_holds_a_clearing_posts_and_a_refund_credits() {
     assert_eq!(again["approved"], true);
     assert_eq!(again["duplicate"], true);
     assert_eq!(again["transaction_id"], decision["transaction_id"]);
-    assert_eq!(balance(&app, &merchant, &card).await["available_minor"], 7_500);
+    assert_eq!(
+        balance(&app, &merchant, &card).await["available_minor"],
+        7_500
+    );
 
     let authorization_id = event["data"]["authorization_id"].clone();
     let clearing = json!({"id": format!("evt_clr_{}", uuid::Uuid::new_v4().simple()), "type": "authorization.clearing",
         "data": {"card_id": card, "authorization_id": authorization_id, "amount_minor": 2_500}});
-    assert_eq!(json_of(provider_event(&app, &clearing).await, 200).await, json!({"received": true, "duplicate": false}));
-    assert_eq!(json_of(provider_event(&app, &clearing).await, 200).await, json!({"received": true, "duplicate": true}));
+    assert_eq!(
+        json_of(provider_event(&app, &clearing).await, 200).await,
+        json!({"received": true, "duplicate": false})
+    );
+    assert_eq!(
+        json_of(provider_event(&app, &clearing).await, 200).await,
+        json!({"received": true, "duplicate": true})
+    );
     let posted = balance(&app, &merchant, &card).await;
-    assert_eq!((posted["balance_minor"].as_i64(), posted["available_minor"].as_i64(), posted["hold_minor"].as_i64()), (Some(7_500), Some(7_500), Some(0)), "{posted}");
+    assert_eq!(
+        (
+            posted["balance_minor"].as_i64(),
+            posted["available_minor"].as_i64(),
+            posted["hold_minor"].as_i64()
+        ),
+        (Some(7_500), Some(7_500), Some(0)),
+        "{posted}"
+    );
 
     let refund = json!({"id": format!("evt_rf_{}", uuid::Uuid::new_v4().simple()), "type": "refund.succeeded",
         "data": {"card_id": card, "authorization_id": authorization_id, "amount_minor": 1_000, "currency": "USD", "merchant": "Blue Bottle Coffee"}});
-    assert_eq!(json_of(provider_event(&app, &refund).await, 200).await["duplicate"], false);
-    assert_eq!(json_of(provider_event(&app, &refund).await, 200).await["duplicate"], true);
-    assert_eq!(balance(&app, &merchant, &card).await["balance_minor"], 8_500);
+    assert_eq!(
+        json_of(provider_event(&app, &refund).await, 200).await["duplicate"],
+        false
+    );
+    assert_eq!(
+        json_of(provider_event(&app, &refund).await, 200).await["duplicate"],
+        true
+    );
+    assert_eq!(
+        balance(&app, &merchant, &card).await["balance_minor"],
+        8_500
+    );
 
     let kinds: Vec<(String, String)> = transactions(&app, &merchant, &card)
         .await
         .iter()
-        .map(|t| (t["kind"].as_str().unwrap_or("").to_owned(), t["status"].as_str().unwrap_or("").to_owned()))
+        .map(|t| {
+            (
+                t["kind"].as_str().unwrap_or("").to_owned(),
+                t["status"].as_str().unwrap_or("").to_owned(),
+            )
+        })
         .collect();
-    assert_eq!(kinds, [("refund".into(), "posted".into()), ("clear".into(), "posted".into()), ("authorization".into(), "cleared".into())]);
-    let events = json_of(send(&app, &merchant.api_key, "GET", &format!("/v1/cards/{card}/events"), None).await, 200).await;
-    let types: Vec<&str> = events["data"].as_array().expect("data").iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("refund".into(), "posted".into()),
+            ("clear".into(), "posted".into()),
+            ("authorization".into(), "cleared".into())
+        ]
+    );
+    let events = json_of(
+        send(
+            &app,
+            &merchant.api_key,
+            "GET",
+            &format!("/v1/cards/{card}/events"),
+            None,
+        )
+        .await,
+        200,
+    )
+    .await;
+    let types: Vec<&str> = events["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .collect();
     assert_eq!(types, ["refund", "clearing", "authorization"]);
-    assert!(events["data"][2]["id"].as_str().is_some_and(|id| id.starts_with("evt_")));
+    assert!(events["data"][2]["id"]
+        .as_str()
+        .is_some_and(|id| id.starts_with("evt_")));
     assert_eq!(events["data"][2]["amount_minor"], 2_500);
     assert_ledger_balanced(&app).await;
 }
@@ -87,12 +175,23 @@ async fn a_partial_clearing_posts_what_cleared_and_releases_the_rest() {
     let app = TestApp::spawn().await;
     let (merchant, card) = funded_card(&app, "50.00").await;
     let event = authorization(&card, 2_000, "online", "US");
-    assert_eq!(json_of(provider_event(&app, &event).await, 200).await["approved"], true);
+    assert_eq!(
+        json_of(provider_event(&app, &event).await, 200).await["approved"],
+        true
+    );
     let clearing = json!({"id": format!("evt_{}", uuid::Uuid::new_v4().simple()), "type": "authorization.clearing",
         "data": {"card_id": card, "authorization_id": event["data"]["authorization_id"], "amount_minor": 1_500}});
     json_of(provider_event(&app, &clearing).await, 200).await;
     let after = balance(&app, &merchant, &card).await;
-    assert_eq!((after["balance_minor"].as_i64(), after["available_minor"].as_i64(), after["hold_minor"].as_i64()), (Some(3_500), Some(3_500), Some(0)), "{after}");
+    assert_eq!(
+        (
+            after["balance_minor"].as_i64(),
+            after["available_minor"].as_i64(),
+            after["hold_minor"].as_i64()
+        ),
+        (Some(3_500), Some(3_500), Some(0)),
+        "{after}"
+    );
     assert_ledger_balanced(&app).await;
 }
 
@@ -107,7 +206,17 @@ async fn each_decline_reason_declines_and_holds_nothing() {
     };
     // Channels: a virtual card starts with ATM off.
     declined(&decide(100, "atm", "US").await, "atm_disabled");
-    json_of(patch_limits(&app, &merchant, &card, json!({"online_enabled": false, "international_enabled": false})).await, 200).await;
+    json_of(
+        patch_limits(
+            &app,
+            &merchant,
+            &card,
+            json!({"online_enabled": false, "international_enabled": false}),
+        )
+        .await,
+        200,
+    )
+    .await;
     declined(&decide(100, "online", "US").await, "online_disabled");
     declined(&decide(100, "pos", "FR").await, "international_disabled");
     json_of(patch_limits(&app, &merchant, &card, json!({"online_enabled": true, "international_enabled": true, "atm_enabled": true, "atm_daily_minor": 300})).await, 200).await;
@@ -117,25 +226,52 @@ async fn each_decline_reason_declines_and_holds_nothing() {
 
     // Amount limits: equal passes, one more does not. 400 spent so far today.
     json_of(patch_limits(&app, &merchant, &card, json!({"per_transaction_minor": 500, "daily_spend_minor": 1_400, "monthly_spend_minor": 1_900})).await, 200).await;
-    declined(&decide(501, "pos", "US").await, "per_transaction_limit_exceeded");
+    declined(
+        &decide(501, "pos", "US").await,
+        "per_transaction_limit_exceeded",
+    );
     assert_eq!(decide(500, "pos", "US").await["approved"], true);
     assert_eq!(decide(500, "pos", "US").await["approved"], true);
     declined(&decide(1, "pos", "US").await, "daily_limit_exceeded");
-    json_of(patch_limits(&app, &merchant, &card, json!({"daily_spend_minor": null})).await, 200).await;
+    json_of(
+        patch_limits(&app, &merchant, &card, json!({"daily_spend_minor": null})).await,
+        200,
+    )
+    .await;
     assert_eq!(decide(500, "pos", "US").await["approved"], true);
     declined(&decide(1, "pos", "US").await, "monthly_limit_exceeded");
 
     // Funds: the funding account holds 10,000 and 1,900 is held.
-    json_of(patch_limits(&app, &merchant, &card, json!({"per_transaction_minor": null, "monthly_spend_minor": null})).await, 200).await;
+    json_of(
+        patch_limits(
+            &app,
+            &merchant,
+            &card,
+            json!({"per_transaction_minor": null, "monthly_spend_minor": null}),
+        )
+        .await,
+        200,
+    )
+    .await;
     declined(&decide(8_101, "pos", "US").await, "insufficient_funds");
     assert_eq!(decide(8_100, "pos", "US").await["approved"], true);
     declined(&decide(1, "pos", "US").await, "insufficient_funds");
     // Another currency than the card's.
     let mut eur = authorization(&card, 100, "pos", "US");
     eur["data"]["currency"] = json!("EUR");
-    declined(&json_of(provider_event(&app, &eur).await, 200).await, "currency_mismatch");
+    declined(
+        &json_of(provider_event(&app, &eur).await, 200).await,
+        "currency_mismatch",
+    );
     let held = balance(&app, &merchant, &card).await;
-    assert_eq!((held["available_minor"].as_i64(), held["hold_minor"].as_i64()), (Some(0), Some(10_000)), "{held}");
+    assert_eq!(
+        (
+            held["available_minor"].as_i64(),
+            held["hold_minor"].as_i64()
+        ),
+        (Some(0), Some(10_000)),
+        "{held}"
+    );
 
     // Status: frozen, then blocked (replaced), then closed.
     json_of(operate(&app, &merchant, &card, "freeze").await, 200).await;
@@ -151,7 +287,10 @@ async fn each_decline_reason_declines_and_holds_nothing() {
     let all = transactions(&app, &merchant, &card).await;
     let declines = all.iter().filter(|t| t["status"] == "declined").count();
     assert_eq!(declines, 13, "{all:?}");
-    assert!(all.iter().filter(|t| t["status"] == "declined").all(|t| t["decline_reason"].is_string()));
+    assert!(all
+        .iter()
+        .filter(|t| t["status"] == "declined")
+        .all(|t| t["decline_reason"].is_string()));
     assert_ledger_balanced(&app).await;
 }
 
@@ -174,7 +313,10 @@ async fn unknown_cards_and_bad_events_change_nothing() {
         .expect("request");
     assert_problem(unsigned, 400, "invalid-signature").await;
     let mut no_amount = authorization(&card, 100, "pos", "US");
-    no_amount["data"].as_object_mut().expect("data").remove("amount_minor");
+    no_amount["data"]
+        .as_object_mut()
+        .expect("data")
+        .remove("amount_minor");
     assert_problem(provider_event(&app, &no_amount).await, 400, "bad-request").await;
     let mut bad_channel = authorization(&card, 100, "pos", "US");
     bad_channel["data"]["channel"] = json!("telepathy");
@@ -196,18 +338,34 @@ async fn concurrent_authorizations_never_exceed_a_limit_or_the_balance() {
     let app = TestApp::spawn().await;
     let (merchant, card) = funded_card(&app, "100.00").await;
     json_of(patch_limits(&app, &merchant, &card, json!({"per_transaction_minor": null, "daily_spend_minor": 3_000, "monthly_spend_minor": null})).await, 200).await;
-    let decisions = futures_util::future::join_all((0..40).map(|_| authorize(&app, &card, 300))).await;
+    let decisions =
+        futures_util::future::join_all((0..40).map(|_| authorize(&app, &card, 300))).await;
     let approved = decisions.iter().filter(|d| d["approved"] == true).count();
     assert_eq!(approved, 10, "{decisions:?}");
-    assert!(decisions.iter().filter(|d| d["approved"] == false).all(|d| d["reason"] == "daily_limit_exceeded"));
+    assert!(decisions
+        .iter()
+        .filter(|d| d["approved"] == false)
+        .all(|d| d["reason"] == "daily_limit_exceeded"));
     assert_eq!(balance(&app, &merchant, &card).await["hold_minor"], 3_000);
 
     // Now the balance binds: 7,000 left, 30 requests of 500.
-    json_of(patch_limits(&app, &merchant, &card, json!({"daily_spend_minor": null})).await, 200).await;
-    let decisions = futures_util::future::join_all((0..30).map(|_| authorize(&app, &card, 500))).await;
+    json_of(
+        patch_limits(&app, &merchant, &card, json!({"daily_spend_minor": null})).await,
+        200,
+    )
+    .await;
+    let decisions =
+        futures_util::future::join_all((0..30).map(|_| authorize(&app, &card, 500))).await;
     let approved = decisions.iter().filter(|d| d["approved"] == true).count();
     assert_eq!(approved, 14, "{decisions:?}");
     let after = balance(&app, &merchant, &card).await;
-    assert_eq!((after["available_minor"].as_i64(), after["hold_minor"].as_i64()), (Some(0), Some(10_000)), "{after}");
+    assert_eq!(
+        (
+            after["available_minor"].as_i64(),
+            after["hold_minor"].as_i64()
+        ),
+        (Some(0), Some(10_000)),
+        "{after}"
+    );
     assert_ledger_balanced(&app).await;
 }

@@ -13,7 +13,13 @@ use tern_actors::adapters::sign_payload;
 use crate::helpers::{Merchant, TestApp};
 
 /// Sends a request with the merchant's key.
-pub async fn send(app: &TestApp, key: &str, method: &str, path: &str, body: Option<Value>) -> Response {
+pub async fn send(
+    app: &TestApp,
+    key: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> Response {
     let url = app.url(path);
     let request = match method {
         "GET" => app.client.get(url),
@@ -41,7 +47,11 @@ pub async fn issue(app: &TestApp, merchant: &Merchant, user_id: &str, extra: Val
     if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
         body.extend(extra.clone());
     }
-    json_of(send(app, &merchant.api_key, "POST", "/v1/cards", Some(body)).await, 201).await
+    json_of(
+        send(app, &merchant.api_key, "POST", "/v1/cards", Some(body)).await,
+        201,
+    )
+    .await
 }
 
 /// A card operation with the merchant's key, e.g. `freeze`.
@@ -58,13 +68,25 @@ pub async fn operate(app: &TestApp, merchant: &Merchant, card: &str, operation: 
 
 pub async fn get_card(app: &TestApp, merchant: &Merchant, card: &str) -> Value {
     json_of(
-        send(app, &merchant.api_key, "GET", &format!("/v1/cards/{card}"), None).await,
+        send(
+            app,
+            &merchant.api_key,
+            "GET",
+            &format!("/v1/cards/{card}"),
+            None,
+        )
+        .await,
         200,
     )
     .await
 }
 
-pub async fn patch_limits(app: &TestApp, merchant: &Merchant, card: &str, limits: Value) -> Response {
+pub async fn patch_limits(
+    app: &TestApp,
+    merchant: &Merchant,
+    card: &str,
+    limits: Value,
+) -> Response {
     send(
         app,
         &merchant.api_key,
