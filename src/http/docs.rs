@@ -5,8 +5,9 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder
 use utoipa::{Modify, OpenApi};
 
 use crate::http::{
-    api_keys, audit, auth, devices, ledger, m2m, notifications, ops, password_reset, problem,
-    profile, provider_webhooks, quotes, settlements, transfers, verification, webhooks,
+    api_keys, audit, auth, card_events, cards, devices, ledger, m2m, notifications, ops,
+    password_reset, problem, profile, provider_webhooks, quotes, settlements, transfers,
+    verification, webhooks,
 };
 
 /// The three credential forms of the interface.
@@ -163,6 +164,19 @@ pub struct AuditApi;
     modifiers(&SecuritySchemes)
 )]
 pub struct DevicesApi;
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(
+        cards::card_art, cards::list, cards::create, cards::get, cards::update,
+        cards::balance, cards::close, cards::events, cards::freeze, cards::unfreeze,
+        cards::limits, cards::update_limits, cards::replace, cards::transactions,
+    ),
+    components(schemas(problem::Problem, card_events::AuthorizationDecision)),
+    tags((name = "cards", description = "Card issuance and controls: freeze, limits, replace, secure details, wallets; activity from the card provider's webhooks")),
+    modifiers(&SecuritySchemes)
+)]
+pub struct CardsApi;
 
 #[derive(OpenApi)]
 #[openapi(

@@ -64,7 +64,7 @@ pub struct Received {
     params(("provider" = String, Path, description = "The configured card provider: `sandbox`")),
     security(("provider_signature" = [])),
     responses(
-        (status = 200, body = Received),
+        (status = 200, description = "Recorded (or a duplicate). An `authorization.request` is answered with an AuthorizationDecision instead: `{approved, reason, authorization_id, transaction_id, duplicate}`", body = Received),
         (status = 400, description = "Missing, malformed, stale or wrong signature, or a body that is not an event", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such provider", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),

@@ -72,6 +72,7 @@ fn contexts() -> Vec<(&'static str, &'static str, OpenApi)> {
             "/v1/webhooks/openapi.json",
             docs::WebhooksApi::openapi(),
         ),
+        ("cards", "/v1/cards/openapi.json", docs::CardsApi::openapi()),
     ]
 }
 

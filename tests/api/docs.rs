@@ -15,6 +15,7 @@ async fn every_document_is_served_as_3_0() {
         "/v1/quotes/openapi.json",
         "/v1/transfers/openapi.json",
         "/v1/webhooks/openapi.json",
+        "/v1/cards/openapi.json",
     ] {
         let response = app.get(path).send().await.expect("req");
         assert_eq!(response.status(), 200, "{path}");
