@@ -13,6 +13,7 @@ mod bench;
 mod binary;
 mod cards;
 mod crash;
+mod crash_cards;
 mod crash_transfers;
 mod devices;
 mod devices_on_session;
