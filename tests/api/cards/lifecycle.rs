@@ -213,6 +213,45 @@ async fn the_card_status_table_holds_row_by_row() {
     // With the card closed, the user may have a new one.
     let user = card["user_id"].as_str().expect("user");
     issue(&app, &merchant, user, json!({})).await;
+
+    // Each change is in the merchant's audit chain, by the key that made it,
+    // once: the repeated close and the refusals wrote nothing.
+    let audit = json_of(
+        send(
+            &app,
+            &merchant.api_key,
+            "GET",
+            "/v1/audit/events?limit=200",
+            None,
+        )
+        .await,
+        200,
+    )
+    .await;
+    let actions: Vec<&str> = audit["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter(|e| e["resource_id"] == id)
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert_eq!(
+        actions,
+        ["card.closed", "card.unfrozen", "card.frozen", "card.issued"],
+        "{audit}"
+    );
+    assert!(audit["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter(|e| e["resource_id"] == id && e["action"] != "card.issued")
+        .all(|e| e["actor_id"] == merchant.api_key_id.as_str()));
+    let verified = json_of(
+        send(&app, &merchant.api_key, "GET", "/v1/audit/verify", None).await,
+        200,
+    )
+    .await;
+    assert_eq!(verified["valid"], true);
 }
 
 #[actix_web::test]
