@@ -445,6 +445,8 @@ pub async fn get(
     params(("id" = String, Path)), request_body = UpdateCardRequest,
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
     responses(
+        (status = 403, description = "Missing scope (cards:read to read, cards:write to change)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
         (status = 200, body = Card),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The card is closed (code CARD_CLOSED)", body = Problem, content_type = "application/problem+json"),
@@ -501,6 +503,8 @@ async fn status_change(
     params(("id" = String, Path)),
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
     responses(
+        (status = 403, description = "Missing scope (cards:read to read, cards:write to change)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "Frozen", body = Card),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_ALREADY_FROZEN, CARD_BLOCKED or CARD_CLOSED", body = Problem, content_type = "application/problem+json"),
@@ -520,6 +524,8 @@ pub async fn freeze(
     params(("id" = String, Path)),
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
     responses(
+        (status = 403, description = "Missing scope (cards:read to read, cards:write to change)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "Active", body = Card),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_NOT_FROZEN or CARD_CLOSED", body = Problem, content_type = "application/problem+json"),
@@ -539,6 +545,8 @@ pub async fn unfreeze(
     params(("id" = String, Path)),
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
     responses(
+        (status = 403, description = "Missing scope (cards:read to read, cards:write to change)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "Closed", body = Card),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; nothing changed", body = Problem, content_type = "application/problem+json"),
@@ -559,6 +567,8 @@ pub async fn close(
     request_body(content = Option<ReplaceRequest>, description = "Optional reason"),
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
     responses(
+        (status = 403, description = "Missing scope (cards:read to read, cards:write to change)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "The new card; the old one is blocked", body = Card),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_CLOSED, or another live card exists (ACTIVE_CARD_ALREADY_EXISTS)", body = Problem, content_type = "application/problem+json"),
@@ -596,7 +606,9 @@ pub async fn replace(
 #[utoipa::path(get, path = "/v1/cards/{id}/limits", operation_id = "get_card_limits", tag = "cards",
     params(("id" = String, Path)),
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
-    responses((status = 200, body = Limits), (status = 404, body = Problem, content_type = "application/problem+json")))]
+    responses(
+        (status = 403, description = "Missing scope (cards:read to read, cards:write to change)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),(status = 200, body = Limits), (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn limits(
     caller: Caller,
     state: web::Data<AppState>,
@@ -612,6 +624,8 @@ pub async fn limits(
     params(("id" = String, Path)), request_body = LimitsPatch,
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
     responses(
+        (status = 403, description = "Missing scope (cards:read to read, cards:write to change)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
         (status = 200, body = Limits),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_CLOSED", body = Problem, content_type = "application/problem+json"),
@@ -641,7 +655,9 @@ pub async fn update_limits(
 #[utoipa::path(get, path = "/v1/cards/{id}/balance", operation_id = "get_card_balance", tag = "cards",
     params(("id" = String, Path)),
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
-    responses((status = 200, body = Balance), (status = 404, body = Problem, content_type = "application/problem+json")))]
+    responses(
+        (status = 403, description = "Missing scope (cards:read to read, cards:write to change)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),(status = 200, body = Balance), (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn balance(
     caller: Caller,
     state: web::Data<AppState>,
@@ -674,6 +690,7 @@ fn activity_limit(query: &ActivityQuery) -> Result<i64, ApiError> {
     params(("id" = String, Path), ActivityQuery),
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
     responses(
+        (status = 403, description = "Missing scope (cards:read to read, cards:write to change)", body = Problem, content_type = "application/problem+json"),
         (status = 200, body = CardEventList),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
@@ -699,6 +716,8 @@ pub async fn events(
     params(("id" = String, Path), ActivityQuery),
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
     responses(
+        (status = 403, description = "Missing scope (cards:read to read, cards:write to change)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
         (status = 200, body = TransactionList),
         (status = 404, body = Problem, content_type = "application/problem+json"),
     ))]
