@@ -5,8 +5,8 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder
 use utoipa::{Modify, OpenApi};
 
 use crate::http::{
-    api_keys, audit, auth, devices, ledger, m2m, notifications, ops, password_reset, problem,
-    profile, provider_webhooks, quotes, settlements, transfers, verification, webhooks,
+    api_keys, audit, auth, cards, devices, ledger, m2m, notifications, ops, password_reset,
+    problem, profile, provider_webhooks, quotes, settlements, transfers, verification, webhooks,
 };
 
 /// The three credential forms of the interface.
@@ -163,6 +163,22 @@ pub struct AuditApi;
     modifiers(&SecuritySchemes)
 )]
 pub struct DevicesApi;
+
+/// Only the secure-details and wallet operations so far; the other card
+/// operations carry annotations but are not registered yet.
+#[derive(OpenApi)]
+#[openapi(
+    paths(
+        cards::secure::reveal,
+        cards::wallet::provision_apple_pay,
+        cards::wallet::provision_google_pay,
+        cards::wallet::status
+    ),
+    components(schemas(problem::Problem)),
+    tags((name = "cards", description = "Cards: issuance, controls, secure details and mobile-wallet provisioning")),
+    modifiers(&SecuritySchemes)
+)]
+pub struct CardsApi;
 
 #[derive(OpenApi)]
 #[openapi(

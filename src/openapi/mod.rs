@@ -82,6 +82,7 @@ pub fn documents(public_url: &str) -> Documents {
     aggregated.merge(docs::LedgerApi::openapi());
     aggregated.merge(docs::AuditApi::openapi());
     aggregated.merge(docs::DevicesApi::openapi());
+    aggregated.merge(docs::CardsApi::openapi());
     aggregated.merge(docs::NotificationsApi::openapi());
     let mut contexts_out = Vec::new();
     for (name, path, doc) in contexts() {
@@ -280,6 +281,10 @@ mod tests {
             "/v1/api-keys/{id}",
             "/v1/devices",
             "/v1/devices/{id}",
+            "/v1/cards/{id}/secure-details",
+            "/v1/cards/{id}/wallet/apple_pay",
+            "/v1/cards/{id}/wallet/google_pay",
+            "/v1/cards/{id}/wallet/status",
             "/v1/notifications/dispatch",
         ] {
             assert!(doc["paths"][path].is_object(), "{path}");
