@@ -171,6 +171,8 @@ pub struct DevicesApi;
         cards::card_art, cards::list, cards::create, cards::get, cards::update,
         cards::balance, cards::close, cards::events, cards::freeze, cards::unfreeze,
         cards::limits, cards::update_limits, cards::replace, cards::transactions,
+        cards::secure::reveal, cards::wallet::provision_apple_pay,
+        cards::wallet::provision_google_pay, cards::wallet::status,
     ),
     components(schemas(problem::Problem, card_events::AuthorizationDecision)),
     tags((name = "cards", description = "Card issuance and controls: freeze, limits, replace, secure details, wallets; activity from the card provider's webhooks")),

@@ -281,6 +281,10 @@ mod tests {
             "/v1/api-keys/{id}",
             "/v1/devices",
             "/v1/devices/{id}",
+            "/v1/cards/{id}/secure-details",
+            "/v1/cards/{id}/wallet/apple_pay",
+            "/v1/cards/{id}/wallet/google_pay",
+            "/v1/cards/{id}/wallet/status",
             "/v1/notifications/dispatch",
         ] {
             assert!(doc["paths"][path].is_object(), "{path}");

@@ -374,7 +374,7 @@ impl EntityKind for CardKind {
     }
 }
 
-fn status_of(row: &CardRow) -> Status {
+pub fn status_of(row: &CardRow) -> Status {
     // The column's CHECK admits only these; an unknown one is treated as
     // closed, the status that accepts nothing.
     Status::parse(&row.status).unwrap_or(Status::Closed)

@@ -4,7 +4,9 @@
 //! the store. Another merchant's card, or another user's for a session, is
 //! 404 like a missing one.
 
+pub mod secure;
 pub mod view;
+pub mod wallet;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
@@ -760,5 +762,20 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 .route(web::patch().to(update_limits)),
         )
         .service(web::resource("/v1/cards/{id}/replace").route(web::post().to(replace)))
-        .service(web::resource("/v1/cards/{id}/transactions").route(web::get().to(transactions)));
+        .service(
+            web::resource("/v1/cards/{id}/secure-details").route(web::post().to(secure::reveal)),
+        )
+        .service(web::resource("/v1/cards/{id}/transactions").route(web::get().to(transactions)))
+        // One resource per wallet, so an unknown wallet is an unknown path (404).
+        .service(
+            web::resource("/v1/cards/{id}/wallet/apple_pay")
+                .route(web::post().to(wallet::provision_apple_pay)),
+        )
+        .service(
+            web::resource("/v1/cards/{id}/wallet/google_pay")
+                .route(web::post().to(wallet::provision_google_pay)),
+        )
+        .service(
+            web::resource("/v1/cards/{id}/wallet/status").route(web::get().to(wallet::status)),
+        );
 }

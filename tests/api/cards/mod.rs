@@ -5,6 +5,8 @@
 mod authorizations;
 mod lifecycle;
 mod on_session;
+mod secure;
+mod wallet;
 
 use reqwest::Response;
 use serde_json::{json, Value};
@@ -27,6 +29,29 @@ pub async fn send(
         _ => app.client.post(url),
     }
     .bearer_auth(key);
+    let request = match body {
+        Some(body) => request.json(&body),
+        None => request,
+    };
+    request.send().await.expect("request")
+}
+
+/// Sends a request with a session cookie (no Origin header, as a
+/// same-site fetch or a non-browser client sends it).
+pub async fn with_cookie(
+    app: &TestApp,
+    cookie: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> Response {
+    let url = app.url(path);
+    let request = match method {
+        "GET" => app.client.get(url),
+        "PATCH" => app.client.patch(url),
+        _ => app.client.post(url),
+    }
+    .header("cookie", cookie);
     let request = match body {
         Some(body) => request.json(&body),
         None => request,

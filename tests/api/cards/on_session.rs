@@ -1,31 +1,10 @@
 //! A person with a session acts on their own cards; naming anyone else is
 //! refused, and another person's card is not found.
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-use super::json_of;
+use super::{json_of, with_cookie};
 use crate::helpers::{assert_problem, TestApp};
-
-async fn with_cookie(
-    app: &TestApp,
-    cookie: &str,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> reqwest::Response {
-    let url = app.url(path);
-    let request = match method {
-        "GET" => app.client.get(url),
-        "PATCH" => app.client.patch(url),
-        _ => app.client.post(url),
-    }
-    .header("cookie", cookie);
-    let request = match body {
-        Some(body) => request.json(&body),
-        None => request,
-    };
-    request.send().await.expect("request")
-}
 
 #[actix_web::test]
 async fn a_session_issues_and_manages_its_own_card() {

@@ -285,15 +285,43 @@ async fn decode<T: DeserializeOwned>(response: Response) -> Result<T, ProviderEr
         timed_out: e.is_timeout(),
         reason: format!("reading the response: {e}"),
     })?;
-    serde_json::from_slice(&bytes).map_err(|e| ProviderError::Unknown {
+    serde_json::from_slice(&bytes).map_err(|e| undecodable(status, &e))
+}
+
+/// Names where the body broke, never what it held: serde's own message
+/// quotes the offending value, which in an issuer's answer may be a PAN,
+/// and this reason reaches logs and the provider health figures.
+fn undecodable(status: StatusCode, error: &serde_json::Error) -> ProviderError {
+    let kind = match error.classify() {
+        serde_json::error::Category::Io => "unreadable",
+        serde_json::error::Category::Syntax => "not JSON",
+        serde_json::error::Category::Data => "unexpected fields or types",
+        serde_json::error::Category::Eof => "cut short",
+    };
+    ProviderError::Unknown {
         timed_out: false,
-        reason: format!("undecodable {status} response: {e}"),
-    })
+        reason: format!(
+            "undecodable {status} response ({kind} at line {} column {})",
+            error.line(),
+            error.column()
+        ),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_undecodable_answer_never_quotes_its_values() {
+        let body = br#"{"pan": 4242424242424242, "cvv": "123"}"#;
+        let error = serde_json::from_slice::<wire::CardSecrets>(body)
+            .err()
+            .map(|e| undecodable(StatusCode::OK, &e).to_string());
+        let reason = error.unwrap_or_default();
+        assert!(reason.contains("unexpected fields or types"), "{reason}");
+        assert!(!reason.contains("4242"), "{reason}");
+    }
 
     #[test]
     fn base_urls_are_checked_and_joined_under_their_prefix() {

@@ -1,0 +1,193 @@
+//! Mobile-wallet provisioning (decisions §1, §10): a token for Apple Pay or
+//! Google Pay is asked of the issuer through the card's actor and answered
+//! `requested`; the issuer's signed `wallet_token.updated` webhook later
+//! makes it `active` (or `failed`), and the card's `wallet_status` follows.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tern_actors::card::{CardCommand, CardReply};
+use tern_actors::ports::Wallet;
+use tern_schema::models::CardWalletTokenRow;
+use tern_schema::store::cards as store;
+use tern_schema::types::as_utc;
+use utoipa::ToSchema;
+
+use super::{check_text, origin, owned_card, registry, SCOPE_READ, SCOPE_WRITE};
+use crate::auth::Caller;
+use crate::http::extract::OptionalJsonBody;
+use crate::http::problem::{ApiError, FieldErrors, Problem};
+use crate::state::AppState;
+
+pub const TOKEN_ID_PREFIX: &str = "wtk_";
+/// Longest `device_id`: wallet device ids are short opaque strings.
+pub const DEVICE_ID_CHARS_MAX: usize = 128;
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WalletProvisionRequest {
+    /// The wallet's id of the device the token is for; 1 to 128 characters.
+    pub device_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WalletProvisionResponse {
+    #[schema(example = "wtk_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
+    pub token_id: String,
+    /// `requested` until the issuer reports the wallet's verdict.
+    #[schema(example = "requested")]
+    pub status: String,
+    /// `apple_pay` or `google_pay`.
+    #[schema(example = "apple_pay")]
+    pub wallet: String,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WalletToken {
+    pub token_id: String,
+    #[schema(example = "apple_pay")]
+    pub wallet: String,
+    /// requested, provisioning, active, suspended, removed or failed.
+    #[schema(example = "active")]
+    pub status: String,
+    pub device_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WalletStatus {
+    pub card_id: String,
+    /// The card's wallet status: `active` when any token is, otherwise the
+    /// newest token's status, `none` without tokens.
+    #[schema(example = "active")]
+    pub status: String,
+    /// Oldest first.
+    pub tokens: Vec<WalletToken>,
+}
+
+fn token(row: CardWalletTokenRow) -> WalletToken {
+    WalletToken {
+        token_id: row.id,
+        wallet: row.wallet,
+        status: row.status,
+        device_id: row.device_id,
+        created_at: as_utc(row.created_at),
+    }
+}
+
+async fn provision(
+    req: HttpRequest,
+    caller: Caller,
+    state: web::Data<AppState>,
+    card_id: &str,
+    body: Result<OptionalJsonBody<WalletProvisionRequest>, ApiError>,
+    wallet: Wallet,
+) -> Result<HttpResponse, ApiError> {
+    caller.require(SCOPE_WRITE)?;
+    let request = body?.0.unwrap_or_default();
+    let mut errors = FieldErrors::new();
+    check_text(
+        &mut errors,
+        "device_id",
+        request.device_id.as_deref(),
+        DEVICE_ID_CHARS_MAX,
+    );
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let card = owned_card(&state, &caller, card_id).await?;
+    let command = CardCommand::ProvisionWallet {
+        wallet,
+        device_id: request.device_id.map(|id| id.trim().to_owned()),
+        token_id: format!("{TOKEN_ID_PREFIX}{}", uuid::Uuid::now_v7().simple()),
+        origin: origin(&caller, &req),
+    };
+    let row = match registry(&state)?.call(&card.id, command).await?? {
+        CardReply::Token(row) => *row,
+        other => return Err(ApiError::Internal(format!("card actor answered {other:?}"))),
+    };
+    tracing::info!(card_id = %card.id, token_id = %row.id, wallet = wallet.as_str(), "wallet token requested");
+    Ok(HttpResponse::Ok().json(WalletProvisionResponse {
+        token_id: row.id,
+        status: row.status,
+        wallet: row.wallet,
+        created_at: as_utc(row.created_at),
+    }))
+}
+
+/// Provision the card into Apple Pay.
+#[utoipa::path(post, path = "/v1/cards/{id}/wallet/apple_pay", operation_id = "provision_apple_pay", tag = "cards",
+    params(("id" = String, Path)),
+    request_body(content = Option<WalletProvisionRequest>, description = "Optional device_id"),
+    security(("session" = []), ("bearer" = []), ("api_key" = [])),
+    responses(
+        (status = 200, description = "Requested; the issuer's webhook makes it active or failed", body = WalletProvisionResponse),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope cards:write", body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "CARD_CLOSED, CARD_BLOCKED, CARD_NOT_ISSUED or WALLET_TOKEN_LIMIT_REACHED", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Unknown field, or a device_id that is not 1 to 128 printable characters", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "The issuer cannot provision this wallet; nothing was stored", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The issuer failed; nothing was stored", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn provision_apple_pay(
+    req: HttpRequest,
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: Result<OptionalJsonBody<WalletProvisionRequest>, ApiError>,
+) -> Result<HttpResponse, ApiError> {
+    provision(req, caller, state, &path, body, Wallet::ApplePay).await
+}
+
+/// Provision the card into Google Pay.
+#[utoipa::path(post, path = "/v1/cards/{id}/wallet/google_pay", operation_id = "provision_google_pay", tag = "cards",
+    params(("id" = String, Path)),
+    request_body(content = Option<WalletProvisionRequest>, description = "Optional device_id"),
+    security(("session" = []), ("bearer" = []), ("api_key" = [])),
+    responses(
+        (status = 200, description = "Requested; the issuer's webhook makes it active or failed", body = WalletProvisionResponse),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope cards:write", body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "CARD_CLOSED, CARD_BLOCKED, CARD_NOT_ISSUED or WALLET_TOKEN_LIMIT_REACHED", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Unknown field, or a device_id that is not 1 to 128 printable characters", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "The issuer cannot provision this wallet; nothing was stored", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The issuer failed; nothing was stored", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn provision_google_pay(
+    req: HttpRequest,
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: Result<OptionalJsonBody<WalletProvisionRequest>, ApiError>,
+) -> Result<HttpResponse, ApiError> {
+    provision(req, caller, state, &path, body, Wallet::GooglePay).await
+}
+
+/// The card's wallet status and its tokens.
+#[utoipa::path(get, path = "/v1/cards/{id}/wallet/status", operation_id = "get_card_wallet_status", tag = "cards",
+    params(("id" = String, Path)),
+    security(("session" = []), ("bearer" = []), ("api_key" = [])),
+    responses(
+        (status = 200, body = WalletStatus),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope cards:read", body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn status(
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require(SCOPE_READ)?;
+    let card = owned_card(&state, &caller, &path).await?;
+    let mut pooled = state.db.get().await?;
+    let rows = store::wallet_tokens(&mut pooled.tx(), &card.id).await?;
+    Ok(HttpResponse::Ok().json(WalletStatus {
+        card_id: card.id,
+        status: card.wallet_status,
+        tokens: rows.into_iter().map(token).collect(),
+    }))
+}
