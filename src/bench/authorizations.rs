@@ -20,10 +20,10 @@ use anyhow::{bail, Context};
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use tern_actors::adapters::{sign_payload, SANDBOX_SIGNATURE_HEADER};
 
-use super::logins::{by_status, rate_limited};
+use super::logins::by_status;
 use super::{bar, check_bounds, fund, in_ms, per_s, Client, Credential, Percentiles};
 
 /// The most cards one run issues: each costs a registration (a password hash).
@@ -157,18 +157,6 @@ fn check_options(options: &Options) -> anyhow::Result<()> {
 }
 
 impl Client {
-    /// Sends `request` and answers the body of a `want` answer.
-    async fn expect(&self, request: reqwest::RequestBuilder, want: u16) -> anyhow::Result<Value> {
-        let response = request.send().await.context("sending a request")?;
-        let status = response.status().as_u16();
-        let body: Value = response.json().await.unwrap_or(Value::Null);
-        match status {
-            _ if status == want => Ok(body),
-            429 => Err(rate_limited()),
-            _ => bail!("expected {want}, got {status}: {body}"),
-        }
-    }
-
     /// A person with a funded USD account and a card without amount limits.
     async fn bench_card(&self, funded_minor: i64) -> anyhow::Result<BenchCard> {
         let user = self.register_user().await?;
@@ -177,7 +165,7 @@ impl Client {
         let account = account["id"].as_str().context("no account id")?;
         fund(self, credential, account, funded_minor).await?;
         let issue = credential.apply(self.http.post(format!("{}/v1/cards", self.base)));
-        let card = self.expect(issue, 201).await.context("issuing a card")?;
+        let card = self.json(issue, 201).await.context("issuing a card")?;
         let id = card["id"].as_str().context("no card id")?.to_owned();
         let limits = credential
             .apply(
@@ -186,7 +174,7 @@ impl Client {
             )
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(NO_AMOUNT_LIMITS);
-        self.expect(limits, 200)
+        self.json(limits, 200)
             .await
             .context("lifting the card's limits")?;
         Ok(BenchCard {
@@ -341,7 +329,7 @@ async fn check_cards(
     for (n, card) in cards.iter().enumerate() {
         let url = format!("{}/v1/cards/{}/balance", client.base, card.id);
         let request = Credential::Session(&card.session).apply(client.http.get(url));
-        let balance = client.expect(request, 200).await?;
+        let balance = client.json(request, 200).await?;
         let minor = |field: &str| {
             balance[field]
                 .as_i64()
@@ -516,6 +504,8 @@ pub fn print(options: &Options, report: &Report) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     #[test]
