@@ -154,6 +154,43 @@ enum BenchAction {
         #[arg(long, default_value = "2s", value_parser = crate::config::parse_duration)]
         baseline: std::time::Duration,
     },
+    /// Card authorization decisions: register K people (a merchant each),
+    /// fund them, issue each a card without amount limits, then post N
+    /// signed `authorization.request` webhooks at concurrency C round-robin
+    /// over the cards; prints decisions/s, approvals, declines, latency,
+    /// and checks every card's holds. Run the server with
+    /// TERN_RATE_LIMITS=register=1000000/1s,login=1000000/1s (or `off`) and
+    /// the same TERN_CARD_PROVIDER_WEBHOOK_SECRET.
+    Authorizations {
+        /// Base URL of the running server.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        url: String,
+        /// Authorization requests to send.
+        #[arg(short = 'n', long, default_value_t = 100_000)]
+        count: u64,
+        /// Requests in flight at once.
+        #[arg(short = 'c', long, default_value_t = 64)]
+        concurrency: usize,
+        /// Cards (each a registered person: one password hash each).
+        #[arg(long, default_value_t = 16)]
+        cards: usize,
+        /// Amount of each authorization, in USD minor units.
+        #[arg(long, default_value_t = 1)]
+        amount_minor: i64,
+        /// The server's card-provider webhook secret.
+        #[arg(
+            long,
+            env = "TERN_CARD_PROVIDER_WEBHOOK_SECRET",
+            hide_env_values = true
+        )]
+        webhook_secret: String,
+        /// Then send an `authorization.clearing` for every approval.
+        #[arg(long)]
+        clear: bool,
+        /// Skip the closing ledger check on TERN_DATABASE_URL.
+        #[arg(long)]
+        no_check: bool,
+    },
 }
 
 /// The transfers a bench drives, shared by `bench transfers` and
@@ -419,6 +456,33 @@ async fn bench(action: BenchAction, config: &Config) -> anyhow::Result<()> {
             };
             let report = crate::bench::logins::run(&options).await?;
             crate::bench::logins::print(&options, &report)
+        }
+        BenchAction::Authorizations {
+            url,
+            count,
+            concurrency,
+            cards,
+            amount_minor,
+            webhook_secret,
+            clear,
+            no_check,
+        } => {
+            let options = crate::bench::authorizations::Options {
+                url,
+                cards,
+                count,
+                concurrency,
+                amount_minor,
+                webhook_secret,
+                clear,
+                database_url: (!no_check).then(|| config.database_url.clone()),
+            };
+            let report = crate::bench::authorizations::run(&options).await?;
+            crate::bench::authorizations::print(&options, &report)?;
+            if let Some(database_url) = &options.database_url {
+                crate::bench::check_ledger(database_url).await?;
+            }
+            Ok(())
         }
     }
 }

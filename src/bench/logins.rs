@@ -71,9 +71,9 @@ pub struct Reads {
 }
 
 /// A registered bench user and the session its registration opened.
-struct User {
-    email: String,
-    session: String,
+pub(super) struct User {
+    pub(super) email: String,
+    pub(super) session: String,
 }
 
 /// The `svc_session` token among a response's cookies.
@@ -101,11 +101,11 @@ pub fn server_time_us(header: &str) -> Option<u64> {
     })
 }
 
-fn rate_limited() -> anyhow::Error {
+pub(super) fn rate_limited() -> anyhow::Error {
     anyhow::anyhow!("rate limited (429): start the server with {RATE_LIMITS_NEEDED}")
 }
 
-fn by_status(statuses: impl IntoIterator<Item = u16>) -> Vec<(u16, u64)> {
+pub(super) fn by_status(statuses: impl IntoIterator<Item = u16>) -> Vec<(u16, u64)> {
     let mut counted = BTreeMap::new();
     for status in statuses {
         *counted.entry(status).or_insert(0u64) += 1;
@@ -114,7 +114,9 @@ fn by_status(statuses: impl IntoIterator<Item = u16>) -> Vec<(u16, u64)> {
 }
 
 impl Client {
-    async fn register_user(&self) -> anyhow::Result<User> {
+    /// Registers a person (a merchant of their own); a 429 names the
+    /// limits the server needs.
+    pub(super) async fn register_user(&self) -> anyhow::Result<User> {
         let tag = uuid::Uuid::new_v4().simple().to_string();
         let email = format!("bench-{tag}@example.com");
         let body =

@@ -9,7 +9,9 @@
 //! `tern bench webhooks` ([`webhooks`]) drives it again and measures the
 //! signed webhooks it sends to a receiver of the bench's own. `tern bench
 //! logins` ([`logins`]) floods the password pool with logins and times a
-//! session read meanwhile.
+//! session read meanwhile. `tern bench authorizations` ([`authorizations`])
+//! drives signed card authorization requests, as the card provider sends
+//! them, at the cards' actors.
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +22,7 @@ use serde_json::{json, Value};
 use tern_schema::money::Currency;
 use tern_schema::{ledger, Db};
 
+pub mod authorizations;
 mod deliveries;
 pub mod logins;
 mod receiver;
@@ -94,6 +97,26 @@ impl Percentiles {
     }
 }
 
+/// How a bench request says who sends it: a merchant's API key, or a
+/// person's session (the `svc_session` cookie).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Credential<'a> {
+    Key(&'a str),
+    Session(&'a str),
+}
+
+impl Credential<'_> {
+    pub(crate) fn apply(self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self {
+            Credential::Key(key) => request.bearer_auth(key),
+            Credential::Session(token) => request.header(
+                reqwest::header::COOKIE,
+                format!("{}={token}", crate::auth::session::SESSION_COOKIE),
+            ),
+        }
+    }
+}
+
 /// A merchant of the bench's own, with its USD funding account.
 pub(crate) struct Merchant {
     id: String,
@@ -151,17 +174,18 @@ impl Client {
                 .with_context(|| format!("no {field} in the registration"))
         };
         let (id, key) = (text("merchant_id")?, text("api_key")?);
-        let account = self.account(&key, None).await?;
+        let account = self.account(Credential::Key(&key), None).await?;
         let account = account["id"].as_str().context("no account id")?.to_owned();
         Ok(Merchant { id, key, account })
     }
 
     /// The merchant's USD funding account (or the one with `id`).
-    async fn account(&self, key: &str, id: Option<&str>) -> anyhow::Result<Value> {
-        let request = self
-            .http
-            .get(format!("{}/v1/ledger/accounts", self.base))
-            .bearer_auth(key);
+    pub(crate) async fn account(
+        &self,
+        credential: Credential<'_>,
+        id: Option<&str>,
+    ) -> anyhow::Result<Value> {
+        let request = credential.apply(self.http.get(format!("{}/v1/ledger/accounts", self.base)));
         let accounts = self.json(request, 200).await?;
         accounts["data"]
             .as_array()
@@ -193,25 +217,30 @@ fn usd(amount_minor: i64) -> anyhow::Result<String> {
     Ok(currency.format(amount_minor))
 }
 
-/// Funds the merchant with one card_charge and waits for it to succeed.
-async fn fund(client: &Client, merchant: &Merchant, amount_minor: i64) -> anyhow::Result<()> {
+/// Funds the funding `account` with one card_charge and waits for it to
+/// succeed.
+pub(crate) async fn fund(
+    client: &Client,
+    credential: Credential<'_>,
+    account: &str,
+    amount_minor: i64,
+) -> anyhow::Result<()> {
     let key = uuid::Uuid::new_v4().to_string();
     let body = json!({"method": "card_charge",
         "amount": {"amount": usd(amount_minor)?, "currency": CURRENCY},
-        "source": merchant.account, "destination": "pm_card_visa", "recipient_name": "Bench"});
-    let request = client
-        .http
-        .post(format!("{}/v1/settlements", client.base))
-        .bearer_auth(&merchant.key)
+        "source": account, "destination": "pm_card_visa", "recipient_name": "Bench"});
+    let request = credential
+        .apply(client.http.post(format!("{}/v1/settlements", client.base)))
         .header("Idempotency-Key", &key)
         .json(&body);
     client.json(request, 201).await?;
     let started = Instant::now();
     loop {
-        let request = client
-            .http
-            .get(format!("{}/v1/settlements/{key}", client.base))
-            .bearer_auth(&merchant.key);
+        let request = credential.apply(
+            client
+                .http
+                .get(format!("{}/v1/settlements/{key}", client.base)),
+        );
         let settlement = client.json(request, 200).await?;
         match settlement["status"].as_str() {
             Some("succeeded") => return Ok(()),
@@ -272,7 +301,7 @@ async fn await_terminal(
     let started = Instant::now();
     loop {
         let account = client
-            .account(&merchant.key, Some(&merchant.account))
+            .account(Credential::Key(&merchant.key), Some(&merchant.account))
             .await?;
         let pending_minor = account["pending_minor"].as_i64().unwrap_or(i64::MAX);
         let in_flight = (pending_minor / options.amount_minor) as u64;
@@ -315,7 +344,8 @@ pub async fn settlements(options: &Options) -> anyhow::Result<Report> {
         .amount_minor
         .checked_mul(options.count as i64)
         .context("count x amount overflows")?;
-    fund(&client, &merchant, total_minor).await?;
+    let credential = Credential::Key(&merchant.key);
+    fund(&client, credential, &merchant.account, total_minor).await?;
 
     let started = Instant::now();
     let mut results = drive(&client, &merchant, options).await;

@@ -1,8 +1,10 @@
 //! The load tool works end to end: `tern bench settlements` against a
 //! running server creates, completes and checks what it says, and `tern
-//! bench webhooks` counts every signed delivery to its own receiver, and
-//! `tern bench logins` logs in while reading sessions. Figures are printed,
-//! never asserted: timing belongs to benchmarks, not tests.
+//! bench webhooks` counts every signed delivery to its own receiver, `tern
+//! bench logins` logs in while reading sessions, and `tern bench
+//! authorizations` has every signed authorization request decided and each
+//! card's holds match its approvals. Figures are printed, never asserted:
+//! timing belongs to benchmarks, not tests.
 
 use tern::config::RateLimits;
 
@@ -174,6 +176,100 @@ async fn bench_logins_names_the_rate_limits_it_needs() {
     .await;
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_tern"))
         .args(["bench", "logins", "--url", &app.address, "--users", "2"])
+        .env("TERN_LOG", "warn")
+        .output()
+        .await
+        .expect("run tern bench");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("TERN_RATE_LIMITS=login=1000000/1s,register=1000000/1s"),
+        "{stderr}"
+    );
+}
+
+/// A server whose registrations are not limited, and the bench's arguments
+/// for it with its webhook secret.
+async fn authorizations_app() -> (TestApp, String) {
+    let app = TestApp::spawn_with(|config| {
+        config.rate_limits =
+            RateLimits::parse("login=1000000/1s,register=1000000/1s").expect("valid limits");
+    })
+    .await;
+    let secret = app
+        .state
+        .config
+        .card_provider_webhook_secret
+        .clone()
+        .expect("a secret is always resolved at start");
+    (app, secret)
+}
+
+#[actix_web::test]
+async fn bench_authorizations_decides_every_request_and_holds_what_it_approved() {
+    let (app, secret) = authorizations_app().await;
+    let args = ["authorizations", "--url", &app.address, "-n", "120"];
+    let stdout = tern_bench(
+        &app,
+        &[
+            &args[..],
+            &["-c", "8", "--cards", "3", "--amount-minor", "2"],
+            &["--webhook-secret", &secret],
+        ]
+        .concat(),
+    )
+    .await;
+    assert!(
+        stdout.contains("decisions:  120 answered of 120 in"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\nnon-200:    none\n"), "{stdout}");
+    assert!(stdout.contains("approved:   120, declined 0\n"), "{stdout}");
+    assert!(stdout.contains("decisions latency: p50"), "{stdout}");
+    assert!(stdout.contains("holds: ok on 3 card(s)"), "{stdout}");
+    assert!(!stdout.contains("MISMATCH"), "{stdout}");
+    assert!(stdout.contains("ledger check: ok"), "{stdout}");
+}
+
+#[actix_web::test]
+async fn bench_authorizations_clears_every_approval() {
+    let (app, secret) = authorizations_app().await;
+    let args = ["authorizations", "--url", &app.address, "-n", "30"];
+    let stdout = tern_bench(
+        &app,
+        &[
+            &args[..],
+            &[
+                "-c",
+                "4",
+                "--cards",
+                "2",
+                "--clear",
+                "--webhook-secret",
+                &secret,
+            ],
+        ]
+        .concat(),
+    )
+    .await;
+    assert!(stdout.contains("approved:   30, declined 0\n"), "{stdout}");
+    assert!(
+        stdout.contains("clearings:  30 cleared of 30 in"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("holds: ok on 2 card(s)"), "{stdout}");
+    assert!(stdout.contains("ledger check: ok"), "{stdout}");
+}
+
+#[actix_web::test]
+async fn bench_authorizations_names_the_rate_limits_it_needs() {
+    let app = TestApp::spawn_with(|config| {
+        config.rate_limits = RateLimits::parse("register=1/1h").expect("valid limits");
+    })
+    .await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["bench", "authorizations", "--url", &app.address])
+        .args(["--cards", "2", "-n", "2", "--webhook-secret", "any"])
         .env("TERN_LOG", "warn")
         .output()
         .await

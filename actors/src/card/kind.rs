@@ -369,6 +369,14 @@ impl EntityKind for CardKind {
         }
     }
 
+    /// A live card is not in flight between authorizations, but it is not
+    /// done either: it stays in memory until the idle timeout, or every
+    /// authorization of a busy card would reload it (its spend windows are
+    /// sums over the card's transactions).
+    fn passivates_when_quiet(state: &CardState) -> bool {
+        state.gone || state.row.status == Status::Closed.as_str()
+    }
+
     fn on_activate(state: &CardState) -> Option<CardCommand> {
         (state.row.status == Status::Issuing.as_str()).then_some(CardCommand::Resume)
     }

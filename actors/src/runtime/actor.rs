@@ -268,7 +268,7 @@ impl<K: EntityKind> EntityActor<K> {
                 }
             }
         }
-        if K::in_flight_since(&self.state).is_none() {
+        if K::passivates_when_quiet(&self.state) {
             // Terminal: nothing more will happen; free the memory now.
             self.try_passivate(ctx);
         }

@@ -144,4 +144,14 @@ pub trait EntityKind: Sized + 'static {
         let _ = state;
         None
     }
+
+    /// Whether the actor leaves memory as soon as its mailbox is empty after
+    /// a message, instead of after the idle timeout. By default when the
+    /// entity is terminal: nothing more will happen to it. A kind whose
+    /// entities take traffic while not in flight (a card between
+    /// authorizations) says no, so that a busy entity is not reloaded from
+    /// the database between two of its messages.
+    fn passivates_when_quiet(state: &Self::State) -> bool {
+        Self::in_flight_since(state).is_none()
+    }
 }
