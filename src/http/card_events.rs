@@ -11,6 +11,7 @@ use tern_actors::card::{AuthorizationRequest, CardCommand, CardReply, RefundRequ
 use tern_actors::runtime::RuntimeError;
 use utoipa::ToSchema;
 
+use crate::http::cards::registry;
 use crate::http::problem::ApiError;
 use crate::http::provider_webhooks::{ProviderEvent, Received, EVENT_FIELD_LENGTH_MAX};
 use crate::state::AppState;
@@ -101,15 +102,6 @@ fn descriptor(value: Option<String>) -> String {
         .filter(|c| !c.is_control())
         .take(DESCRIPTOR_CHARS_MAX)
         .collect()
-}
-
-fn registry(
-    state: &AppState,
-) -> Result<&tern_actors::runtime::Registry<tern_actors::card::CardKind>, ApiError> {
-    state
-        .cards
-        .as_ref()
-        .ok_or_else(|| ApiError::NotReady("no card issuer is configured".into()))
 }
 
 pub async fn authorize(state: &AppState, event: ProviderEvent) -> Result<HttpResponse, ApiError> {

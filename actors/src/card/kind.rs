@@ -503,13 +503,7 @@ async fn issue(
         IssueOutcome::Issued(issued) => {
             let row = issued_row(&state.row, &issued, utc_now());
             let held = state.row.version;
-            let audit = record(
-                &row,
-                &origin,
-                "card.issued",
-                json!({"program_id": row.program_id, "network": row.network,
-                       "last_four": row.last_four, "replaces": row.replaces_card_id}),
-            );
+            let audit = issued_record(&row, &origin);
             let written = row.clone();
             env.db
                 .write(move |tx| {
@@ -555,18 +549,7 @@ async fn issue(
                         if let Some(firing) = firing {
                             complete_in(tx, &firing).await?;
                         }
-                        let timer_id = format!("{id}:resume:{}", uuid::Uuid::now_v7().simple());
-                        schedule_in(
-                            tx,
-                            &TimerSpec {
-                                id: &timer_id,
-                                kind: CardKind::NAME,
-                                entity_id: &id,
-                                due_at: utc_now() + ISSUE_RESUME_DELAY,
-                                payload: TIMER_RESUME_ISSUE,
-                            },
-                        )
-                        .await?;
+                        schedule_resume_in(tx, &id).await?;
                         Ok::<_, WriteError>(())
                     })
                 })
@@ -574,6 +557,33 @@ async fn issue(
             answer(state, Err(CardFailure::Issuer(reason)))
         }
     }
+}
+
+fn issued_record(row: &CardRow, origin: &Origin) -> AuditRecord {
+    record(
+        row,
+        origin,
+        "card.issued",
+        json!({"program_id": row.program_id, "network": row.network,
+               "last_four": row.last_four, "replaces": row.replaces_card_id}),
+    )
+}
+
+/// Asks the card's actor to finish an issue whose outcome is unknown, later
+/// and across restarts: the timer commits with the transition that wants it.
+async fn schedule_resume_in(tx: &mut Tx<'_>, card_id: &str) -> RuntimeResult<()> {
+    let timer_id = format!("{card_id}:resume:{}", uuid::Uuid::now_v7().simple());
+    schedule_in(
+        tx,
+        &TimerSpec {
+            id: &timer_id,
+            kind: CardKind::NAME,
+            entity_id: card_id,
+            due_at: utc_now() + ISSUE_RESUME_DELAY,
+            payload: TIMER_RESUME_ISSUE,
+        },
+    )
+    .await
 }
 
 async fn complete_timer(db: &Db, firing: TimerFiring) -> RuntimeResult<()> {
@@ -780,13 +790,7 @@ async fn replace(
     match ask_issuer(env.ctx.issuer.as_ref(), &intent).await {
         IssueOutcome::Issued(issued) => {
             let row = issued_row(&intent, &issued, utc_now());
-            let issued_audit = record(
-                &row,
-                &origin,
-                "card.issued",
-                json!({"program_id": row.program_id, "network": row.network,
-                       "last_four": row.last_four, "replaces": row.replaces_card_id}),
-            );
+            let issued_audit = issued_record(&row, &origin);
             let written = row.clone();
             env.db
                 .write(move |tx| {
@@ -815,22 +819,7 @@ async fn replace(
             // The new card's own actor finishes it (recovery, or the timer).
             let id = intent.id.clone();
             env.db
-                .write(move |tx| {
-                    Box::pin(async move {
-                        let timer_id = format!("{id}:resume:{}", uuid::Uuid::now_v7().simple());
-                        schedule_in(
-                            tx,
-                            &TimerSpec {
-                                id: &timer_id,
-                                kind: CardKind::NAME,
-                                entity_id: &id,
-                                due_at: utc_now() + ISSUE_RESUME_DELAY,
-                                payload: TIMER_RESUME_ISSUE,
-                            },
-                        )
-                        .await
-                    })
-                })
+                .write(move |tx| Box::pin(async move { schedule_resume_in(tx, &id).await }))
                 .await?;
             answer(state, Err(CardFailure::Issuer(reason)))
         }

@@ -93,7 +93,8 @@ pub struct ActivityQuery {
     pub limit: Option<i64>,
 }
 
-fn registry(state: &AppState) -> Result<&Registry<CardKind>, ApiError> {
+/// The card actors, or 503 when no card issuer is configured.
+pub(crate) fn registry(state: &AppState) -> Result<&Registry<CardKind>, ApiError> {
     state
         .cards
         .as_ref()
