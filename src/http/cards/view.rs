@@ -328,7 +328,9 @@ pub fn render(row: CardRow, balances: CardBalances, tokens: &[CardWalletTokenRow
         theme: row.theme,
         cardholder: row.cardholder,
         currency: row.currency,
-        wallet_status: row.wallet_status,
+        // The actor derives the row's value from the same tokens; deriving it
+        // here keeps it consistent with `wallet` when they were read apart.
+        wallet_status: tern_actors::card::kind::wallet_status_of(tokens),
         replaces_card_id: row.replaces_card_id,
         replaced_by_card_id: row.replaced_by_card_id,
     }

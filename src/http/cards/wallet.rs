@@ -185,9 +185,11 @@ pub async fn status(
     let card = owned_card(&state, &caller, &path).await?;
     let mut pooled = state.db.get().await?;
     let rows = store::wallet_tokens(&mut pooled.tx(), &card.id).await?;
+    // From the tokens just read rather than the card row read before them:
+    // a token update committing in between would otherwise show both states.
     Ok(HttpResponse::Ok().json(WalletStatus {
         card_id: card.id,
-        status: card.wallet_status,
+        status: tern_actors::card::kind::wallet_status_of(&rows),
         tokens: rows.into_iter().map(token).collect(),
     }))
 }
