@@ -168,6 +168,17 @@ impl Moves {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
+
+    /// The moves once `count` have arrived: a leg tells its parent after its
+    /// row commits, without waiting, so a test that saw the row may run
+    /// ahead of the telling.
+    async fn at_least(&self, count: usize) -> Vec<Move> {
+        let started = std::time::Instant::now();
+        while self.seen().len() < count && started.elapsed() < std::time::Duration::from_secs(5) {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        self.seen()
+    }
 }
 
 struct World {
@@ -355,7 +366,7 @@ async fn an_unfinished_challenge_expires_and_fails_the_leg() {
         "on-session, sent once"
     );
     assert_eq!(
-        world.moves.seen(),
+        world.moves.at_least(3).await,
         vec![
             moved("in_flight", false, false),
             moved("in_flight", true, true),
@@ -399,7 +410,7 @@ async fn a_nudge_after_the_payer_approves_settles_the_leg() {
     assert_eq!(succeeded.next_action_type, None);
     assert!(succeeded.ledger_transaction_id.is_some(), "funds credited");
     assert_eq!(
-        world.moves.seen(),
+        world.moves.at_least(3).await,
         vec![
             moved("in_flight", false, false),
             moved("in_flight", true, true),
