@@ -218,10 +218,11 @@ async fn database() -> (TestDatabase, Db) {
         .await
         .expect("migrations apply");
     let db = Db::connect(test_db.url()).await.expect("database connects");
-    let mut pooled = db.get().await.expect("a connection");
-    let tx = &mut pooled.tx();
-    dispatch!(tx, c => c.batch_execute(PROBES_DDL).await).expect("probe table");
-    drop(pooled);
+    {
+        let mut pooled = db.get().await.expect("a connection");
+        let tx = &mut pooled.tx();
+        dispatch!(tx, c => c.batch_execute(PROBES_DDL).await).expect("probe table");
+    }
     (test_db, db)
 }
 
@@ -275,7 +276,8 @@ async fn schedule(db: &Db, timer_id: &str, entity_id: &str, due_at: NaiveDateTim
 
 async fn timers_left(db: &Db) -> i64 {
     let mut pooled = db.get().await.expect("a connection");
-    timer_store::count_for_kind(&mut pooled.tx(), ProbeKind::NAME)
+    let mut tx = pooled.tx();
+    timer_store::count_for_kind(&mut tx, ProbeKind::NAME)
         .await
         .expect("count timers")
 }

@@ -302,7 +302,8 @@ impl World {
 
     async fn row(&self, key: &str) -> SettlementRow {
         let mut pooled = self.db.get().await.expect("a connection");
-        settlements::find(&mut pooled.tx(), &self.merchant_id, key)
+        let mut tx = pooled.tx();
+        settlements::find(&mut tx, &self.merchant_id, key)
             .await
             .expect("read")
             .expect("the settlement exists")
@@ -322,7 +323,8 @@ impl World {
 
     async fn timers_left(&self) -> i64 {
         let mut pooled = self.db.get().await.expect("a connection");
-        timers::count_for_kind(&mut pooled.tx(), "settlement")
+        let mut tx = pooled.tx();
+        timers::count_for_kind(&mut tx, "settlement")
             .await
             .expect("count timers")
     }

@@ -31,7 +31,27 @@ pub const QUEUE_UNITS_MAX: usize = 4_096;
 /// What a unit reports once its savepoint is released or rolled back: whether
 /// it succeeded, and how to answer its writer once the commit's fate is known.
 type Answer = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
-type Unit = Box<dyn for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, (bool, Answer)> + Send>;
+type Work = Box<dyn for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, (bool, Answer)> + Send>;
+
+/// What a unit's failure rolls back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rollback {
+    /// The unit alone: it runs in a savepoint of its own.
+    Alone,
+    /// The whole batch: for work that cannot fail on its own account (see
+    /// [`Committer::write_without_savepoint`]).
+    WithBatch,
+}
+
+/// One writer's work, and whether it gets a savepoint of its own.
+struct Unit {
+    work: Work,
+    /// With a savepoint, a failing unit rolls back alone. Without one
+    /// (see [`Committer::write_without_savepoint`]) a failure fails the
+    /// whole batch; the unit costs two statements less and, on PostgreSQL,
+    /// its writes need not be answered before the next unit starts.
+    savepoint: bool,
+}
 
 /// The writers' side of the committer.
 #[derive(Clone)]
@@ -61,8 +81,32 @@ impl Committer {
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
+        self.enqueue(work, true).await
+    }
+
+    /// Runs `work`, which cannot fail on its own account (an actor's
+    /// transition already judged by its machine: only a database failure or
+    /// a concurrent writer, both of which doom its batch anyway, can stop
+    /// it), in a write transaction shared with other writers' work, without
+    /// a savepoint of its own. If it fails after all, the whole batch rolls
+    /// back and every writer in it is told so.
+    pub async fn write_without_savepoint<T, E, F>(&self, work: F) -> Result<T, E>
+    where
+        F: for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, Result<T, E>> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        self.enqueue(work, false).await
+    }
+
+    async fn enqueue<T, E, F>(&self, work: F, savepoint: bool) -> Result<T, E>
+    where
+        F: for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, Result<T, E>> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
         let (answer, outcome) = oneshot::channel::<Result<T, E>>();
-        let unit: Unit = Box::new(move |tx| {
+        let work: Work = Box::new(move |tx| {
             Box::pin(async move {
                 let result = work(tx).await;
                 let succeeded = result.is_ok();
@@ -73,7 +117,7 @@ impl Committer {
             })
         });
         self.queue
-            .send(unit)
+            .send(Unit { work, savepoint })
             .await
             .map_err(|_| E::from(StoreError::Unavailable("the committer has stopped".into())))?;
         outcome.await.unwrap_or_else(|_| {
@@ -105,52 +149,141 @@ impl Writer {
 
 async fn run(db: Db, mut units: mpsc::Receiver<Unit>) {
     let mut writer: Option<Writer> = None;
+    let mut deferred = Deferred::default();
     let mut batch = Vec::with_capacity(BATCH_UNITS_MAX);
     while units.recv_many(&mut batch, BATCH_UNITS_MAX).await > 0 {
-        commit(&db, &mut writer, std::mem::take(&mut batch)).await;
+        commit(&db, &mut writer, &mut deferred, std::mem::take(&mut batch)).await;
     }
 }
 
-/// Runs one unit in a savepoint of the open transaction on `$conn`; a unit
-/// that rolls back takes its deferred writes with it. `$held` says whether
-/// the previous unit's savepoint is still open: releasing it and opening
-/// the next one is then a single round trip, not two. A savepoint statement
-/// that fails leaves the transaction in doubt, so it fails the batch.
-macro_rules! savepoint {
-    ($conn:ident, $deferred:ident, $held:ident, $unit:ident, $tx:path) => {{
-        let mark = $deferred.mark();
-        $conn
-            .batch_execute(if $held {
-                "RELEASE SAVEPOINT tern_unit; SAVEPOINT tern_unit"
-            } else {
-                "SAVEPOINT tern_unit"
-            })
-            .await?;
-        $held = true;
-        let tx = &mut $tx(&mut *$conn).with_deferred(&mut $deferred);
-        let (succeeded, answer): (bool, Answer) =
-            match AssertUnwindSafe($unit(tx)).catch_unwind().await {
-                Ok(ran) => ran,
-                Err(_) => {
-                    tracing::error!("a unit of a group commit panicked; it is rolled back");
-                    // Its writer's channel closes unanswered and reports the loss.
-                    (false, Box::new(|_| {}))
-                }
-            };
-        if !succeeded {
-            $deferred.roll_back_to(mark);
-            $conn
-                .batch_execute("ROLLBACK TO SAVEPOINT tern_unit")
-                .await?;
+/// Releasing the previous unit's savepoint and opening the next one: a
+/// single round trip, not two.
+const NEXT_SAVEPOINT: &str = "RELEASE SAVEPOINT tern_unit; SAVEPOINT tern_unit";
+const FIRST_SAVEPOINT: &str = "SAVEPOINT tern_unit";
+const ROLLBACK_UNIT: &str = "ROLLBACK TO SAVEPOINT tern_unit";
+
+/// Runs `work` guarded against panics: a unit that panicked is rolled back,
+/// and its writer's channel closes unanswered, which reports the loss.
+async fn run_work(work: Work, tx: &mut Tx<'_>) -> (bool, Answer) {
+    match AssertUnwindSafe(work(tx)).catch_unwind().await {
+        Ok(ran) => ran,
+        Err(_) => {
+            tracing::error!("a unit of a group commit panicked; it is rolled back");
+            (false, Box::new(|_| {}))
         }
-        (succeeded, answer)
-    }};
+    }
+}
+
+/// How one unit ended: its success and answer, and whether it dooms the
+/// batch (a unit without a savepoint failed).
+struct Ran {
+    succeeded: bool,
+    answer: Answer,
+    dooms_batch: bool,
+}
+
+const DOOMED: &str = "a unit without a savepoint failed, so its batch was rolled back";
+
+/// Runs one unit of the open SQLite transaction, in a savepoint if it has
+/// one; a unit that rolls back takes its deferred writes with it. `held`
+/// says whether the previous unit's savepoint is still open. A savepoint
+/// statement that fails leaves the transaction in doubt, so it fails the
+/// batch.
+async fn sqlite_unit(
+    conn: &mut SqliteConn,
+    deferred: &mut Deferred,
+    held: &mut bool,
+    unit: Unit,
+) -> StoreResult<Ran> {
+    if !unit.savepoint {
+        let (succeeded, answer) =
+            run_work(unit.work, &mut Tx::sqlite(conn).with_deferred(deferred)).await;
+        return Ok(Ran {
+            succeeded,
+            answer,
+            dooms_batch: !succeeded,
+        });
+    }
+    let mark = deferred.mark();
+    conn.batch_execute(if *held {
+        NEXT_SAVEPOINT
+    } else {
+        FIRST_SAVEPOINT
+    })
+    .await?;
+    *held = true;
+    let (succeeded, answer) =
+        run_work(unit.work, &mut Tx::sqlite(conn).with_deferred(deferred)).await;
+    if !succeeded {
+        deferred.roll_back_to(mark);
+        conn.batch_execute(ROLLBACK_UNIT).await?;
+    }
+    Ok(Ran {
+        succeeded,
+        answer,
+        dooms_batch: false,
+    })
+}
+
+/// The same on PostgreSQL, pipelined through the batch's one [`Tx`]: a
+/// savepoint is sent with the unit's first statements, the unit's checked
+/// writes are sent without waiting (see [`crate::db::Behind`]), and a unit
+/// with a savepoint has its writes answered before the next unit starts. A
+/// write whose check fails fails its unit, which is then rolled back and
+/// told why. A unit without a savepoint is not waited for at all: its
+/// writes are answered with a later unit's, or at the end of the batch, and
+/// a failure among them fails the batch.
+async fn pg_unit(tx: &mut Tx<'_>, held: &mut bool, unit: Unit) -> StoreResult<Ran> {
+    if !unit.savepoint {
+        let (succeeded, answer) = run_work(unit.work, tx).await;
+        return Ok(Ran {
+            succeeded,
+            answer,
+            dooms_batch: !succeeded,
+        });
+    }
+    let mark = tx.mark();
+    tx.send_batch_statement(if *held {
+        NEXT_SAVEPOINT
+    } else {
+        FIRST_SAVEPOINT
+    })
+    .await?;
+    *held = true;
+    tx.open_unit();
+    let (succeeded, answer) = run_work(unit.work, tx).await;
+    let refused = tx.settle().await.err();
+    tx.close_unit();
+    if let Some(failure) = tx.batch_failure() {
+        return Err(StoreError::Unavailable(failure));
+    }
+    if succeeded && refused.is_none() {
+        return Ok(Ran {
+            succeeded,
+            answer,
+            dooms_batch: false,
+        });
+    }
+    tx.roll_back_to(mark);
+    tx.execute_batch_now(ROLLBACK_UNIT).await?;
+    let answer: Answer = match refused {
+        Some(error) if succeeded => {
+            tracing::warn!(%error, "a pipelined write failed its check; its unit is rolled back");
+            Box::new(move |_| answer(Err(error)))
+        }
+        _ => answer,
+    };
+    Ok(Ran {
+        succeeded: false,
+        answer,
+        dooms_batch: false,
+    })
 }
 
 /// One transaction for the whole batch, one savepoint per unit, through
 /// the committer's own connection (opened on first use, reopened after a
 /// failed commit).
-async fn commit(db: &Db, writer: &mut Option<Writer>, batch: Vec<Unit>) {
+async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, batch: Vec<Unit>) {
     let started = std::time::Instant::now();
     let units = batch.len();
     let mut answers: Vec<(bool, Answer)> = Vec::with_capacity(batch.len());
@@ -166,9 +299,14 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, batch: Vec<Unit>) {
         )),
         Some(Writer::Sqlite(conn)) => {
             immediate_transaction(conn, async |conn| {
-                let (mut deferred, mut held) = (Deferred::default(), false);
+                let mut held = false;
                 for unit in batch {
-                    answers.push(savepoint!(conn, deferred, held, unit, Tx::sqlite));
+                    let ran = sqlite_unit(conn, deferred, &mut held, unit).await?;
+                    let doomed = ran.dooms_batch;
+                    answers.push((ran.succeeded, ran.answer));
+                    if doomed {
+                        return Err(StoreError::Unavailable(DOOMED.into()));
+                    }
                 }
                 deferred.flush(&mut Tx::sqlite(conn)).await
             })
@@ -176,15 +314,29 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, batch: Vec<Unit>) {
         }
         Some(Writer::Pg(conn)) => {
             conn.transaction(async |conn| {
-                let (mut deferred, mut held) = (Deferred::default(), false);
+                let conn: &AsyncPgConnection = conn;
+                let mut held = false;
+                let mut tx = Tx::pipelined(conn).with_deferred(&mut *deferred);
                 for unit in batch {
-                    answers.push(savepoint!(conn, deferred, held, unit, Tx::pg));
+                    let ran = pg_unit(&mut tx, &mut held, unit).await?;
+                    let doomed = ran.dooms_batch;
+                    answers.push((ran.succeeded, ran.answer));
+                    if doomed {
+                        return Err(StoreError::Unavailable(DOOMED.into()));
+                    }
                 }
+                // The writes of units without a savepoint not yet answered.
+                tx.settle().await?;
+                if let Some(failure) = tx.batch_failure() {
+                    return Err(StoreError::Unavailable(failure));
+                }
+                drop(tx);
                 deferred.flush(&mut Tx::pg(conn)).await
             })
             .await
         }
     };
+    deferred.end_batch(committed.is_ok());
     if committed.is_err() {
         *writer = None;
     }

@@ -22,9 +22,10 @@ use diesel_async::pooled_connection::{
 use diesel_async::sync_connection_wrapper::{SpawnBlocking, SyncConnectionWrapper};
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use futures_util::future::BoxFuture;
-use futures_util::{FutureExt, TryFutureExt};
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt, TryFutureExt};
 
-use crate::commit::Committer;
+use crate::commit::{Committer, Rollback};
 use crate::deferred::Deferred;
 
 use crate::error::{StoreError, StoreResult};
@@ -165,12 +166,136 @@ pub struct Tx<'a> {
     /// units (see [`crate::deferred`]); `None` elsewhere, where they are made
     /// at once.
     deferred: Option<&'a mut Deferred>,
+    /// Writes sent without waiting for their answers (see [`Behind`]).
+    behind: Behind<'a>,
 }
 
-/// The concrete connection a [`Tx`] borrows.
+/// The concrete connection a [`Tx`] borrows. PostgreSQL's is shared: its
+/// statements may be pipelined, several in flight at once, in order.
 pub enum Conn<'a> {
     Sqlite(&'a mut SqliteConn),
-    Pg(&'a mut AsyncPgConnection),
+    Pg(&'a AsyncPgConnection),
+}
+
+/// Writes whose only answer is how many rows they changed, sent to
+/// PostgreSQL without waiting for that answer: a unit of a group commit
+/// otherwise waits one round trip per statement, and the committer's one
+/// connection spends most of its time waiting. Each write's answer is
+/// checked when the unit ends ([`Behind::settle`]), before its savepoint is
+/// released; a write whose check fails fails the unit, which then rolls back
+/// whole. PostgreSQL runs a connection's statements in the order they were
+/// sent, so a later read in the same unit sees every earlier write.
+///
+/// Only a group commit on PostgreSQL turns this on. Elsewhere (SQLite, or
+/// an ordinary transaction) a write is made and checked at once, so the
+/// same store function serves both.
+pub struct Behind<'a> {
+    enabled: bool,
+    /// Whether writes sent now belong to a unit with a savepoint, whose
+    /// failure fails only that unit; otherwise a failure fails the batch.
+    in_unit: bool,
+    sent: FuturesUnordered<BoxFuture<'a, (bool, StoreResult<()>)>>,
+    failed: Option<StoreError>,
+    batch_failed: Option<String>,
+}
+
+impl<'a> Behind<'a> {
+    fn new(enabled: bool) -> Self {
+        Behind {
+            enabled,
+            in_unit: false,
+            sent: FuturesUnordered::new(),
+            failed: None,
+            batch_failed: None,
+        }
+    }
+
+    /// Sends `write`, whose changed-row count `check` judges; with pipelining
+    /// off, waits for it and answers the check.
+    pub async fn send<C>(
+        &mut self,
+        write: BoxFuture<'a, diesel::QueryResult<usize>>,
+        check: C,
+    ) -> StoreResult<()>
+    where
+        C: FnOnce(usize) -> StoreResult<()> + Send + 'a,
+    {
+        if !self.enabled {
+            return check(write.await?);
+        }
+        let in_unit = self.in_unit;
+        self.sent.push(Box::pin(async move {
+            let judged = match write.await {
+                Ok(changed) => check(changed),
+                Err(error) => Err(error.into()),
+            };
+            (in_unit, judged)
+        }));
+        // Polled once now, so that the statement is sent in program order
+        // (a statement waiting to be prepared holds the connection's
+        // statement cache, which later statements queue for in order).
+        self.collect(&mut std::task::Context::from_waker(
+            futures_util::task::noop_waker_ref(),
+        ));
+        Ok(())
+    }
+
+    /// Awaits `work` (a statement whose answer the unit needs) while
+    /// driving the writes sent before it: one of them may hold what `work`
+    /// waits for.
+    pub async fn drive<T>(&mut self, work: impl std::future::Future<Output = T>) -> T {
+        if self.sent.is_empty() {
+            return work.await;
+        }
+        let mut work = std::pin::pin!(work);
+        std::future::poll_fn(|cx| {
+            self.collect(cx);
+            work.as_mut().poll(cx)
+        })
+        .await
+    }
+
+    /// Waits for every write sent; the first failure, if any (a failure
+    /// that fails the batch first).
+    pub async fn settle(&mut self) -> StoreResult<()> {
+        std::future::poll_fn(|cx| {
+            self.collect(cx);
+            if self.sent.is_empty() {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+        if let Some(failure) = &self.batch_failed {
+            return Err(StoreError::Unavailable(failure.clone()));
+        }
+        self.failed.take().map_or(Ok(()), Err)
+    }
+
+    fn collect(&mut self, cx: &mut std::task::Context<'_>) {
+        while let std::task::Poll::Ready(Some((in_unit, answer))) = self.sent.poll_next_unpin(cx) {
+            match answer {
+                Ok(()) => {}
+                Err(error) if in_unit => {
+                    self.failed.get_or_insert(error);
+                }
+                Err(error) => {
+                    self.batch_failed.get_or_insert(error.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// The check of a write that must change exactly one row.
+pub fn one_row(what: &'static str) -> impl FnOnce(usize) -> StoreResult<()> + Send {
+    move |changed| match changed {
+        1 => Ok(()),
+        n => Err(StoreError::Conflict(format!(
+            "{what}: {n} rows changed, not 1"
+        ))),
+    }
 }
 
 impl Pooled {
@@ -187,14 +312,90 @@ impl<'a> Tx<'a> {
         Tx {
             conn: Conn::Sqlite(conn),
             deferred: None,
+            behind: Behind::new(false),
         }
     }
 
-    pub fn pg(conn: &'a mut AsyncPgConnection) -> Self {
+    pub fn pg(conn: &'a AsyncPgConnection) -> Self {
         Tx {
             conn: Conn::Pg(conn),
             deferred: None,
+            behind: Behind::new(false),
         }
+    }
+
+    /// A unit of a group commit on PostgreSQL: writes sent through
+    /// [`write_behind!`](crate::write_behind) are pipelined.
+    pub(crate) fn pipelined(conn: &'a AsyncPgConnection) -> Self {
+        Tx {
+            conn: Conn::Pg(conn),
+            deferred: None,
+            behind: Behind::new(true),
+        }
+    }
+
+    /// The connection and the writes sent ahead on it, for the macros.
+    pub fn parts(&mut self) -> (&mut Conn<'a>, &mut Behind<'a>) {
+        (&mut self.conn, &mut self.behind)
+    }
+
+    /// Waits for the writes sent ahead; the first failure, if any.
+    pub async fn settle(&mut self) -> StoreResult<()> {
+        self.behind.settle().await
+    }
+
+    /// Writes sent from now on belong to a unit with a savepoint: their
+    /// failure fails that unit alone.
+    pub(crate) fn open_unit(&mut self) {
+        self.behind.in_unit = true;
+    }
+
+    pub(crate) fn close_unit(&mut self) {
+        self.behind.in_unit = false;
+    }
+
+    /// Why the batch cannot commit, if a write outside any savepoint failed.
+    pub(crate) fn batch_failure(&self) -> Option<String> {
+        self.behind.batch_failed.clone()
+    }
+
+    pub(crate) fn mark(&self) -> Option<crate::deferred::Mark> {
+        self.deferred.as_deref().map(Deferred::mark)
+    }
+
+    pub(crate) fn roll_back_to(&mut self, mark: Option<crate::deferred::Mark>) {
+        if let (Some(deferred), Some(mark)) = (self.deferred.as_deref_mut(), mark) {
+            deferred.roll_back_to(mark);
+        }
+    }
+
+    /// Sends a statement of the batch's own (a savepoint) ahead of the
+    /// unit's; its failure fails the batch.
+    pub(crate) async fn send_batch_statement(&mut self, sql: &'static str) -> StoreResult<()> {
+        let Conn::Pg(conn) = &self.conn else {
+            return Err(StoreError::Unavailable(
+                "pipelining needs PostgreSQL".into(),
+            ));
+        };
+        let mut sender: &'a AsyncPgConnection = conn;
+        let write: BoxFuture<'a, diesel::QueryResult<usize>> =
+            Box::pin(async move { sender.batch_execute(sql).await.map(|()| 0) });
+        let in_unit = std::mem::replace(&mut self.behind.in_unit, false);
+        let sent = self.behind.send(write, |_| Ok(())).await;
+        self.behind.in_unit = in_unit;
+        sent
+    }
+
+    /// Runs a statement of the batch's own now, after the writes sent.
+    pub(crate) async fn execute_batch_now(&mut self, sql: &'static str) -> StoreResult<()> {
+        match self.parts() {
+            (Conn::Pg(conn), behind) => {
+                let mut sender: &AsyncPgConnection = conn;
+                behind.drive(sender.batch_execute(sql)).await?;
+            }
+            (Conn::Sqlite(conn), _) => conn.batch_execute(sql).await?,
+        }
+        Ok(())
     }
 
     /// A unit of a group commit, whose batch-wide writes go to `deferred`.
@@ -203,12 +404,30 @@ impl<'a> Tx<'a> {
         self
     }
 
-    pub fn conn(&mut self) -> &mut Conn<'a> {
-        &mut self.conn
+    /// The concrete connection, for a query written per backend. Writes
+    /// sent ahead are settled first, as a statement run through it would
+    /// not drive them.
+    pub async fn conn(&mut self) -> StoreResult<&mut Conn<'a>> {
+        self.behind.settle().await?;
+        Ok(&mut self.conn)
     }
 
     pub(crate) fn deferred(&mut self) -> Option<&mut Deferred> {
         self.deferred.as_deref_mut()
+    }
+
+    /// What the group committer remembers of immutable rows; `None`
+    /// outside a group commit, where every read goes to the database.
+    pub(crate) fn known(&mut self) -> Option<&mut crate::known::Known> {
+        self.deferred
+            .as_deref_mut()
+            .map(|deferred| &mut deferred.known)
+    }
+
+    /// Whether checked writes are pipelined (see [`Behind`]): their
+    /// failures then surface when the unit ends, not at the call.
+    pub fn pipelined_writes(&self) -> bool {
+        self.behind.enabled
     }
 
     pub fn backend(&self) -> Backend {
@@ -224,14 +443,44 @@ impl<'a> Tx<'a> {
 #[macro_export]
 macro_rules! dispatch {
     ($tx:expr, $conn:ident => $body:expr) => {
-        match $crate::db::Tx::conn($tx) {
-            $crate::db::Conn::Sqlite(inner) => {
+        match $crate::db::Tx::parts($tx) {
+            ($crate::db::Conn::Sqlite(inner), _) => {
                 let $conn = &mut **inner;
                 $body
             }
-            $crate::db::Conn::Pg(inner) => {
+            ($crate::db::Conn::Pg(inner), behind) => {
+                behind
+                    .drive(async {
+                        let $conn = inner;
+                        $body
+                    })
+                    .await
+            }
+        }
+    };
+}
+
+/// Runs one write, built once per backend like [`dispatch!`], whose answer
+/// is only its changed-row count, judged by `$check`
+/// (`FnOnce(usize) -> StoreResult<()>`, e.g. [`one_row`]). `$body` is the
+/// write's future, not awaited. Inside a group commit on PostgreSQL the
+/// write is pipelined and judged when the unit ends (see [`Behind`]);
+/// elsewhere it is made and judged at once. Evaluates to `StoreResult<()>`.
+#[macro_export]
+macro_rules! write_behind {
+    ($tx:expr, $conn:ident => $body:expr, $check:expr) => {
+        match $crate::db::Tx::parts($tx) {
+            ($crate::db::Conn::Sqlite(inner), _) => {
                 let $conn = &mut **inner;
-                $body
+                match $body.await {
+                    Ok(changed) => ($check)(changed),
+                    Err(error) => Err($crate::StoreError::from(error)),
+                }
+            }
+            ($crate::db::Conn::Pg(inner), behind) => {
+                let $conn = inner;
+                let write = $body;
+                behind.send(write, $check).await
             }
         }
     };
@@ -258,7 +507,7 @@ macro_rules! write_tx {
                 }
                 $crate::db::Pooled::Pg(conn) => {
                     conn.transaction(async |conn| {
-                        let $tx = &mut $crate::db::Tx::pg(conn);
+                        let $tx = &mut $crate::db::Tx::pg(&*conn);
                         $body
                     })
                     .await
@@ -322,6 +571,24 @@ impl Db {
         match &self.committer {
             Some(committer) => committer.write(work).await,
             None => Err(E::from(StoreError::Unavailable(
+                "the committer cannot enqueue work for itself".into(),
+            ))),
+        }
+    }
+
+    /// [`Db::write`] with the unit's [`Rollback`] chosen by the caller:
+    /// work that cannot fail on its own account may skip its savepoint (see
+    /// [`Committer::write_without_savepoint`]).
+    pub async fn write_as<T, E, F>(&self, rollback: Rollback, work: F) -> Result<T, E>
+    where
+        F: for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, Result<T, E>> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        match (&self.committer, rollback) {
+            (Some(committer), Rollback::Alone) => committer.write(work).await,
+            (Some(committer), Rollback::WithBatch) => committer.write_without_savepoint(work).await,
+            (None, _) => Err(E::from(StoreError::Unavailable(
                 "the committer cannot enqueue work for itself".into(),
             ))),
         }

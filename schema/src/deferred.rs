@@ -12,20 +12,24 @@
 
 use crate::audit;
 use crate::db::Tx;
+use crate::known::Known;
 use crate::models::AuditEventRow;
 use crate::StoreResult;
 
-/// The deferred writes of the units run so far in one batch.
+/// The deferred writes of the units run so far in one batch, and what the
+/// committer remembers across batches (see [`crate::known`]).
 #[derive(Default)]
 pub struct Deferred {
     audit: Vec<AuditEventRow>,
+    pub(crate) known: Known,
 }
 
 /// How much a batch had deferred before a unit started, so that a unit
 /// that rolls back takes its deferred writes with it.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Mark {
+pub struct Mark {
     audit: usize,
+    known: usize,
 }
 
 impl Deferred {
@@ -33,14 +37,23 @@ impl Deferred {
         self.audit.push(event);
     }
 
-    pub(crate) fn mark(&self) -> Mark {
+    pub fn mark(&self) -> Mark {
         Mark {
             audit: self.audit.len(),
+            known: self.known.mark(),
         }
     }
 
     pub(crate) fn roll_back_to(&mut self, mark: Mark) {
         self.audit.truncate(mark.audit);
+        self.known.forget_since(mark.known);
+    }
+
+    /// The batch ended, committed or not: nothing deferred is left over,
+    /// and what it learned is kept only if it committed.
+    pub(crate) fn end_batch(&mut self, committed: bool) {
+        self.audit.clear();
+        self.known.end_batch(committed);
     }
 
     /// Makes the batch's deferred writes, in the order the units made them.

@@ -4,7 +4,9 @@
 //! with the state change that causes it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use crate::known::AccountFacts;
 use crate::models::{LedgerAccountRow, LedgerEntryRow, LedgerTransactionRow};
 use crate::money::Currency;
 use crate::store::ledger::{self as store, Bucket};
@@ -201,7 +203,58 @@ pub async fn open_funding_accounts(tx: &mut Tx<'_>, merchant_id: &str) -> Result
 /// does not exist yet: for rows that refer to an account before any entry
 /// has touched it.
 pub async fn ensure_system_account(tx: &mut Tx<'_>, account_id: &str) -> Result<bool, LedgerError> {
+    if tx
+        .known()
+        .is_some_and(|known| known.account(account_id).is_some())
+    {
+        return Ok(true);
+    }
     open_system_account(tx, account_id).await
+}
+
+/// The unchanging facts of an account (owner, kind, currency): remembered
+/// by the group committer, read otherwise.
+pub async fn account_facts(
+    tx: &mut Tx<'_>,
+    account_id: &str,
+) -> Result<Option<Arc<AccountFacts>>, LedgerError> {
+    if let Some(facts) = tx.known().and_then(|known| known.account(account_id)) {
+        return Ok(Some(facts));
+    }
+    let Some(row) = store::find_account(tx, account_id).await? else {
+        return Ok(None);
+    };
+    let facts = AccountFacts::from(&row);
+    if let Some(known) = tx.known() {
+        known.learn_account(facts.clone());
+    }
+    Ok(Some(Arc::new(facts)))
+}
+
+/// Remembers that the system account `account_id` exists, once a line has
+/// been applied to it (see [`crate::known`]).
+fn learn_system_account(tx: &mut Tx<'_>, account_id: &str) {
+    let Some(known) = tx.known() else { return };
+    if let Some((account, currency)) = SystemAccount::parse_id(account_id) {
+        known.learn_account(AccountFacts {
+            id: account_id.to_owned(),
+            merchant_id: None,
+            kind: account.kind().to_owned(),
+            currency,
+        });
+    }
+}
+
+/// Whether a line can be applied without a statement that may refuse it:
+/// the account is known to exist in the line's currency, and the line is
+/// not a debit of a funding account (whose guard must answer now).
+fn cannot_be_refused(tx: &mut Tx<'_>, line: &Line) -> bool {
+    tx.known()
+        .and_then(|known| known.account(&line.account_id))
+        .is_some_and(|facts| {
+            facts.currency == line.currency
+                && (facts.kind != FUNDING || line.direction == Direction::Credit)
+        })
 }
 
 /// Makes the system account `account_id` names, if it names one.
@@ -254,7 +307,12 @@ pub async fn record(tx: &mut Tx<'_>, entry: &Entry, phase: Phase) -> Result<Stri
         // Only a debit can take a funding account below zero.
         let guard = line.direction == Direction::Debit;
         let (id, currency, amount) = (&line.account_id, &line.currency, line.amount_minor);
+        if cannot_be_refused(tx, line) {
+            store::add_line_behind(tx, id, bucket, amount).await?;
+            continue;
+        }
         if store::add_line(tx, id, currency, bucket, amount, guard).await? {
+            learn_system_account(tx, id);
             continue;
         }
         // Refused: read the account once, to make a missing system account
@@ -262,6 +320,7 @@ pub async fn record(tx: &mut Tx<'_>, entry: &Entry, phase: Phase) -> Result<Stri
         let account = match store::find_account(tx, id).await? {
             None if open_system_account(tx, id).await? => {
                 if store::add_line(tx, id, currency, bucket, amount, guard).await? {
+                    learn_system_account(tx, id);
                     continue;
                 }
                 store::find_account(tx, id).await?
@@ -300,6 +359,9 @@ pub async fn record(tx: &mut Tx<'_>, entry: &Entry, phase: Phase) -> Result<Stri
         })
         .collect();
     store::insert_entries(tx, &rows).await?;
+    if let Some(known) = tx.known() {
+        known.learn_lines(&transaction_id, Arc::from(rows));
+    }
     Ok(transaction_id)
 }
 
@@ -331,7 +393,11 @@ pub async fn void(tx: &mut Tx<'_>, transaction_id: &str) -> Result<(), LedgerErr
 
 async fn settle(tx: &mut Tx<'_>, transaction_id: &str, posting: bool) -> Result<(), LedgerError> {
     let to = if posting { "posted" } else { "voided" };
-    if !store::transition_transaction(tx, transaction_id, "pending", to).await? {
+    if tx.pipelined_writes() {
+        // Inside a pipelined group commit a transaction that is not pending
+        // fails its unit when the unit ends, rolling back what follows.
+        store::transition_transaction_behind(tx, transaction_id, "pending", to).await?;
+    } else if !store::transition_transaction(tx, transaction_id, "pending", to).await? {
         let status = store::find_transaction(tx, transaction_id)
             .await?
             .map(|row| row.status)
@@ -341,7 +407,18 @@ async fn settle(tx: &mut Tx<'_>, transaction_id: &str, posting: bool) -> Result<
             status,
         });
     }
-    let mut lines = store::transaction_entries(tx, transaction_id).await?;
+    let lines = match tx.known().and_then(|known| known.lines(transaction_id)) {
+        Some(lines) => lines,
+        None => {
+            let rows: Arc<[LedgerEntryRow]> =
+                Arc::from(store::transaction_entries(tx, transaction_id).await?);
+            if let Some(known) = tx.known() {
+                known.learn_lines(transaction_id, rows.clone());
+            }
+            rows
+        }
+    };
+    let mut lines: Vec<&LedgerEntryRow> = lines.iter().collect();
     lines.sort_by(|a, b| a.account_id.cmp(&b.account_id));
     for line in lines {
         let debit = line.direction == Direction::Debit.as_str();
@@ -379,10 +456,10 @@ impl CheckReport {
 /// in one snapshot, so that movements committed meanwhile cannot make a
 /// sound ledger look broken (lines from before, balances from after).
 pub async fn check(tx: &mut Tx<'_>) -> Result<CheckReport, LedgerError> {
-    let begin = match tx.conn() {
-        crate::db::Conn::Pg(_) => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+    let begin = match tx.backend() {
+        crate::db::Backend::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
         // A deferred transaction keeps the snapshot of its first read.
-        crate::db::Conn::Sqlite(_) => "BEGIN DEFERRED",
+        crate::db::Backend::Sqlite => "BEGIN DEFERRED",
     };
     crate::dispatch!(tx, conn => conn.batch_execute(begin).await).map_err(StoreError::from)?;
     let report = check_in_snapshot(tx).await;

@@ -7,6 +7,7 @@ pub mod db;
 pub mod deferred;
 pub mod error;
 pub mod idempotency;
+pub mod known;
 pub mod ledger;
 pub mod migrate;
 pub mod models;
@@ -16,6 +17,7 @@ pub mod store;
 pub mod testing;
 pub mod types;
 
+pub use commit::Rollback;
 pub use db::{Backend, Conn, Db, Pooled, Tx};
 pub use diesel::result::Error as DieselError;
 pub use error::{StoreError, StoreResult};

@@ -55,9 +55,8 @@ async fn append(db: &Db, merchant_id: &str, n: usize) {
 
 async fn verify(db: &Db, merchant_id: &str) -> audit::Verification {
     let mut pooled = db.get().await.expect("conn");
-    audit::verify(&mut pooled.tx(), merchant_id)
-        .await
-        .expect("verify")
+    let mut tx = pooled.tx();
+    audit::verify(&mut tx, merchant_id).await.expect("verify")
 }
 
 async fn sql(db: &Db, statement: &str) {

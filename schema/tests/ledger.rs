@@ -81,12 +81,14 @@ async fn fund(db: &Db, merchant_id: &str, account: &str, amount_minor: i64) {
 
 async fn check(db: &Db) -> ledger::CheckReport {
     let mut pooled = db.get().await.expect("conn");
-    ledger::check(&mut pooled.tx()).await.expect("check runs")
+    let mut tx = pooled.tx();
+    ledger::check(&mut tx).await.expect("check runs")
 }
 
 async fn account(db: &Db, id: &str) -> tern_schema::models::LedgerAccountRow {
     let mut pooled = db.get().await.expect("conn");
-    store::find_account(&mut pooled.tx(), id)
+    let mut tx = pooled.tx();
+    store::find_account(&mut tx, id)
         .await
         .expect("query")
         .expect("account")
@@ -244,12 +246,13 @@ async fn the_check_finds_tampered_balances() {
     let (merchant_id, usd) = merchant(&db).await;
     fund(&db, &merchant_id, &usd, 700).await;
     assert!(check(&db).await.is_ok());
-    let mut pooled = db.get().await.expect("conn");
-    let tx = &mut pooled.tx();
-    let sql = format!("UPDATE ledger_accounts SET posted_credits_minor = posted_credits_minor + 1 WHERE id = '{usd}'");
-    dispatch!(tx, conn => diesel_async::SimpleAsyncConnection::batch_execute(conn, &sql).await)
-        .expect("tamper");
-    drop(pooled);
+    {
+        let mut pooled = db.get().await.expect("conn");
+        let tx = &mut pooled.tx();
+        let sql = format!("UPDATE ledger_accounts SET posted_credits_minor = posted_credits_minor + 1 WHERE id = '{usd}'");
+        dispatch!(tx, conn => diesel_async::SimpleAsyncConnection::batch_execute(conn, &sql).await)
+            .expect("tamper");
+    }
     let report = check(&db).await;
     assert!(!report.is_ok());
     assert!(

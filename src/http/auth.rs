@@ -170,7 +170,8 @@ pub async fn login(
         None
     } else {
         let mut pooled = state.db.get().await?;
-        users::find_by_email(&mut pooled.tx(), &email).await?
+        let mut tx = pooled.tx();
+        users::find_by_email(&mut tx, &email).await?
     };
     let Some(user) = found else {
         // Same work as a wrong password, so timing does not tell either.

@@ -175,7 +175,8 @@ pub async fn register(
         // writes one at a time): the index kept one, which is the answer.
         Err(StoreError::UniqueViolation(_)) => {
             let mut pooled = state.db.get().await?;
-            store::find_active_by_token(&mut pooled.tx(), &row.user_id, &row.token_sha256)
+            let mut tx = pooled.tx();
+            store::find_active_by_token(&mut tx, &row.user_id, &row.token_sha256)
                 .await?
                 .map(Registration::Existing)
                 .ok_or_else(|| ApiError::Conflict {

@@ -145,7 +145,8 @@ pub async fn receive(
     if let Some(update) = wallet_update {
         let seen = {
             let mut pooled = state.db.get().await?;
-            inbound_events::find(&mut pooled.tx(), CARD_PROVIDER, &row.event_id)
+            let mut tx = pooled.tx();
+            inbound_events::find(&mut tx, CARD_PROVIDER, &row.event_id)
                 .await?
                 .is_some()
         };

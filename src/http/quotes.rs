@@ -219,7 +219,8 @@ pub async fn get(
     let id = path.into_inner();
     let found = if id.starts_with(quote::ID_PREFIX) && id.len() <= QUOTE_ID_LENGTH_MAX {
         let mut pooled = state.db.get().await?;
-        store::find_for_merchant(&mut pooled.tx(), &caller.merchant_id, &id).await?
+        let mut tx = pooled.tx();
+        store::find_for_merchant(&mut tx, &caller.merchant_id, &id).await?
     } else {
         None
     };

@@ -437,7 +437,8 @@ pub async fn get(
     let id = path.into_inner();
     let found = if id.starts_with(ID_PREFIX) && id.len() <= TRANSFER_ID_LENGTH_MAX {
         let mut pooled = state.db.get().await?;
-        store::find(&mut pooled.tx(), &id).await?
+        let mut tx = pooled.tx();
+        store::find(&mut tx, &id).await?
     } else {
         None
     };

@@ -188,7 +188,8 @@ pub async fn get_endpoint(
     caller.require("webhooks:read")?;
     state.limits.check("webhook_read", caller.limit_key())?;
     let mut pooled = state.db.get().await?;
-    match store::endpoint(&mut pooled.tx(), &caller.merchant_id).await? {
+    let mut tx = pooled.tx();
+    match store::endpoint(&mut tx, &caller.merchant_id).await? {
         Some(row) => Ok(HttpResponse::Ok().json(endpoint_view(&row))),
         None => Err(ApiError::NotFound("no webhook endpoint configured".into())),
     }
@@ -274,7 +275,8 @@ pub async fn replay(
 async fn own_transfer(state: &AppState, caller: &Caller, id: &str) -> Result<(), ApiError> {
     let found = if id.starts_with(TRANSFER_ID_PREFIX) && id.len() <= TRANSFER_ID_LENGTH_MAX {
         let mut pooled = state.db.get().await?;
-        transfers::find(&mut pooled.tx(), id).await?
+        let mut tx = pooled.tx();
+        transfers::find(&mut tx, id).await?
     } else {
         None
     };

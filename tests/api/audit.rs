@@ -107,9 +107,10 @@ async fn an_edited_row_makes_verify_false() {
         merchant.merchant_id
     );
     let mut pooled = app.state.db.get().await.expect("conn");
-    let tx = &mut pooled.tx();
-    dispatch!(tx, conn => diesel_async::SimpleAsyncConnection::batch_execute(conn, &sql).await)
+    let mut tx = pooled.tx();
+    dispatch!(&mut tx, conn => diesel_async::SimpleAsyncConnection::batch_execute(conn, &sql).await)
         .expect("tamper");
+    drop(tx);
     drop(pooled);
     let verified: Value = app
         .get("/v1/audit/verify")

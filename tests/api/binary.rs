@@ -349,8 +349,9 @@ async fn ledger_check_and_audit_verify_report_tampering() {
         id = merchant.merchant_id
     );
     let mut pooled = app.state.db.get().await.expect("conn");
-    let tx = &mut pooled.tx();
-    tern_schema::dispatch!(tx, conn => diesel_async::SimpleAsyncConnection::batch_execute(conn, &sql).await).expect("tamper");
+    let mut tx = pooled.tx();
+    tern_schema::dispatch!(&mut tx, conn => diesel_async::SimpleAsyncConnection::batch_execute(conn, &sql).await).expect("tamper");
+    drop(tx);
     drop(pooled);
 
     let check = tern_beside_app(&["ledger", "check"], &env).await;

@@ -200,7 +200,8 @@ async fn wait_refund_retry_scheduled(db: &Db, id: &str) {
     loop {
         let row = {
             let mut pooled = db.get().await.expect("connection");
-            transfers::find(&mut pooled.tx(), id)
+            let mut tx = pooled.tx();
+            transfers::find(&mut tx, id)
                 .await
                 .expect("read")
                 .expect("row")

@@ -77,7 +77,8 @@ async fn await_pushes(app: &TestApp, user_id: &str, count: usize) -> Vec<Value> 
 
 async fn deliveries(app: &TestApp, dispatch_id: &str) -> Vec<PushDeliveryRow> {
     let mut pooled = app.state.db.get().await.expect("connection");
-    tern_schema::store::push::deliveries(&mut pooled.tx(), dispatch_id)
+    let mut tx = pooled.tx();
+    tern_schema::store::push::deliveries(&mut tx, dispatch_id)
         .await
         .expect("deliveries")
 }

@@ -33,7 +33,8 @@ async fn deliver(app: &TestApp, body: &str, signature: Option<String>) -> reqwes
 
 async fn stored(app: &TestApp) -> i64 {
     let mut pooled = app.state.db.get().await.expect("conn");
-    inbound_events::count(&mut pooled.tx(), "sandbox")
+    let mut tx = pooled.tx();
+    inbound_events::count(&mut tx, "sandbox")
         .await
         .expect("count")
 }

@@ -917,7 +917,8 @@ async fn provision_wallet(
     }
     let tokens = {
         let mut pooled = env.db.get().await?;
-        store::wallet_tokens(&mut pooled.tx(), &state.row.id).await?
+        let mut tx = pooled.tx();
+        store::wallet_tokens(&mut tx, &state.row.id).await?
     };
     if tokens.len() as i64 >= store::WALLET_TOKENS_PER_CARD_MAX {
         return answer(state, Err(CardFailure::WalletTokenLimit));
@@ -1109,7 +1110,8 @@ fn decision_of(row: &CardTransactionRow, duplicate: bool) -> Decision {
 
 async fn replayed(db: &Db, event_id: &str) -> RuntimeResult<Option<CardTransactionRow>> {
     let mut pooled = db.get().await?;
-    Ok(store::transaction_by_event(&mut pooled.tx(), event_id).await?)
+    let mut tx = pooled.tx();
+    Ok(store::transaction_by_event(&mut tx, event_id).await?)
 }
 
 fn card_line(account_id: &str, direction: Direction, amount_minor: i64, currency: &str) -> Line {
@@ -1263,7 +1265,8 @@ async fn clear(
     }
     let authorization = {
         let mut pooled = env.db.get().await?;
-        store::authorization(&mut pooled.tx(), &state.row.id, &authorization_id).await?
+        let mut tx = pooled.tx();
+        store::authorization(&mut tx, &state.row.id, &authorization_id).await?
     };
     let Some(authorization) = authorization else {
         tracing::warn!(card = %state.row.id, %authorization_id, "clearing for an unknown authorization ignored");

@@ -76,8 +76,9 @@ impl PushDelivery {
         loop {
             let page = {
                 let mut pooled = self.db.get().await?;
+                let mut tx = pooled.tx();
                 store::pending_dispatch_ids(
-                    &mut pooled.tx(),
+                    &mut tx,
                     after.as_deref(),
                     store::PENDING_DISPATCHES_PAGE,
                 )

@@ -11,7 +11,7 @@ use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, Syst
 use tern_schema::models::SettlementRow;
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
-use tern_schema::{write_tx, Db, DieselError, StoreError, Tx};
+use tern_schema::{write_tx, Db, DieselError, Rollback, StoreError, Tx};
 
 use super::machine::{self, Effect, Event, Method, Rejected, RetryPolicy, Status};
 use super::parent::Parents;
@@ -145,7 +145,8 @@ impl EntityKind for SettlementKind {
             return Ok(None);
         };
         let mut pooled = env.db.get().await?;
-        Ok(settlements::find(&mut pooled.tx(), merchant_id, key).await?)
+        let mut tx = pooled.tx();
+        Ok(settlements::find(&mut tx, merchant_id, key).await?)
     }
 
     async fn handle(
@@ -382,14 +383,22 @@ async fn step(
     next.version = crate::runtime::version::next_version(row.version);
     next.updated_at = utc_now();
     let id = env.id.clone();
+    let firing_held = firing.is_some();
     let firing = firing.cloned();
     let booked = effects.clone();
     let before = row.clone();
     let origin = origin.clone();
     // Group-committed with other transitions: durable when this returns Ok.
+    // A transition that cannot be refused (no funds to reserve, no timer
+    // claim to lose) needs no savepoint of its own.
+    let rollback = if cannot_be_refused(firing_held, &effects) {
+        Rollback::WithBatch
+    } else {
+        Rollback::Alone
+    };
     let written: Result<SettlementRow, StepError> = env
         .db
-        .write(move |tx| {
+        .write_as(rollback, move |tx| {
             Box::pin(async move {
                 if let Some(firing) = &firing {
                     complete_in(tx, firing).await?;
@@ -397,12 +406,9 @@ async fn step(
                 for effect in &booked {
                     book(tx, &mut next, effect, &id).await?;
                 }
-                if !settlements::update_if_version(tx, &next, before.version).await? {
-                    return Err(StepError::Runtime(RuntimeError::Conflict {
-                        kind: SettlementKind::NAME,
-                        id: id.to_string(),
-                    }));
-                }
+                // A conflict (another writer moved the row) is a
+                // StoreError::Conflict, here or when a pipelined unit ends.
+                settlements::update_at_version(tx, &next, before.version).await?;
                 audit_step(tx, &before, &next, &origin).await?;
                 Ok(next)
             })
@@ -426,6 +432,13 @@ async fn step(
         row: Box::new(next),
         effects,
     })
+}
+
+/// Whether a transition's writes can only fail with the database (or a
+/// concurrent writer): no refund to reserve against available funds, and
+/// no timer whose claim may have been lost.
+fn cannot_be_refused(completes_timer: bool, effects: &[Effect]) -> bool {
+    !completes_timer && !effects.contains(&Effect::HoldRefund)
 }
 
 /// Whether a transfer's leg changed in a way its transfer follows: status,

@@ -9,7 +9,7 @@ use tern_schema::ledger::{
     self, Direction, Entry, LedgerError, Line, Phase, SystemAccount, FUNDING,
 };
 use tern_schema::models::{SettlementIntent, SettlementRow};
-use tern_schema::store::{ledger as ledger_store, settlements};
+use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
 use tern_schema::{Db, DieselError, StoreError, Tx};
 
@@ -111,7 +111,7 @@ pub async fn submit(
                 Claim::InProgress => return Ok(Submitted::InProgress),
                 Claim::Mismatch => return Ok(Submitted::Mismatch),
             }
-            let source = ledger_store::find_account(tx, &intent.source).await?;
+            let source = ledger::account_facts(tx, &intent.source).await?;
             match source {
                 Some(account)
                     if account.kind == FUNDING

@@ -110,7 +110,8 @@ impl EntityKind for TransferKind {
 
     async fn load(env: EntityEnv<TransferContext>) -> RuntimeResult<Option<TransferRow>> {
         let mut pooled = env.db.get().await?;
-        Ok(transfers::find(&mut pooled.tx(), &env.id).await?)
+        let mut tx = pooled.tx();
+        Ok(transfers::find(&mut tx, &env.id).await?)
     }
 
     async fn handle(
@@ -233,8 +234,9 @@ async fn resume(
 ) -> RuntimeResult<Transition<TransferKind>> {
     let legs = {
         let mut pooled = env.db.get().await?;
+        let mut tx = pooled.tx();
         let keys = [row.leg1_key.as_str(), row.leg2_key.as_str()];
-        settlements::find_many(&mut pooled.tx(), &row.merchant_id, &keys).await?
+        settlements::find_many(&mut tx, &row.merchant_id, &keys).await?
     };
     let mut row = row;
     let mut follow_ups = Vec::new();
@@ -394,12 +396,9 @@ async fn step(
                 for effect in &effects {
                     book(tx, &mut next, effect).await?;
                 }
-                if !transfers::update_if_version(tx, &next, before.version).await? {
-                    return Err(StepError::Runtime(RuntimeError::Conflict {
-                        kind: TransferKind::NAME,
-                        id: next.id.clone(),
-                    }));
-                }
+                // A conflict (another writer moved the row) is a
+                // StoreError::Conflict, here or when a pipelined unit ends.
+                transfers::update_at_version(tx, &next, before.version).await?;
                 audit_step(tx, &before, &next, &statuses).await?;
                 let deliver = Outbox::record(tx, events).await?;
                 Ok((next, deliver))

@@ -224,7 +224,8 @@ async fn poll(
     let limit = i64::try_from(pick + state.in_flight.len()).unwrap_or(i64::MAX);
     let due = {
         let mut pooled = env.db.get().await?;
-        store::due_heads(&mut pooled.tx(), &env.id, utc_now(), limit).await?
+        let mut tx = pooled.tx();
+        store::due_heads(&mut tx, &env.id, utc_now(), limit).await?
     };
     let batch: Vec<WebhookEventRow> = due
         .into_iter()

@@ -20,7 +20,7 @@ pub async fn insert_head(tx: &mut Tx<'_>, row: &AuditHeadRow) -> StoreResult<()>
 /// needs FOR UPDATE for that; SQLite already holds the database's write lock
 /// in every write transaction (BEGIN IMMEDIATE) and has no FOR UPDATE.
 pub async fn lock_head(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Option<AuditHeadRow>> {
-    let row = match tx.conn() {
+    let row = match tx.conn().await? {
         Conn::Sqlite(conn) => audit_heads::table
             .find(merchant_id)
             .select(AuditHeadRow::as_select())
@@ -31,7 +31,7 @@ pub async fn lock_head(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Option
             .find(merchant_id)
             .select(AuditHeadRow::as_select())
             .for_update()
-            .first(&mut **conn)
+            .first(conn)
             .await
             .optional()?,
     };
@@ -65,12 +65,12 @@ const INSERT_ROWS_MAX: usize = 1_000;
 /// cached statement per row (diesel-async cannot build SQLite's multi-row
 /// INSERT: diesel_async#277).
 pub async fn insert_events(tx: &mut Tx<'_>, rows: &[AuditEventRow]) -> StoreResult<()> {
-    match tx.conn() {
+    match tx.conn().await? {
         Conn::Pg(conn) if rows.len() > 1 => {
             for chunk in rows.chunks(INSERT_ROWS_MAX) {
                 diesel::insert_into(audit_events::table)
                     .values(chunk)
-                    .execute(&mut **conn)
+                    .execute(conn)
                     .await?;
             }
         }

@@ -4,10 +4,11 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use crate::dispatch;
+use crate::db::one_row;
 use crate::models::IdempotencyRow;
 use crate::schema::idempotency_records;
 use crate::store::cached::Cached;
+use crate::{dispatch, write_behind};
 use crate::{StoreResult, Tx};
 
 /// Inserts the record unless the key is taken; answers whether it inserted.
@@ -44,14 +45,12 @@ pub async fn complete(
     response_body: &str,
     at: NaiveDateTime,
 ) -> StoreResult<()> {
-    dispatch!(tx, conn => Cached(diesel::update(idempotency_records::table.find((merchant_id, scope, key)))
+    write_behind!(tx, conn => Cached(diesel::update(idempotency_records::table.find((merchant_id, scope, key)))
         .set((
             idempotency_records::state.eq("completed"),
             idempotency_records::response_status.eq(Some(response_status)),
             idempotency_records::response_body.eq(Some(response_body)),
             idempotency_records::updated_at.eq(at),
         ))
-        ).execute(conn)
-        .await)?;
-    Ok(())
+        ).execute(conn), one_row("idempotency record completion"))
 }

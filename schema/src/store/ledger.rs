@@ -5,12 +5,13 @@
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use crate::dispatch;
+use crate::db::one_row;
 use crate::ledger::FUNDING;
 use crate::models::{LedgerAccountRow, LedgerEntryRow, LedgerTransactionRow};
 use crate::schema::{ledger_accounts, ledger_entries, ledger_transactions};
 use crate::store::cached::Cached;
 use crate::types::utc_now;
+use crate::{dispatch, write_behind};
 use crate::{StoreResult, Tx};
 
 /// Rows the offline check reads per query.
@@ -71,17 +72,39 @@ pub async fn accounts_page(tx: &mut Tx<'_>, after: &str) -> StoreResult<Vec<Ledg
 }
 
 pub async fn insert_transaction(tx: &mut Tx<'_>, row: &LedgerTransactionRow) -> StoreResult<()> {
-    dispatch!(tx, conn => Cached(diesel::insert_into(ledger_transactions::table).values(row)).execute(conn).await)?;
-    Ok(())
+    write_behind!(tx, conn => Cached(diesel::insert_into(ledger_transactions::table).values(row)).execute(conn),
+        one_row("ledger transaction insert"))
 }
 
 /// One statement per line: an entry has at most a handful, and diesel's
 /// multi-row insert does not build for SQLite through the async wrapper.
+/// Pipelined inside a group commit on PostgreSQL, so a line costs no round
+/// trip of its own.
 pub async fn insert_entries(tx: &mut Tx<'_>, rows: &[LedgerEntryRow]) -> StoreResult<()> {
     for row in rows {
-        dispatch!(tx, conn => Cached(diesel::insert_into(ledger_entries::table).values(row)).execute(conn).await)?;
+        write_behind!(tx, conn => Cached(diesel::insert_into(ledger_entries::table).values(row)).execute(conn),
+            one_row("ledger entry insert"))?;
     }
     Ok(())
+}
+
+/// Moves a transaction from `from` to `to`, failing with a conflict when it
+/// was not in `from`; pipelined inside a group commit on PostgreSQL, where
+/// that failure surfaces when the unit ends (and rolls the unit back).
+pub async fn transition_transaction_behind(
+    tx: &mut Tx<'_>,
+    id: &str,
+    from: &str,
+    to: &str,
+) -> StoreResult<()> {
+    let now = utc_now();
+    write_behind!(tx, conn => Cached(diesel::update(
+            ledger_transactions::table
+                .filter(ledger_transactions::id.eq(id))
+                .filter(ledger_transactions::status.eq(from)),
+        )
+        .set((ledger_transactions::status.eq(to), ledger_transactions::updated_at.eq(now)))
+        ).execute(conn), one_row("ledger transaction no longer pending"))
 }
 
 /// Moves a transaction from `from` to `to`; false when it was not in `from`.
@@ -246,8 +269,40 @@ pub async fn add_line(
     Ok(changed == 1)
 }
 
+/// [`add_line`] for an account known to exist in the line's currency and
+/// to need no funding guard (a system account, or a credit): it cannot be
+/// refused, so it is pipelined inside a group commit on PostgreSQL.
+pub async fn add_line_behind(
+    tx: &mut Tx<'_>,
+    account_id: &str,
+    bucket: Bucket,
+    amount_minor: i64,
+) -> StoreResult<()> {
+    use ledger_accounts::{
+        id, pending_credits_minor, pending_debits_minor, posted_credits_minor, posted_debits_minor,
+        updated_at,
+    };
+    let now = utc_now();
+    let target = ledger_accounts::table.filter(id.eq(account_id));
+    write_behind!(tx, conn => match bucket {
+        Bucket::PendingDebits => Cached(diesel::update(target)
+            .set((pending_debits_minor.eq(pending_debits_minor + amount_minor), updated_at.eq(now))))
+            .execute(conn),
+        Bucket::PendingCredits => Cached(diesel::update(target)
+            .set((pending_credits_minor.eq(pending_credits_minor + amount_minor), updated_at.eq(now))))
+            .execute(conn),
+        Bucket::PostedDebits => Cached(diesel::update(target)
+            .set((posted_debits_minor.eq(posted_debits_minor + amount_minor), updated_at.eq(now))))
+            .execute(conn),
+        Bucket::PostedCredits => Cached(diesel::update(target)
+            .set((posted_credits_minor.eq(posted_credits_minor + amount_minor), updated_at.eq(now))))
+            .execute(conn),
+    }, one_row("ledger account balance"))
+}
+
 /// Moves one line of a pending entry out of pending: into posted when
-/// `posting`, nowhere when voiding. One statement per line.
+/// `posting`, nowhere when voiding. One statement per line, pipelined
+/// inside a group commit on PostgreSQL.
 pub async fn settle_line(
     tx: &mut Tx<'_>,
     account_id: &str,
@@ -261,34 +316,25 @@ pub async fn settle_line(
     };
     let now = utc_now();
     let target = ledger_accounts::table.filter(id.eq(account_id));
-    let changed = dispatch!(tx, conn => match (debit, posting) {
+    // Lines name accounts that exist: the entry was recorded against them.
+    write_behind!(tx, conn => match (debit, posting) {
         (true, true) => Cached(diesel::update(target).set((
                 pending_debits_minor.eq(pending_debits_minor - amount_minor),
                 posted_debits_minor.eq(posted_debits_minor + amount_minor),
                 updated_at.eq(now))))
-            .execute(conn)
-            .await,
+            .execute(conn),
         (true, false) => Cached(diesel::update(target).set((
                 pending_debits_minor.eq(pending_debits_minor - amount_minor),
                 updated_at.eq(now))))
-            .execute(conn)
-            .await,
+            .execute(conn),
         (false, true) => Cached(diesel::update(target).set((
                 pending_credits_minor.eq(pending_credits_minor - amount_minor),
                 posted_credits_minor.eq(posted_credits_minor + amount_minor),
                 updated_at.eq(now))))
-            .execute(conn)
-            .await,
+            .execute(conn),
         (false, false) => Cached(diesel::update(target).set((
                 pending_credits_minor.eq(pending_credits_minor - amount_minor),
                 updated_at.eq(now))))
-            .execute(conn)
-            .await,
-    })?;
-    // Lines name accounts that exist: the entry was recorded against them.
-    assert_eq!(
-        changed, 1,
-        "settling a line of a missing account {account_id}"
-    );
-    Ok(())
+            .execute(conn),
+    }, one_row("settling a line of a missing account"))
 }

@@ -29,11 +29,11 @@ pub async fn insert_dispatch(tx: &mut Tx<'_>, row: &PushDispatchRow) -> StoreRes
 /// SQLite, which has no round trips to save (diesel-async cannot build
 /// SQLite's multi-row INSERT: diesel_async#277).
 pub async fn insert_deliveries(tx: &mut Tx<'_>, rows: &[PushDeliveryRow]) -> StoreResult<()> {
-    match tx.conn() {
+    match tx.conn().await? {
         Conn::Pg(conn) if rows.len() > 1 => {
             diesel::insert_into(push_deliveries::table)
                 .values(rows)
-                .execute(&mut **conn)
+                .execute(conn)
                 .await?;
         }
         _ => {

@@ -5,19 +5,21 @@
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use crate::dispatch;
+use crate::db::one_row;
 use crate::models::SettlementRow;
 use crate::schema::settlements;
 use crate::store::cached::Cached;
+use crate::{dispatch, write_behind};
 use crate::{StoreResult, Tx};
 
 /// Statuses with work left for an actor (a succeeded settlement may still
 /// have a reversal under way, see [`with_work_left`]).
 pub const ACTIVE_STATUSES: [&str; 3] = ["pending", "in_flight", "retrying"];
 
+/// Pipelined inside a group commit on PostgreSQL (see [`crate::db::Behind`]).
 pub async fn insert(tx: &mut Tx<'_>, row: &SettlementRow) -> StoreResult<()> {
-    dispatch!(tx, conn => Cached(diesel::insert_into(settlements::table).values(row)).execute(conn).await)?;
-    Ok(())
+    write_behind!(tx, conn => Cached(diesel::insert_into(settlements::table).values(row)).execute(conn),
+        one_row("settlements insert"))
 }
 
 pub async fn find(
@@ -60,6 +62,27 @@ pub async fn list(
             .await
     })?;
     Ok(rows)
+}
+
+/// Writes `next` (with `next.version` already advanced) if the stored row
+/// still has `expected_version`, failing with [`StoreError::Conflict`]
+/// otherwise. Pipelined inside a group commit on PostgreSQL, where the
+/// conflict surfaces when the unit ends and rolls the unit back.
+///
+/// [`StoreError::Conflict`]: crate::StoreError::Conflict
+pub async fn update_at_version(
+    tx: &mut Tx<'_>,
+    next: &SettlementRow,
+    expected_version: i64,
+) -> StoreResult<()> {
+    write_behind!(tx, conn => Cached(diesel::update(
+            settlements::table
+                .filter(settlements::merchant_id.eq(&next.merchant_id))
+                .filter(settlements::idempotency_key.eq(&next.idempotency_key))
+                .filter(settlements::version.eq(expected_version)),
+        )
+        .set(next)
+        ).execute(conn), one_row("settlement changed by another writer"))
 }
 
 /// Writes `next` (with `next.version` already advanced) if the stored row

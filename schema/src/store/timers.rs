@@ -92,14 +92,8 @@ pub async fn claim_due(
         .order((actor_timers::due_at.asc(), actor_timers::id.asc()))
         .limit(limit)
         .select(actor_timers::id);
-    let ids: Vec<String> = match tx.conn() {
-        Conn::Pg(conn) => {
-            candidates
-                .for_update()
-                .skip_locked()
-                .load(&mut **conn)
-                .await?
-        }
+    let ids: Vec<String> = match tx.conn().await? {
+        Conn::Pg(conn) => candidates.for_update().skip_locked().load(conn).await?,
         Conn::Sqlite(conn) => candidates.load(&mut **conn).await?,
     };
     if ids.is_empty() {

@@ -4,18 +4,20 @@
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use crate::dispatch;
+use crate::db::one_row;
 use crate::models::TransferRow;
 use crate::schema::transfers;
 use crate::store::cached::Cached;
+use crate::{dispatch, write_behind};
 use crate::{StoreResult, Tx};
 
 /// Statuses after which nothing more happens to a transfer.
 pub const TERMINAL_STATUSES: [&str; 2] = ["succeeded", "failed"];
 
+/// Pipelined inside a group commit on PostgreSQL (see [`crate::db::Behind`]).
 pub async fn insert(tx: &mut Tx<'_>, row: &TransferRow) -> StoreResult<()> {
-    dispatch!(tx, conn => Cached(diesel::insert_into(transfers::table).values(row)).execute(conn).await)?;
-    Ok(())
+    write_behind!(tx, conn => Cached(diesel::insert_into(transfers::table).values(row)).execute(conn),
+        one_row("transfers insert"))
 }
 
 /// A transfer by id, whoever owns it (the actor's load).
@@ -78,6 +80,26 @@ pub async fn list(
         query.count().get_result(conn).await
     })?;
     Ok((rows, total))
+}
+
+/// Writes `next` (with `next.version` already advanced) if the stored row
+/// still has `expected_version`, failing with [`StoreError::Conflict`]
+/// otherwise. Pipelined inside a group commit on PostgreSQL, where the
+/// conflict surfaces when the unit ends and rolls the unit back.
+///
+/// [`StoreError::Conflict`]: crate::StoreError::Conflict
+pub async fn update_at_version(
+    tx: &mut Tx<'_>,
+    next: &TransferRow,
+    expected_version: i64,
+) -> StoreResult<()> {
+    write_behind!(tx, conn => Cached(diesel::update(
+            transfers::table
+                .filter(transfers::id.eq(&next.id))
+                .filter(transfers::version.eq(expected_version)),
+        )
+        .set(next)
+        ).execute(conn), one_row("transfer changed by another writer"))
 }
 
 /// Writes `next` (with `next.version` already advanced) if the stored row

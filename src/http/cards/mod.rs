@@ -137,7 +137,8 @@ async fn acting_user(
         }
     };
     let mut pooled = state.db.get().await?;
-    users::find_in_merchant(&mut pooled.tx(), &caller.merchant_id, &user_id)
+    let mut tx = pooled.tx();
+    users::find_in_merchant(&mut tx, &caller.merchant_id, &user_id)
         .await?
         .ok_or_else(|| ApiError::NotFound("no such user".into()))
 }
@@ -155,7 +156,8 @@ async fn owned_card(state: &AppState, caller: &Caller, card_id: &str) -> Result<
 
 async fn render(state: &AppState, row: CardRow) -> Result<Card, ApiError> {
     let mut pooled = state.db.get().await?;
-    Ok(view::card(&mut pooled.tx(), row).await?)
+    let mut tx = pooled.tx();
+    Ok(view::card(&mut tx, row).await?)
 }
 
 /// Sends `command` to the card's actor and answers the card it replies.

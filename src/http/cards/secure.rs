@@ -160,7 +160,8 @@ async fn step_up(
     state.limits.check(STEP_UP_LIMIT, user_id)?;
     let user = {
         let mut pooled = state.db.get().await?;
-        users::find(&mut pooled.tx(), user_id).await?
+        let mut tx = pooled.tx();
+        users::find(&mut tx, user_id).await?
     };
     let Some(user) = user else {
         return Err(ApiError::Unauthorized("the session's user is gone"));

@@ -92,7 +92,8 @@ impl TestApp {
     /// The stored user with this email, straight from the database.
     pub async fn stored_user(&self, email: &str) -> Option<UserRow> {
         let mut pooled = self.state.db.get().await.expect("connection");
-        tern_schema::store::users::find_by_email(&mut pooled.tx(), email)
+        let mut tx = pooled.tx();
+        tern_schema::store::users::find_by_email(&mut tx, email)
             .await
             .expect("query")
     }
