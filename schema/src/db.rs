@@ -290,11 +290,19 @@ impl<'a> Behind<'a> {
 
 /// The check of a write that must change exactly one row.
 pub fn one_row(what: &'static str) -> impl FnOnce(usize) -> StoreResult<()> + Send {
-    move |changed| match changed {
-        1 => Ok(()),
-        n => Err(StoreError::Conflict(format!(
-            "{what}: {n} rows changed, not 1"
-        ))),
+    rows(1, what)
+}
+
+/// The check of a write that must change exactly `expected` rows.
+pub fn rows(expected: usize, what: &'static str) -> impl FnOnce(usize) -> StoreResult<()> + Send {
+    move |changed| {
+        if changed == expected {
+            Ok(())
+        } else {
+            Err(StoreError::Conflict(format!(
+                "{what}: {changed} rows changed, not {expected}"
+            )))
+        }
     }
 }
 

@@ -36,15 +36,46 @@ pub async fn claim(
     key: &str,
     request_sha256: &str,
 ) -> StoreResult<Claim> {
+    claim_with(tx, merchant_id, scope, key, request_sha256, None).await
+}
+
+/// [`claim`] for work whose answer is known before it starts, and which
+/// runs in the same transaction: the key is recorded with that answer at
+/// once, so no [`complete`] follows. If the work then fails, its
+/// transaction rolls back and the record goes with it; no other
+/// transaction can see the record before the work commits.
+pub async fn claim_answered(
+    tx: &mut Tx<'_>,
+    (merchant_id, scope, key): (&str, &str, &str),
+    request_sha256: &str,
+    status: u16,
+    body: &str,
+) -> StoreResult<Claim> {
+    let answer = (i32::from(status), body.to_owned());
+    claim_with(tx, merchant_id, scope, key, request_sha256, Some(answer)).await
+}
+
+async fn claim_with(
+    tx: &mut Tx<'_>,
+    merchant_id: &str,
+    scope: &str,
+    key: &str,
+    request_sha256: &str,
+    answer: Option<(i32, String)>,
+) -> StoreResult<Claim> {
     let now = utc_now();
+    let (state, response_status, response_body) = match answer {
+        Some((status, body)) => ("completed", Some(status), Some(body)),
+        None => ("in_progress", None, None),
+    };
     let row = IdempotencyRow {
         merchant_id: merchant_id.to_owned(),
         scope: scope.to_owned(),
         idempotency_key: key.to_owned(),
         request_sha256: request_sha256.to_owned(),
-        state: "in_progress".to_owned(),
-        response_status: None,
-        response_body: None,
+        state: state.to_owned(),
+        response_status,
+        response_body,
         created_at: now,
         updated_at: now,
     };

@@ -285,9 +285,24 @@ async fn open_system_account(tx: &mut Tx<'_>, account_id: &str) -> Result<bool, 
 /// database in the same statement, or nothing is applied (the caller's
 /// transaction rolls back on the error). Answers the transaction id.
 pub async fn record(tx: &mut Tx<'_>, entry: &Entry, phase: Phase) -> Result<String, LedgerError> {
+    record_as(tx, new_transaction_id(), entry, phase).await
+}
+
+/// A fresh ledger transaction id, for [`record_as`].
+pub fn new_transaction_id() -> String {
+    format!("ltx_{}", uuid::Uuid::now_v7().simple())
+}
+
+/// [`record`] under an id the caller chose beforehand (to name it in
+/// something written before the entry).
+pub async fn record_as(
+    tx: &mut Tx<'_>,
+    transaction_id: String,
+    entry: &Entry,
+    phase: Phase,
+) -> Result<String, LedgerError> {
     check_balanced(&entry.lines)?;
     let now = utc_now();
-    let transaction_id = format!("ltx_{}", uuid::Uuid::now_v7().simple());
     let status = match phase {
         Phase::Pending => "pending",
         Phase::Posted => "posted",

@@ -355,10 +355,11 @@ pub async fn create(
     match submitted {
         Ok(Submitted::Created { row, body }) => {
             let id = entity_id(&row.merchant_id, &row.idempotency_key);
+            let created = (*row).clone();
             // The intent is durable: start executing without holding the
             // response. A failed activation is retried by recovery.
             actix_web::rt::spawn(async move {
-                if let Err(error) = registry.activate(&id).await {
+                if let Err(error) = registry.activate_with(&id, created).await {
                     tracing::warn!(settlement = %id, %error, "settlement actor did not start");
                 }
             });

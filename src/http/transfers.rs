@@ -312,10 +312,11 @@ pub async fn create(
     match created {
         Ok(Created::Created { row, body }) => {
             let id = row.id.clone();
+            let created = (*row).clone();
             // Durable: start the saga without holding the response. A failed
             // activation is retried by recovery.
             actix_web::rt::spawn(async move {
-                if let Err(error) = registry.activate(&id).await {
+                if let Err(error) = registry.activate_with(&id, created).await {
                     tracing::warn!(transfer = %id, %error, "transfer actor did not start");
                 }
             });

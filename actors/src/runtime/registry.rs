@@ -335,6 +335,16 @@ impl<K: EntityKind> Registry<K> {
         self.start(id, Cause::Demand).await
     }
 
+    /// Activates the entity's actor with `state`, which the caller has
+    /// just committed (so reading it back would only cost a query), unless
+    /// the actor is live already.
+    pub async fn activate_with(&self, id: &str, state: K::State) -> RuntimeResult<()> {
+        if self.is_live(id) {
+            return Ok(());
+        }
+        self.start_with(id, Cause::Demand, Some(state)).await
+    }
+
     /// Whether an actor for the entity is in memory and running.
     pub fn is_live(&self, id: &str) -> bool {
         lock(&self.shared.entries)
@@ -579,6 +589,17 @@ impl<K: EntityKind> Registry<K> {
     /// Loads the entity and starts its actor; a no-op if another caller
     /// started it meanwhile.
     async fn start(&self, id: &str, cause: Cause) -> RuntimeResult<()> {
+        self.start_with(id, cause, None).await
+    }
+
+    /// Starts the entity's actor with `known` state, or with the state
+    /// loaded from the database.
+    async fn start_with(
+        &self,
+        id: &str,
+        cause: Cause,
+        known: Option<K::State>,
+    ) -> RuntimeResult<()> {
         let shared = &self.shared;
         if shared.closed.load(Ordering::SeqCst) {
             return Err(RuntimeError::Unavailable(
@@ -590,12 +611,15 @@ impl<K: EntityKind> Registry<K> {
             id: Arc::from(id),
             ctx: shared.context.clone(),
         };
-        let state = K::load(env.clone())
-            .await?
-            .ok_or_else(|| RuntimeError::NotFound {
-                kind: K::NAME,
-                id: id.to_owned(),
-            })?;
+        let state = match known {
+            Some(state) => state,
+            None => K::load(env.clone())
+                .await?
+                .ok_or_else(|| RuntimeError::NotFound {
+                    kind: K::NAME,
+                    id: id.to_owned(),
+                })?,
+        };
         let mut entries = lock(&shared.entries);
         let mut cause = cause;
         match entries.get(id) {

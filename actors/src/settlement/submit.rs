@@ -93,16 +93,26 @@ pub async fn submit(
     let now = utc_now();
     let mut row = SettlementRow::pending(new.intent.clone(), now);
     row.version = Versioned::<()>::INITIAL;
+    if new.method.holds_funds() {
+        // Named before it is written, so that the 201 body recorded with
+        // the key (written first) is the body of the row as it commits.
+        row.funding_transaction_id = Some(ledger::new_transaction_id());
+    }
+    let body = render(&row);
     // Group-committed: the intent is durable when this answers Created.
     db.write(move |tx| {
         Box::pin(async move {
             let intent = &new.intent;
-            let claim = idempotency::claim(
+            let claim = idempotency::claim_answered(
                 tx,
-                &intent.merchant_id,
-                IDEMPOTENCY_SCOPE,
-                &intent.idempotency_key,
+                (
+                    &intent.merchant_id,
+                    IDEMPOTENCY_SCOPE,
+                    &intent.idempotency_key,
+                ),
                 &request_sha256,
+                201,
+                &body,
             )
             .await?;
             match claim {
@@ -131,18 +141,8 @@ pub async fn submit(
                 }
             }
             let row = record_intent(tx, row, new.method, &new.actor).await?;
-            let body = render(&row);
-            idempotency::complete(
-                tx,
-                &intent.merchant_id,
-                IDEMPOTENCY_SCOPE,
-                &intent.idempotency_key,
-                201,
-                &body,
-            )
-            .await?;
             Ok(Submitted::Created {
-                row: Box::new(row.clone()),
+                row: Box::new(row),
                 body,
             })
         })
@@ -195,7 +195,11 @@ async fn record_intent(
                 },
             ],
         };
-        row.funding_transaction_id = Some(ledger::record(tx, &hold, Phase::Pending).await?);
+        let id = row
+            .funding_transaction_id
+            .take()
+            .unwrap_or_else(ledger::new_transaction_id);
+        row.funding_transaction_id = Some(ledger::record_as(tx, id, &hold, Phase::Pending).await?);
     }
     settlements::insert(tx, &row).await?;
     let created = AuditRecord {

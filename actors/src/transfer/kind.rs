@@ -11,7 +11,7 @@ use tern_schema::ledger::{LedgerError, SystemAccount};
 use tern_schema::models::{SettlementIntent, SettlementRow, TransferRow};
 use tern_schema::store::{settlements, transfers};
 use tern_schema::types::utc_now;
-use tern_schema::{write_tx, Db, DieselError, StoreError, Tx};
+use tern_schema::{write_tx, Db, DieselError, Rollback, StoreError, Tx};
 
 use super::machine::{self, Effect, Event, Moved, Observed, Policy, Refund, Rejected, Resume};
 use super::postings;
@@ -288,20 +288,26 @@ async fn advance(
         }
     };
     let effects = moved.effects.clone();
-    let next = step(env, &row, moved, firing).await?;
-    Ok(follow_up(env, next, &effects))
+    let (next, legs) = step(env, &row, moved, firing).await?;
+    Ok(follow_up(env, next, &effects, legs))
 }
 
 fn follow_up(
     env: &EntityEnv<TransferContext>,
     row: TransferRow,
     effects: &[Effect],
+    legs: Vec<SettlementRow>,
 ) -> Transition<TransferKind> {
     let mut transition = Transition::new(row.clone(), TransferReply::Ack);
+    let leg = |key: &str| legs.iter().find(|leg| leg.idempotency_key == key).cloned();
     for effect in effects {
         match effect {
-            Effect::StartLeg1 => start_leg(env, &row.merchant_id, &row.leg1_key),
-            Effect::StartLeg2 => start_leg(env, &row.merchant_id, &row.leg2_key),
+            Effect::StartLeg1 => {
+                start_leg(env, &row.merchant_id, &row.leg1_key, leg(&row.leg1_key))
+            }
+            Effect::StartLeg2 => {
+                start_leg(env, &row.merchant_id, &row.leg2_key, leg(&row.leg2_key))
+            }
             Effect::RequestRefund => transition = with_refund_request(env, &row, transition),
             Effect::Convert | Effect::Unconvert | Effect::ScheduleRetry { .. } => {}
         }
@@ -310,12 +316,22 @@ fn follow_up(
 }
 
 /// A leg's row is durable: its own actor executes it (recovery starts it
-/// too, should this activation be lost).
-fn start_leg(env: &EntityEnv<TransferContext>, merchant_id: &str, key: &str) {
+/// too, should this activation be lost). `created` is the row this
+/// transition wrote, which spares the actor reading it back.
+fn start_leg(
+    env: &EntityEnv<TransferContext>,
+    merchant_id: &str,
+    key: &str,
+    created: Option<SettlementRow>,
+) {
     let id = settlement_entity_id(merchant_id, key);
     let registry = env.ctx.settlements.clone();
     actix::spawn(async move {
-        if let Err(error) = registry.activate(&id).await {
+        let started = match created {
+            Some(row) => registry.activate_with(&id, row).await,
+            None => registry.activate(&id).await,
+        };
+        if let Err(error) = started {
             tracing::warn!(settlement = %id, %error, "leg did not start; recovery will");
         }
     });
@@ -376,7 +392,7 @@ async fn step(
     row: &TransferRow,
     moved: Moved,
     firing: Option<TimerFiring>,
-) -> Result<TransferRow, StepError> {
+) -> Result<(TransferRow, Vec<SettlementRow>), StepError> {
     let mut next = apply_state(row, &moved.state);
     next.version = crate::runtime::version::next_version(row.version);
     next.updated_at = utc_now();
@@ -386,26 +402,35 @@ async fn step(
     } = moved;
     let events = env.ctx.outbox.events(&next, &statuses);
     // Group-committed with other transitions: durable when this returns Ok.
-    let written: Result<(TransferRow, bool), StepError> = env
+    // Its postings move system accounts only, so nothing but a lost timer
+    // claim (or the database) can refuse it: without a timer it needs no
+    // savepoint of its own.
+    let rollback = if firing.is_none() {
+        Rollback::WithBatch
+    } else {
+        Rollback::Alone
+    };
+    let written: Result<(TransferRow, bool, Vec<SettlementRow>), StepError> = env
         .db
-        .write(move |tx| {
+        .write_as(rollback, move |tx| {
             Box::pin(async move {
                 if let Some(firing) = &firing {
                     complete_in(tx, firing).await?;
                 }
+                let mut legs = Vec::new();
                 for effect in &effects {
-                    book(tx, &mut next, effect).await?;
+                    legs.extend(book(tx, &mut next, effect).await?);
                 }
                 // A conflict (another writer moved the row) is a
                 // StoreError::Conflict, here or when a pipelined unit ends.
                 transfers::update_at_version(tx, &next, before.version).await?;
                 audit_step(tx, &before, &next, &statuses).await?;
                 let deliver = Outbox::record(tx, events).await?;
-                Ok((next, deliver))
+                Ok((next, deliver, legs))
             })
         })
         .await;
-    let (next, deliver) = written?;
+    let (next, deliver, legs) = written?;
     if deliver {
         env.ctx.outbox.wake(&next.merchant_id);
     }
@@ -423,7 +448,7 @@ async fn step(
     if next.alert.is_some() && row.alert.is_none() {
         tracing::error!(transfer = %env.id, alert = next.alert.as_deref().unwrap_or(""), "operator alert raised");
     }
-    Ok(next)
+    Ok((next, legs))
 }
 
 /// The leg settlements of a transfer: leg 1 charges the payer's card
@@ -468,13 +493,18 @@ fn leg_intent(row: &TransferRow, leg: u8) -> (SettlementIntent, Method) {
     }
 }
 
-/// The bookkeeping of one effect, inside the move's transaction.
-async fn book(tx: &mut Tx<'_>, next: &mut TransferRow, effect: &Effect) -> Result<(), StepError> {
+/// The bookkeeping of one effect, inside the move's transaction; the leg
+/// it created, if it started one.
+async fn book(
+    tx: &mut Tx<'_>,
+    next: &mut TransferRow,
+    effect: &Effect,
+) -> Result<Option<SettlementRow>, StepError> {
     match effect {
         Effect::StartLeg1 | Effect::StartLeg2 => {
             let leg = if *effect == Effect::StartLeg1 { 1 } else { 2 };
             let (intent, method) = leg_intent(next, leg);
-            insert_leg(tx, intent, method, &next.id).await?;
+            return Ok(Some(insert_leg(tx, intent, method, &next.id).await?));
         }
         Effect::Convert => {
             next.conversion_transaction_id = Some(postings::convert(tx, next).await?);
@@ -498,7 +528,7 @@ async fn book(tx: &mut Tx<'_>, next: &mut TransferRow, effect: &Effect) -> Resul
         }
         Effect::RequestRefund => {}
     }
-    Ok(())
+    Ok(None)
 }
 
 async fn audit_step(

@@ -12,7 +12,7 @@ use crate::schema::{ledger_accounts, ledger_entries, ledger_transactions};
 use crate::store::cached::Cached;
 use crate::types::utc_now;
 use crate::{dispatch, write_behind};
-use crate::{StoreResult, Tx};
+use crate::{Conn, StoreResult, Tx};
 
 /// Rows the offline check reads per query.
 pub const CHECK_PAGE_ROWS: i64 = 5_000;
@@ -76,11 +76,19 @@ pub async fn insert_transaction(tx: &mut Tx<'_>, row: &LedgerTransactionRow) -> 
         one_row("ledger transaction insert"))
 }
 
-/// One statement per line: an entry has at most a handful, and diesel's
-/// multi-row insert does not build for SQLite through the async wrapper.
-/// Pipelined inside a group commit on PostgreSQL, so a line costs no round
-/// trip of its own.
+/// One statement on PostgreSQL, pipelined inside a group commit; one per
+/// line on SQLite, where diesel's multi-row insert does not build through
+/// the async wrapper (diesel_async#277) and a statement costs no round trip.
 pub async fn insert_entries(tx: &mut Tx<'_>, rows: &[LedgerEntryRow]) -> StoreResult<()> {
+    if let (Conn::Pg(conn), behind) = tx.parts() {
+        if !rows.is_empty() {
+            let write =
+                Cached(diesel::insert_into(ledger_entries::table).values(rows)).execute(conn);
+            return behind
+                .send(write, crate::db::rows(rows.len(), "ledger entries insert"))
+                .await;
+        }
+    }
     for row in rows {
         write_behind!(tx, conn => Cached(diesel::insert_into(ledger_entries::table).values(row)).execute(conn),
             one_row("ledger entry insert"))?;
