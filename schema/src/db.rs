@@ -194,8 +194,12 @@ pub struct Behind<'a> {
     /// Whether writes sent now belong to a unit with a savepoint, whose
     /// failure fails only that unit; otherwise a failure fails the batch.
     in_unit: bool,
-    sent: FuturesUnordered<BoxFuture<'a, (bool, StoreResult<()>)>>,
-    failed: Option<StoreError>,
+    sent: FuturesUnordered<BoxFuture<'a, (u64, bool, StoreResult<()>)>>,
+    /// Writes sent so far, numbering them: of several failures in one unit
+    /// the one sent first is reported, whatever order the answers are
+    /// collected in.
+    sequence: u64,
+    failed: Option<(u64, StoreError)>,
     batch_failed: Option<String>,
 }
 
@@ -205,6 +209,7 @@ impl<'a> Behind<'a> {
             enabled,
             in_unit: false,
             sent: FuturesUnordered::new(),
+            sequence: 0,
             failed: None,
             batch_failed: None,
         }
@@ -224,12 +229,14 @@ impl<'a> Behind<'a> {
             return check(write.await?);
         }
         let in_unit = self.in_unit;
+        let sequence = self.sequence;
+        self.sequence += 1;
         self.sent.push(Box::pin(async move {
             let judged = match write.await {
                 Ok(changed) => check(changed),
                 Err(error) => Err(error.into()),
             };
-            (in_unit, judged)
+            (sequence, in_unit, judged)
         }));
         // Polled once now, so that the statement is sent in program order
         // (a statement waiting to be prepared holds the connection's
@@ -270,15 +277,23 @@ impl<'a> Behind<'a> {
         if let Some(failure) = &self.batch_failed {
             return Err(StoreError::Unavailable(failure.clone()));
         }
-        self.failed.take().map_or(Ok(()), Err)
+        self.failed.take().map_or(Ok(()), |(_, error)| Err(error))
     }
 
     fn collect(&mut self, cx: &mut std::task::Context<'_>) {
-        while let std::task::Poll::Ready(Some((in_unit, answer))) = self.sent.poll_next_unpin(cx) {
+        while let std::task::Poll::Ready(Some((sequence, in_unit, answer))) =
+            self.sent.poll_next_unpin(cx)
+        {
             match answer {
                 Ok(()) => {}
                 Err(error) if in_unit => {
-                    self.failed.get_or_insert(error);
+                    if self
+                        .failed
+                        .as_ref()
+                        .is_none_or(|(first, _)| sequence < *first)
+                    {
+                        self.failed = Some((sequence, error));
+                    }
                 }
                 Err(error) => {
                     self.batch_failed.get_or_insert(error.to_string());

@@ -19,6 +19,20 @@ pub enum StoreError {
     Url(String),
     #[error("query failed: {0}")]
     Query(DieselError),
+    /// A guarded write found its guard false. Pipelined writes report it
+    /// when their unit ends (see [`crate::db::Behind`]), so it names why.
+    #[error("refused: {0}")]
+    Refused(Refusal),
+}
+
+/// Why a guarded write was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The Idempotency-Key already has a record: the caller reads it.
+    #[error("the idempotency key is taken")]
+    KeyTaken,
+    #[error("insufficient available funds on {account_id}")]
+    InsufficientFunds { account_id: String },
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;

@@ -7,6 +7,8 @@ use sha2::{Digest, Sha256};
 use crate::models::IdempotencyRow;
 use crate::store::idempotency as store;
 use crate::types::utc_now;
+#[cfg(doc)]
+use crate::Refusal;
 use crate::{StoreResult, Tx};
 
 /// What a key's earlier use says about this request.
@@ -36,71 +38,85 @@ pub async fn claim(
     key: &str,
     request_sha256: &str,
 ) -> StoreResult<Claim> {
-    claim_with(tx, merchant_id, scope, key, request_sha256, None).await
-}
-
-/// [`claim`] for work whose answer is known before it starts, and which
-/// runs in the same transaction: the key is recorded with that answer at
-/// once, so no [`complete`] follows. If the work then fails, its
-/// transaction rolls back and the record goes with it; no other
-/// transaction can see the record before the work commits.
-pub async fn claim_answered(
-    tx: &mut Tx<'_>,
-    (merchant_id, scope, key): (&str, &str, &str),
-    request_sha256: &str,
-    status: u16,
-    body: &str,
-) -> StoreResult<Claim> {
-    let answer = (i32::from(status), body.to_owned());
-    claim_with(tx, merchant_id, scope, key, request_sha256, Some(answer)).await
-}
-
-async fn claim_with(
-    tx: &mut Tx<'_>,
-    merchant_id: &str,
-    scope: &str,
-    key: &str,
-    request_sha256: &str,
-    answer: Option<(i32, String)>,
-) -> StoreResult<Claim> {
     let now = utc_now();
-    let (state, response_status, response_body) = match answer {
-        Some((status, body)) => ("completed", Some(status), Some(body)),
-        None => ("in_progress", None, None),
-    };
     let row = IdempotencyRow {
         merchant_id: merchant_id.to_owned(),
         scope: scope.to_owned(),
         idempotency_key: key.to_owned(),
         request_sha256: request_sha256.to_owned(),
-        state: state.to_owned(),
-        response_status,
-        response_body,
+        state: "in_progress".to_owned(),
+        response_status: None,
+        response_body: None,
         created_at: now,
         updated_at: now,
     };
     if store::insert_if_absent(tx, &row).await? {
         return Ok(Claim::New);
     }
-    let Some(existing) = store::find(tx, merchant_id, scope, key).await? else {
-        // Inserted and removed between the two statements: nothing of it
-        // committed, so the key is effectively free; the caller retries.
-        return Ok(Claim::InProgress);
+    let existing = store::find(tx, merchant_id, scope, key).await?;
+    Ok(judge(existing, request_sha256))
+}
+
+/// What the record of a taken key says about a request with this digest.
+fn judge(existing: Option<IdempotencyRow>, request_sha256: &str) -> Claim {
+    let Some(existing) = existing else {
+        // Taken and then rolled back: nothing of it committed, so the key
+        // is effectively free; the caller retries.
+        return Claim::InProgress;
     };
     if existing.request_sha256 != request_sha256 {
-        return Ok(Claim::Mismatch);
+        return Claim::Mismatch;
     }
     match (
         existing.state.as_str(),
         existing.response_status,
         existing.response_body,
     ) {
-        ("completed", Some(status), Some(body)) => Ok(Claim::Replay {
+        ("completed", Some(status), Some(body)) => Claim::Replay {
             status: u16::try_from(status).unwrap_or(500),
             body,
-        }),
-        _ => Ok(Claim::InProgress),
+        },
+        _ => Claim::InProgress,
     }
+}
+
+/// Records the key with its answer, for work whose answer is known before
+/// it starts and which runs in the same transaction (no [`complete`]
+/// follows; no other transaction can see the record before the work
+/// commits, and a failure takes it back with the work). A key already
+/// recorded refuses the write with [`Refusal::KeyTaken`]: at once, or, in
+/// a pipelined group commit, when the unit ends, rolling the unit back.
+/// The caller then reads the key's [`earlier_use`].
+pub async fn record_answered(
+    tx: &mut Tx<'_>,
+    (merchant_id, scope, key): (&str, &str, &str),
+    request_sha256: &str,
+    status: u16,
+    body: &str,
+) -> StoreResult<()> {
+    let now = utc_now();
+    let row = IdempotencyRow {
+        merchant_id: merchant_id.to_owned(),
+        scope: scope.to_owned(),
+        idempotency_key: key.to_owned(),
+        request_sha256: request_sha256.to_owned(),
+        state: "completed".to_owned(),
+        response_status: Some(i32::from(status)),
+        response_body: Some(body.to_owned()),
+        created_at: now,
+        updated_at: now,
+    };
+    store::insert_answered(tx, &row).await
+}
+
+/// What an earlier use of a taken key says about this request.
+pub async fn earlier_use(
+    tx: &mut Tx<'_>,
+    (merchant_id, scope, key): (&str, &str, &str),
+    request_sha256: &str,
+) -> StoreResult<Claim> {
+    let existing = store::find(tx, merchant_id, scope, key).await?;
+    Ok(judge(existing, request_sha256))
 }
 
 /// Records the answer to replay; call in the transaction that claimed.

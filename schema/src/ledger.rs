@@ -11,7 +11,7 @@ use crate::models::{LedgerAccountRow, LedgerEntryRow, LedgerTransactionRow};
 use crate::money::Currency;
 use crate::store::ledger::{self as store, Bucket};
 use crate::types::utc_now;
-use crate::{DieselError, StoreError, Tx};
+use crate::{DieselError, Refusal, StoreError, Tx};
 use diesel_async::SimpleAsyncConnection;
 
 /// The kind of a merchant's spendable account.
@@ -143,7 +143,18 @@ pub enum LedgerError {
     #[error("transaction {id} is {status}, not pending")]
     NotPending { id: String, status: String },
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
+}
+
+impl From<StoreError> for LedgerError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Refused(Refusal::InsufficientFunds { account_id }) => {
+                LedgerError::InsufficientFunds { account_id }
+            }
+            other => LedgerError::Store(other),
+        }
+    }
 }
 
 impl From<DieselError> for LedgerError {
@@ -245,6 +256,14 @@ fn learn_system_account(tx: &mut Tx<'_>, account_id: &str) {
     }
 }
 
+/// Whether a line debits an account known to be a funding account in the
+/// line's currency: only its funds can refuse it.
+fn is_known_funding(tx: &mut Tx<'_>, line: &Line) -> bool {
+    tx.known()
+        .and_then(|known| known.account(&line.account_id))
+        .is_some_and(|facts| facts.kind == FUNDING && facts.currency == line.currency)
+}
+
 /// Whether a line can be applied without a statement that may refuse it:
 /// the account is known to exist in the line's currency, and the line is
 /// not a debit of a funding account (whose guard must answer now).
@@ -285,7 +304,21 @@ async fn open_system_account(tx: &mut Tx<'_>, account_id: &str) -> Result<bool, 
 /// database in the same statement, or nothing is applied (the caller's
 /// transaction rolls back on the error). Answers the transaction id.
 pub async fn record(tx: &mut Tx<'_>, entry: &Entry, phase: Phase) -> Result<String, LedgerError> {
-    record_as(tx, new_transaction_id(), entry, phase).await
+    record_as(tx, new_transaction_id(), entry, phase, FundsCheck::Now).await
+}
+
+/// When a debit of a funding account learns whether the funds cover it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FundsCheck {
+    /// At the call: [`LedgerError::InsufficientFunds`], or the account's
+    /// other refusal, comes back from [`record`] itself.
+    Now,
+    /// When the unit ends, for a caller that has ruled out every refusal
+    /// but funds (a known funding account in the line's currency) and does
+    /// not act on the answer inside its unit: inside a pipelined group
+    /// commit the debit is then sent without waiting, and a shortfall fails
+    /// the unit with [`Refusal::InsufficientFunds`] (at once elsewhere).
+    AtUnitEnd,
 }
 
 /// A fresh ledger transaction id, for [`record_as`].
@@ -300,6 +333,7 @@ pub async fn record_as(
     transaction_id: String,
     entry: &Entry,
     phase: Phase,
+    funds: FundsCheck,
 ) -> Result<String, LedgerError> {
     check_balanced(&entry.lines)?;
     let now = utc_now();
@@ -324,6 +358,10 @@ pub async fn record_as(
         let (id, currency, amount) = (&line.account_id, &line.currency, line.amount_minor);
         if cannot_be_refused(tx, line) {
             store::add_line_behind(tx, id, bucket, amount).await?;
+            continue;
+        }
+        if funds == FundsCheck::AtUnitEnd && is_known_funding(tx, line) {
+            store::add_guarded_line_behind(tx, id, currency, bucket, amount).await?;
             continue;
         }
         if store::add_line(tx, id, currency, bucket, amount, guard).await? {

@@ -20,7 +20,7 @@ pub mod types;
 pub use commit::Rollback;
 pub use db::{Backend, Conn, Db, Pooled, Tx};
 pub use diesel::result::Error as DieselError;
-pub use error::{StoreError, StoreResult};
+pub use error::{Refusal, StoreError, StoreResult};
 
 /// Items the exported macros expand to; not part of the API.
 #[doc(hidden)]

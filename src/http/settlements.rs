@@ -372,7 +372,8 @@ pub async fn create(
         Ok(Submitted::Replay { status, body }) => {
             idempotency::replay(status, body, Some(location(&new.intent.idempotency_key)))
         }
-        Ok(Submitted::InProgress) => Err(idempotency::in_progress()),
+        // A taken key is read back and answered as one of the above.
+        Ok(Submitted::InProgress) | Err(SubmitError::KeyTaken) => Err(idempotency::in_progress()),
         Ok(Submitted::Mismatch) => Err(idempotency::mismatch()),
         Err(SubmitError::Source(message)) => Err(ApiError::field("source", message)),
         Err(SubmitError::InsufficientFunds) => Err(ApiError::field(

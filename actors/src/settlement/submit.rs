@@ -6,12 +6,12 @@ use serde_json::json;
 use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::idempotency::{self, Claim};
 use tern_schema::ledger::{
-    self, Direction, Entry, LedgerError, Line, Phase, SystemAccount, FUNDING,
+    self, Direction, Entry, FundsCheck, LedgerError, Line, Phase, SystemAccount, FUNDING,
 };
 use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
-use tern_schema::{Db, DieselError, StoreError, Tx};
+use tern_schema::{Db, DieselError, Refusal, StoreError, Tx};
 
 use super::machine::Method;
 use crate::runtime::Versioned;
@@ -51,8 +51,25 @@ pub enum SubmitError {
     Source(String),
     #[error("the amount exceeds the available balance of the source account")]
     InsufficientFunds,
+    /// The Idempotency-Key was used before; its record says how to answer.
+    #[error("the idempotency key is taken")]
+    KeyTaken,
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
+}
+
+/// A pipelined write's refusal reaches the writer as a store error when
+/// its unit ends; it is the same answer as one made at the call.
+impl From<StoreError> for SubmitError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Refused(Refusal::KeyTaken) => SubmitError::KeyTaken,
+            StoreError::Refused(Refusal::InsufficientFunds { .. }) => {
+                SubmitError::InsufficientFunds
+            }
+            other => SubmitError::Store(other),
+        }
+    }
 }
 
 impl From<DieselError> for SubmitError {
@@ -65,7 +82,7 @@ impl From<LedgerError> for SubmitError {
     fn from(error: LedgerError) -> Self {
         match error {
             LedgerError::InsufficientFunds { .. } => SubmitError::InsufficientFunds,
-            LedgerError::Store(error) => SubmitError::Store(error),
+            LedgerError::Store(error) => SubmitError::from(error),
             other => SubmitError::Store(StoreError::Unavailable(other.to_string())),
         }
     }
@@ -90,6 +107,7 @@ pub async fn submit(
 ) -> Result<Submitted, SubmitError> {
     let new = new.clone();
     let request_sha256 = request_sha256.to_owned();
+    let digest = request_sha256.clone();
     let now = utc_now();
     let mut row = SettlementRow::pending(new.intent.clone(), now);
     row.version = Versioned::<()>::INITIAL;
@@ -99,55 +117,72 @@ pub async fn submit(
         row.funding_transaction_id = Some(ledger::new_transaction_id());
     }
     let body = render(&row);
+    let scope = (
+        new.intent.merchant_id.clone(),
+        new.intent.idempotency_key.clone(),
+    );
     // Group-committed: the intent is durable when this answers Created.
-    db.write(move |tx| {
-        Box::pin(async move {
-            let intent = &new.intent;
-            let claim = idempotency::claim_answered(
-                tx,
-                (
-                    &intent.merchant_id,
+    // Every write is pipelined inside the group commit on PostgreSQL; a
+    // taken key or a shortfall rolls the unit back when it ends.
+    let written = db
+        .write(move |tx| {
+            Box::pin(async move {
+                let intent = &new.intent;
+                let key = (
+                    intent.merchant_id.as_str(),
                     IDEMPOTENCY_SCOPE,
-                    &intent.idempotency_key,
-                ),
-                &request_sha256,
-                201,
-                &body,
-            )
-            .await?;
-            match claim {
-                Claim::New => {}
-                Claim::Replay { status, body } => return Ok(Submitted::Replay { status, body }),
-                Claim::InProgress => return Ok(Submitted::InProgress),
-                Claim::Mismatch => return Ok(Submitted::Mismatch),
-            }
-            let source = ledger::account_facts(tx, &intent.source).await?;
-            match source {
-                Some(account)
-                    if account.kind == FUNDING
-                        && account.merchant_id.as_deref() == Some(intent.merchant_id.as_str()) =>
-                {
-                    if account.currency != intent.currency {
-                        return Err(SubmitError::Source(format!(
-                            "the source account holds {}, not {}",
-                            account.currency, intent.currency
-                        )));
-                    }
-                }
-                _ => {
-                    return Err(SubmitError::Source(
-                        "not a funding account of this merchant".into(),
-                    ))
-                }
-            }
-            let row = record_intent(tx, row, new.method, &new.actor).await?;
-            Ok(Submitted::Created {
-                row: Box::new(row),
-                body,
+                    intent.idempotency_key.as_str(),
+                );
+                idempotency::record_answered(tx, key, &request_sha256, 201, &body).await?;
+                check_source(tx, intent).await?;
+                let row =
+                    record_intent(tx, row, new.method, &new.actor, FundsCheck::AtUnitEnd).await?;
+                Ok(Submitted::Created {
+                    row: Box::new(row),
+                    body,
+                })
             })
         })
-    })
-    .await
+        .await;
+    match written {
+        Err(SubmitError::KeyTaken) => {
+            // The unit rolled back and its batch has ended: the record read
+            // now is committed (or gone, which answers 409 and a retry).
+            let mut pooled = db.get().await?;
+            let mut tx = pooled.tx();
+            let key = (scope.0.as_str(), IDEMPOTENCY_SCOPE, scope.1.as_str());
+            Ok(
+                match idempotency::earlier_use(&mut tx, key, &digest).await? {
+                    Claim::Replay { status, body } => Submitted::Replay { status, body },
+                    Claim::Mismatch => Submitted::Mismatch,
+                    Claim::New | Claim::InProgress => Submitted::InProgress,
+                },
+            )
+        }
+        other => other,
+    }
+}
+
+/// `source` must be a funding account of the merchant in the intent's
+/// currency.
+async fn check_source(tx: &mut Tx<'_>, intent: &SettlementIntent) -> Result<(), SubmitError> {
+    match ledger::account_facts(tx, &intent.source).await? {
+        Some(account)
+            if account.kind == FUNDING
+                && account.merchant_id.as_deref() == Some(intent.merchant_id.as_str()) =>
+        {
+            if account.currency != intent.currency {
+                return Err(SubmitError::Source(format!(
+                    "the source account holds {}, not {}",
+                    account.currency, intent.currency
+                )));
+            }
+            Ok(())
+        }
+        _ => Err(SubmitError::Source(
+            "not a funding account of this merchant".into(),
+        )),
+    }
 }
 
 /// A transfer's leg: a settlement the transfer's actor creates inside its
@@ -164,7 +199,7 @@ pub async fn insert_leg(
     let mut row = SettlementRow::pending(intent, utc_now());
     row.version = Versioned::<()>::INITIAL;
     row.transfer_id = Some(transfer_id.to_owned());
-    record_intent(tx, row, method, &AuditActor::System).await
+    record_intent(tx, row, method, &AuditActor::System, FundsCheck::Now).await
 }
 
 /// The intent's hold (card_push, on_chain), its row and its audit record.
@@ -173,6 +208,7 @@ async fn record_intent(
     mut row: SettlementRow,
     method: Method,
     actor: &AuditActor,
+    funds: FundsCheck,
 ) -> Result<SettlementRow, SubmitError> {
     if method.holds_funds() {
         let system = counterparty(method).account_id(&row.currency);
@@ -199,7 +235,8 @@ async fn record_intent(
             .funding_transaction_id
             .take()
             .unwrap_or_else(ledger::new_transaction_id);
-        row.funding_transaction_id = Some(ledger::record_as(tx, id, &hold, Phase::Pending).await?);
+        row.funding_transaction_id =
+            Some(ledger::record_as(tx, id, &hold, Phase::Pending, funds).await?);
     }
     settlements::insert(tx, &row).await?;
     let created = AuditRecord {

@@ -9,7 +9,7 @@ use crate::models::IdempotencyRow;
 use crate::schema::idempotency_records;
 use crate::store::cached::Cached;
 use crate::{dispatch, write_behind};
-use crate::{StoreResult, Tx};
+use crate::{Refusal, StoreError, StoreResult, Tx};
 
 /// Inserts the record unless the key is taken; answers whether it inserted.
 /// On PostgreSQL a concurrent insert of the same key waits for the first
@@ -21,6 +21,19 @@ pub async fn insert_if_absent(tx: &mut Tx<'_>, row: &IdempotencyRow) -> StoreRes
         ).execute(conn)
         .await)?;
     Ok(inserted == 1)
+}
+
+/// Inserts a record already answered, refused with
+/// [`Refusal::KeyTaken`] if the key is taken; pipelined inside a group
+/// commit on PostgreSQL.
+pub async fn insert_answered(tx: &mut Tx<'_>, row: &IdempotencyRow) -> StoreResult<()> {
+    write_behind!(tx, conn => Cached(diesel::insert_into(idempotency_records::table)
+    .values(row)
+    .on_conflict_do_nothing()
+    ).execute(conn), |inserted| match inserted {
+        1 => Ok(()),
+        _ => Err(StoreError::Refused(Refusal::KeyTaken)),
+    })
 }
 
 pub async fn find(

@@ -12,7 +12,7 @@ use crate::schema::{ledger_accounts, ledger_entries, ledger_transactions};
 use crate::store::cached::Cached;
 use crate::types::utc_now;
 use crate::{dispatch, write_behind};
-use crate::{Conn, StoreResult, Tx};
+use crate::{Conn, Refusal, StoreError, StoreResult, Tx};
 
 /// Rows the offline check reads per query.
 pub const CHECK_PAGE_ROWS: i64 = 5_000;
@@ -275,6 +275,51 @@ pub async fn add_line(
         }
     })?;
     Ok(changed == 1)
+}
+
+/// [`add_line`] with its funding guard, judged later: refused with
+/// [`Refusal::InsufficientFunds`] (or another refusal for a missing account
+/// or a currency mismatch, which the caller has ruled out), at once or, in
+/// a pipelined group commit, when the unit ends.
+pub async fn add_guarded_line_behind(
+    tx: &mut Tx<'_>,
+    account_id: &str,
+    currency: &str,
+    bucket: Bucket,
+    amount_minor: i64,
+) -> StoreResult<()> {
+    use ledger_accounts::{
+        id, kind, pending_credits_minor, pending_debits_minor, posted_credits_minor,
+        posted_debits_minor, updated_at,
+    };
+    let now = utc_now();
+    let refused = account_id.to_owned();
+    write_behind!(tx, conn => {
+        let target = diesel::update(ledger_accounts::table)
+            .filter(id.eq(account_id))
+            .filter(ledger_accounts::currency.eq(currency))
+            .filter(kind.ne(FUNDING).or(
+                (posted_credits_minor - posted_debits_minor - pending_debits_minor).ge(amount_minor),
+            ))
+            .into_boxed();
+        match bucket {
+            Bucket::PendingDebits => Cached(target
+                .set((pending_debits_minor.eq(pending_debits_minor + amount_minor), updated_at.eq(now))))
+                .execute(conn),
+            Bucket::PendingCredits => Cached(target
+                .set((pending_credits_minor.eq(pending_credits_minor + amount_minor), updated_at.eq(now))))
+                .execute(conn),
+            Bucket::PostedDebits => Cached(target
+                .set((posted_debits_minor.eq(posted_debits_minor + amount_minor), updated_at.eq(now))))
+                .execute(conn),
+            Bucket::PostedCredits => Cached(target
+                .set((posted_credits_minor.eq(posted_credits_minor + amount_minor), updated_at.eq(now))))
+                .execute(conn),
+        }
+    }, move |changed| match changed {
+        1 => Ok(()),
+        _ => Err(StoreError::Refused(Refusal::InsufficientFunds { account_id: refused })),
+    })
 }
 
 /// [`add_line`] for an account known to exist in the line's currency and
