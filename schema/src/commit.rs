@@ -11,6 +11,16 @@
 //! synchronous commit. A single writer also means SQLite writers never
 //! contend for its lock (the busy handler's sleeps are what make contended
 //! SQLite slow), and PostgreSQL writers never deadlock on each other's rows.
+//!
+//! On PostgreSQL the one connection would spend most of its time waiting
+//! for answers, one round trip per statement. So a unit's writes whose only
+//! answer is a changed-row count are pipelined (see [`crate::db::Behind`]):
+//! sent without waiting and judged when the unit ends, before its savepoint
+//! is released. Work that cannot fail on its own account (an actor's
+//! transition its machine has already judged) may run without a savepoint
+//! ([`Rollback::WithBatch`]); its writes are then not waited for at all
+//! before the next unit starts, and if it fails after all the whole batch
+//! rolls back and every writer in it is told.
 
 use std::panic::AssertUnwindSafe;
 
