@@ -402,10 +402,15 @@ async fn step(
     } = moved;
     let events = env.ctx.outbox.events(&next, &statuses);
     // Group-committed with other transitions: durable when this returns Ok.
-    // Its postings move system accounts only, so nothing but a lost timer
-    // claim (or the database) can refuse it: without a timer it needs no
-    // savepoint of its own.
-    let rollback = if firing.is_none() {
+    // Its postings move system accounts only, so without a timer claim to
+    // lose and without a leg to insert it cannot be refused, and needs no
+    // savepoint of its own. A leg's key is shown from the transfer's
+    // creation, so a merchant may have taken it for a settlement of its own
+    // first: that insert fails, and must fail this transition alone.
+    let starts_leg = effects
+        .iter()
+        .any(|effect| matches!(effect, Effect::StartLeg1 | Effect::StartLeg2));
+    let rollback = if firing.is_none() && !starts_leg {
         Rollback::WithBatch
     } else {
         Rollback::Alone
