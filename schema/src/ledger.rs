@@ -357,11 +357,11 @@ pub async fn record_as(
         let guard = line.direction == Direction::Debit;
         let (id, currency, amount) = (&line.account_id, &line.currency, line.amount_minor);
         if cannot_be_refused(tx, line) {
-            store::add_line_behind(tx, id, bucket, amount).await?;
+            store::add_line_sent(tx, id, currency, bucket, amount, false).await?;
             continue;
         }
         if funds == FundsCheck::AtUnitEnd && is_known_funding(tx, line) {
-            store::add_guarded_line_behind(tx, id, currency, bucket, amount).await?;
+            store::add_line_sent(tx, id, currency, bucket, amount, true).await?;
             continue;
         }
         if store::add_line(tx, id, currency, bucket, amount, guard).await? {

@@ -226,6 +226,51 @@ pub enum Bucket {
     PostedCredits,
 }
 
+/// The UPDATE adding `$amount` to one bucket of account `$account_id` if it
+/// holds `$currency` (and, with `$guard`, if a funding account's available
+/// balance covers it), as an unawaited `execute` future on `$conn`: the one
+/// statement behind [`add_line`] and [`add_line_sent`].
+macro_rules! add_to_bucket {
+    ($conn:ident, $account_id:expr, $currency:expr, $bucket:expr, $amount:expr, $guard:expr) => {{
+        use ledger_accounts::{
+            id, kind, pending_credits_minor, pending_debits_minor, posted_credits_minor,
+            posted_debits_minor, updated_at,
+        };
+        let (amount, now) = ($amount, utc_now());
+        let mut target = diesel::update(ledger_accounts::table)
+            .filter(id.eq($account_id))
+            .filter(ledger_accounts::currency.eq($currency))
+            .into_boxed();
+        if $guard {
+            target = target.filter(kind.ne(FUNDING).or(
+                (posted_credits_minor - posted_debits_minor - pending_debits_minor).ge(amount),
+            ));
+        }
+        match $bucket {
+            Bucket::PendingDebits => Cached(target.set((
+                pending_debits_minor.eq(pending_debits_minor + amount),
+                updated_at.eq(now),
+            )))
+            .execute($conn),
+            Bucket::PendingCredits => Cached(target.set((
+                pending_credits_minor.eq(pending_credits_minor + amount),
+                updated_at.eq(now),
+            )))
+            .execute($conn),
+            Bucket::PostedDebits => Cached(target.set((
+                posted_debits_minor.eq(posted_debits_minor + amount),
+                updated_at.eq(now),
+            )))
+            .execute($conn),
+            Bucket::PostedCredits => Cached(target.set((
+                posted_credits_minor.eq(posted_credits_minor + amount),
+                updated_at.eq(now),
+            )))
+            .execute($conn),
+        }
+    }};
+}
+
 /// Adds `amount_minor` to one bucket of the account, if the account holds
 /// `currency`. With `guard_funding`, a funding account changes only while
 /// its available balance (posted credits - posted debits - pending debits)
@@ -240,117 +285,35 @@ pub async fn add_line(
     amount_minor: i64,
     guard_funding: bool,
 ) -> StoreResult<bool> {
-    use ledger_accounts::{
-        id, kind, pending_credits_minor, pending_debits_minor, posted_credits_minor,
-        posted_debits_minor, updated_at,
-    };
-    let now = utc_now();
-    let changed = dispatch!(tx, conn => {
-        let mut target = diesel::update(ledger_accounts::table)
-            .filter(id.eq(account_id))
-            .filter(ledger_accounts::currency.eq(currency))
-            .into_boxed();
-        if guard_funding {
-            target = target.filter(kind.ne(FUNDING).or(
-                (posted_credits_minor - posted_debits_minor - pending_debits_minor).ge(amount_minor),
-            ));
-        }
-        match bucket {
-            Bucket::PendingDebits => Cached(target
-                .set((pending_debits_minor.eq(pending_debits_minor + amount_minor), updated_at.eq(now))))
-                .execute(conn)
-                .await,
-            Bucket::PendingCredits => Cached(target
-                .set((pending_credits_minor.eq(pending_credits_minor + amount_minor), updated_at.eq(now))))
-                .execute(conn)
-                .await,
-            Bucket::PostedDebits => Cached(target
-                .set((posted_debits_minor.eq(posted_debits_minor + amount_minor), updated_at.eq(now))))
-                .execute(conn)
-                .await,
-            Bucket::PostedCredits => Cached(target
-                .set((posted_credits_minor.eq(posted_credits_minor + amount_minor), updated_at.eq(now))))
-                .execute(conn)
-                .await,
-        }
-    })?;
+    let changed = dispatch!(tx, conn => add_to_bucket!(conn, account_id, currency, bucket, amount_minor, guard_funding).await)?;
     Ok(changed == 1)
 }
 
-/// [`add_line`] with its funding guard, judged later: refused with
-/// [`Refusal::InsufficientFunds`] (or another refusal for a missing account
-/// or a currency mismatch, which the caller has ruled out), at once or, in
-/// a pipelined group commit, when the unit ends.
-pub async fn add_guarded_line_behind(
+/// [`add_line`] for a caller that does not act on the answer inside its
+/// unit: pipelined inside a group commit on PostgreSQL and judged when the
+/// unit ends, at once elsewhere. Not applied, it fails with
+/// [`Refusal::InsufficientFunds`] when guarded (the caller has ruled out a
+/// missing account and a currency mismatch), and with a conflict otherwise
+/// (the caller knows the account exists in that currency).
+pub async fn add_line_sent(
     tx: &mut Tx<'_>,
     account_id: &str,
     currency: &str,
     bucket: Bucket,
     amount_minor: i64,
+    guard_funding: bool,
 ) -> StoreResult<()> {
-    use ledger_accounts::{
-        id, kind, pending_credits_minor, pending_debits_minor, posted_credits_minor,
-        posted_debits_minor, updated_at,
-    };
-    let now = utc_now();
     let refused = account_id.to_owned();
-    write_behind!(tx, conn => {
-        let target = diesel::update(ledger_accounts::table)
-            .filter(id.eq(account_id))
-            .filter(ledger_accounts::currency.eq(currency))
-            .filter(kind.ne(FUNDING).or(
-                (posted_credits_minor - posted_debits_minor - pending_debits_minor).ge(amount_minor),
-            ))
-            .into_boxed();
-        match bucket {
-            Bucket::PendingDebits => Cached(target
-                .set((pending_debits_minor.eq(pending_debits_minor + amount_minor), updated_at.eq(now))))
-                .execute(conn),
-            Bucket::PendingCredits => Cached(target
-                .set((pending_credits_minor.eq(pending_credits_minor + amount_minor), updated_at.eq(now))))
-                .execute(conn),
-            Bucket::PostedDebits => Cached(target
-                .set((posted_debits_minor.eq(posted_debits_minor + amount_minor), updated_at.eq(now))))
-                .execute(conn),
-            Bucket::PostedCredits => Cached(target
-                .set((posted_credits_minor.eq(posted_credits_minor + amount_minor), updated_at.eq(now))))
-                .execute(conn),
-        }
-    }, move |changed| match changed {
+    write_behind!(tx, conn => add_to_bucket!(conn, account_id, currency, bucket, amount_minor, guard_funding),
+    move |changed| match changed {
         1 => Ok(()),
-        _ => Err(StoreError::Refused(Refusal::InsufficientFunds { account_id: refused })),
+        _ if guard_funding => Err(StoreError::Refused(Refusal::InsufficientFunds {
+            account_id: refused,
+        })),
+        n => Err(StoreError::Conflict(format!(
+            "ledger account {refused}: {n} rows changed, not 1"
+        ))),
     })
-}
-
-/// [`add_line`] for an account known to exist in the line's currency and
-/// to need no funding guard (a system account, or a credit): it cannot be
-/// refused, so it is pipelined inside a group commit on PostgreSQL.
-pub async fn add_line_behind(
-    tx: &mut Tx<'_>,
-    account_id: &str,
-    bucket: Bucket,
-    amount_minor: i64,
-) -> StoreResult<()> {
-    use ledger_accounts::{
-        id, pending_credits_minor, pending_debits_minor, posted_credits_minor, posted_debits_minor,
-        updated_at,
-    };
-    let now = utc_now();
-    let target = ledger_accounts::table.filter(id.eq(account_id));
-    write_behind!(tx, conn => match bucket {
-        Bucket::PendingDebits => Cached(diesel::update(target)
-            .set((pending_debits_minor.eq(pending_debits_minor + amount_minor), updated_at.eq(now))))
-            .execute(conn),
-        Bucket::PendingCredits => Cached(diesel::update(target)
-            .set((pending_credits_minor.eq(pending_credits_minor + amount_minor), updated_at.eq(now))))
-            .execute(conn),
-        Bucket::PostedDebits => Cached(diesel::update(target)
-            .set((posted_debits_minor.eq(posted_debits_minor + amount_minor), updated_at.eq(now))))
-            .execute(conn),
-        Bucket::PostedCredits => Cached(diesel::update(target)
-            .set((posted_credits_minor.eq(posted_credits_minor + amount_minor), updated_at.eq(now))))
-            .execute(conn),
-    }, one_row("ledger account balance"))
 }
 
 /// Moves one line of a pending entry out of pending: into posted when
