@@ -21,6 +21,13 @@
 //! ([`Rollback::WithBatch`]); its writes are then not waited for at all
 //! before the next unit starts, and if it fails after all the whole batch
 //! rolls back and every writer in it is told.
+//!
+//! Two more things keep the PostgreSQL connection busy rather than waiting.
+//! Ledger balances are moved in memory and written once per account before
+//! the commit ([`crate::balances`]). And a unit whose writes are one
+//! all-or-nothing statement, a settlement's creation claiming its key, runs
+//! as a claim ([`Rollback::Claim`]): no savepoint, no wait, and a refused
+//! claim is cancelled while its batch commits.
 
 use std::panic::AssertUnwindSafe;
 
@@ -29,9 +36,11 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::balances::Balances;
 use crate::db::{establish_sqlite_inline, immediate_transaction, DatabaseUrl, Db, SqliteConn, Tx};
 use crate::deferred::Deferred;
 use crate::error::{StoreError, StoreResult};
+use crate::store;
 
 /// Units of work committed together at most.
 pub const BATCH_UNITS_MAX: usize = 256;
@@ -51,16 +60,27 @@ pub enum Rollback {
     /// The whole batch: for work that cannot fail on its own account (see
     /// [`Committer::write_without_savepoint`]).
     WithBatch,
+    /// Nothing, on PostgreSQL: work whose writes are one statement that
+    /// makes all of them or none (a claim, such as a settlement's creation
+    /// under its Idempotency-Key). It needs no savepoint, and nothing waits
+    /// for its answer before the next unit starts: if the statement
+    /// refuses ([`crate::StoreError::Refused`], having written nothing),
+    /// the unit's deferred writes and balance moves are undone and its
+    /// writer gets the refusal, while the rest of the batch commits. Work
+    /// that fails before sending any write fails alone; a failure after
+    /// that fails the batch. On SQLite, the same as [`Rollback::Alone`].
+    Claim,
 }
 
 /// One writer's work, and whether it gets a savepoint of its own.
 struct Unit {
     work: Work,
-    /// With a savepoint, a failing unit rolls back alone. Without one
-    /// (see [`Committer::write_without_savepoint`]) a failure fails the
-    /// whole batch; the unit costs two statements less and, on PostgreSQL,
-    /// its writes need not be answered before the next unit starts.
-    savepoint: bool,
+    /// With a savepoint ([`Rollback::Alone`]), a failing unit rolls back
+    /// alone. Without one (see [`Committer::write_without_savepoint`]) a
+    /// failure fails the whole batch; the unit costs two statements less
+    /// and, on PostgreSQL, its writes need not be answered before the next
+    /// unit starts. A claim is in between (see [`Rollback::Claim`]).
+    rollback: Rollback,
 }
 
 /// The writers' side of the committer.
@@ -91,7 +111,7 @@ impl Committer {
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        self.enqueue(work, true).await
+        self.enqueue(work, Rollback::Alone).await
     }
 
     /// Runs `work`, which cannot fail on its own account (an actor's
@@ -106,10 +126,20 @@ impl Committer {
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        self.enqueue(work, false).await
+        self.enqueue(work, Rollback::WithBatch).await
     }
 
-    async fn enqueue<T, E, F>(&self, work: F, savepoint: bool) -> Result<T, E>
+    /// Runs `work` as a claim (see [`Rollback::Claim`]).
+    pub async fn write_claim<T, E, F>(&self, work: F) -> Result<T, E>
+    where
+        F: for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, Result<T, E>> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        self.enqueue(work, Rollback::Claim).await
+    }
+
+    async fn enqueue<T, E, F>(&self, work: F, rollback: Rollback) -> Result<T, E>
     where
         F: for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, Result<T, E>> + Send + 'static,
         T: Send + 'static,
@@ -127,7 +157,7 @@ impl Committer {
             })
         });
         self.queue
-            .send(Unit { work, savepoint })
+            .send(Unit { work, rollback })
             .await
             .map_err(|_| E::from(StoreError::Unavailable("the committer has stopped".into())))?;
         outcome.await.unwrap_or_else(|_| {
@@ -205,7 +235,7 @@ async fn sqlite_unit(
     held: &mut bool,
     unit: Unit,
 ) -> StoreResult<Ran> {
-    if !unit.savepoint {
+    if unit.rollback == Rollback::WithBatch {
         let (succeeded, answer) =
             run_work(unit.work, &mut Tx::sqlite(conn).with_deferred(deferred)).await;
         return Ok(Ran {
@@ -243,14 +273,34 @@ async fn sqlite_unit(
 /// told why. A unit without a savepoint is not waited for at all: its
 /// writes are answered with a later unit's, or at the end of the batch, and
 /// a failure among them fails the batch.
-async fn pg_unit(tx: &mut Tx<'_>, held: &mut bool, unit: Unit) -> StoreResult<Ran> {
-    if !unit.savepoint {
-        let (succeeded, answer) = run_work(unit.work, tx).await;
-        return Ok(Ran {
-            succeeded,
-            answer,
-            dooms_batch: !succeeded,
-        });
+async fn pg_unit(tx: &mut Tx<'_>, held: &mut bool, unit: Unit, number: usize) -> StoreResult<Ran> {
+    match unit.rollback {
+        Rollback::Alone => {}
+        Rollback::WithBatch => {
+            let (succeeded, answer) = run_work(unit.work, tx).await;
+            return Ok(Ran {
+                succeeded,
+                answer,
+                dooms_batch: !succeeded,
+            });
+        }
+        Rollback::Claim => {
+            let (mark, sent) = (tx.mark(), tx.writes_sent());
+            tx.claim_unit(Some(number));
+            let (succeeded, answer) = run_work(unit.work, tx).await;
+            tx.claim_unit(None);
+            let wrote = tx.writes_sent() != sent;
+            if succeeded {
+                tx.record_claim(number, mark);
+            } else if !wrote {
+                tx.roll_back_to(mark);
+            }
+            return Ok(Ran {
+                succeeded,
+                answer,
+                dooms_batch: !succeeded && wrote,
+            });
+        }
     }
     let mark = tx.mark();
     tx.send_batch_statement(if *held {
@@ -328,14 +378,26 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, b
                 let mut held = false;
                 let mut tx = Tx::pipelined(conn).with_deferred(&mut *deferred);
                 for unit in batch {
-                    let ran = pg_unit(&mut tx, &mut held, unit).await?;
+                    let ran = pg_unit(&mut tx, &mut held, unit, answers.len()).await?;
                     let doomed = ran.dooms_batch;
                     answers.push((ran.succeeded, ran.answer));
                     if doomed {
                         return Err(StoreError::Unavailable(DOOMED.into()));
                     }
                 }
-                // The writes of units without a savepoint not yet answered.
+                // Every unit's writes answered: a refused claim's moves are
+                // undone before the balances are written.
+                tx.settle().await?;
+                if let Some(failure) = tx.batch_failure() {
+                    return Err(StoreError::Unavailable(failure));
+                }
+                tx.cancel_refused_claims();
+                // The batch's balance moves, one UPDATE per account; any
+                // failure among them fails the batch.
+                let moves = tx.balances().map(Balances::take).unwrap_or_default();
+                for (account_id, moved) in moves {
+                    store::ledger::apply_moves(&mut tx, &account_id, moved).await?;
+                }
                 tx.settle().await?;
                 if let Some(failure) = tx.batch_failure() {
                     return Err(StoreError::Unavailable(failure));
@@ -346,6 +408,14 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, b
             .await
         }
     };
+    // A refused claim wrote nothing: its writer hears the refusal whatever
+    // became of the batch.
+    for (unit, refusal) in deferred.take_cancelled() {
+        if let Some(slot) = answers.get_mut(unit) {
+            let (_, answer) = std::mem::replace(slot, (false, Box::new(|_| {})));
+            *slot = (false, Box::new(move |_| answer(Err(refusal))));
+        }
+    }
     deferred.end_batch(committed.is_ok());
     if committed.is_err() {
         *writer = None;

@@ -194,13 +194,29 @@ pub struct Behind<'a> {
     /// Whether writes sent now belong to a unit with a savepoint, whose
     /// failure fails only that unit; otherwise a failure fails the batch.
     in_unit: bool,
-    sent: FuturesUnordered<BoxFuture<'a, (u64, bool, StoreResult<()>)>>,
+    /// The unit (its number in the batch) whose writes are sent now, when
+    /// it is a claim (see [`crate::commit::Rollback::Claim`]): a refusal
+    /// among them cancels that unit, not the batch.
+    claim: Option<usize>,
+    sent: FuturesUnordered<BoxFuture<'a, (u64, Scope, StoreResult<()>)>>,
     /// Writes sent so far, numbering them: of several failures in one unit
     /// the one sent first is reported, whatever order the answers are
     /// collected in.
     sequence: u64,
     failed: Option<(u64, StoreError)>,
     batch_failed: Option<String>,
+    /// Claims refused, by unit, not yet cancelled.
+    refused: Vec<(usize, StoreError)>,
+}
+
+/// Whom a failed write fails.
+#[derive(Clone, Copy)]
+enum Scope {
+    /// Its unit, which has a savepoint.
+    Unit,
+    /// Its claim unit when it is a refusal; the batch otherwise.
+    Claim(usize),
+    Batch,
 }
 
 impl<'a> Behind<'a> {
@@ -208,10 +224,12 @@ impl<'a> Behind<'a> {
         Behind {
             enabled,
             in_unit: false,
+            claim: None,
             sent: FuturesUnordered::new(),
             sequence: 0,
             failed: None,
             batch_failed: None,
+            refused: Vec::new(),
         }
     }
 
@@ -228,7 +246,11 @@ impl<'a> Behind<'a> {
         if !self.enabled {
             return check(write.await?);
         }
-        let in_unit = self.in_unit;
+        let scope = match (self.in_unit, self.claim) {
+            (true, _) => Scope::Unit,
+            (false, Some(unit)) => Scope::Claim(unit),
+            (false, None) => Scope::Batch,
+        };
         let sequence = self.sequence;
         self.sequence += 1;
         self.sent.push(Box::pin(async move {
@@ -236,7 +258,7 @@ impl<'a> Behind<'a> {
                 Ok(changed) => check(changed),
                 Err(error) => Err(error.into()),
             };
-            (sequence, in_unit, judged)
+            (sequence, scope, judged)
         }));
         // Polled once now, so that the statement is sent in program order
         // (a statement waiting to be prepared holds the connection's
@@ -281,12 +303,15 @@ impl<'a> Behind<'a> {
     }
 
     fn collect(&mut self, cx: &mut std::task::Context<'_>) {
-        while let std::task::Poll::Ready(Some((sequence, in_unit, answer))) =
+        while let std::task::Poll::Ready(Some((sequence, scope, answer))) =
             self.sent.poll_next_unpin(cx)
         {
-            match answer {
-                Ok(()) => {}
-                Err(error) if in_unit => {
+            match (answer, scope) {
+                (Ok(()), _) => {}
+                (Err(error @ StoreError::Refused(_)), Scope::Claim(unit)) => {
+                    self.refused.push((unit, error));
+                }
+                (Err(error), Scope::Unit) => {
                     if self
                         .failed
                         .as_ref()
@@ -295,7 +320,7 @@ impl<'a> Behind<'a> {
                         self.failed = Some((sequence, error));
                     }
                 }
-                Err(error) => {
+                (Err(error), _) => {
                     self.batch_failed.get_or_insert(error.to_string());
                 }
             }
@@ -377,6 +402,44 @@ impl<'a> Tx<'a> {
         self.behind.in_unit = false;
     }
 
+    /// Writes sent from now on belong to claim unit number `unit` (see
+    /// [`crate::commit::Rollback::Claim`]); `None` ends it.
+    pub(crate) fn claim_unit(&mut self, unit: Option<usize>) {
+        self.behind.claim = unit;
+    }
+
+    /// How many writes have been sent in the batch so far.
+    pub(crate) fn writes_sent(&self) -> u64 {
+        self.behind.sequence
+    }
+
+    /// Cancels every claim whose write was refused among those answered so
+    /// far (its deferred writes and balance moves are undone, see
+    /// [`Deferred::cancel`]); the committer answers its writer with the
+    /// refusal. Answers whether any was cancelled.
+    pub(crate) fn cancel_refused_claims(&mut self) -> bool {
+        let refused = std::mem::take(&mut self.behind.refused);
+        let any = !refused.is_empty();
+        if let Some(deferred) = self.deferred.as_deref_mut() {
+            for (unit, error) in refused {
+                deferred.cancel(unit, error);
+            }
+        }
+        any
+    }
+
+    /// Waits for every write sent and cancels the claims refused, when the
+    /// batch holds claims whose writes may not have been answered yet: a
+    /// debit judged against balances that count a refused claim's hold
+    /// would be refused wrongly.
+    pub(crate) async fn judge_claims(&mut self) -> StoreResult<bool> {
+        if !self.deferred.as_deref().is_some_and(Deferred::has_claims) {
+            return Ok(false);
+        }
+        self.behind.settle().await?;
+        Ok(self.cancel_refused_claims())
+    }
+
     /// Why the batch cannot commit, if a write outside any savepoint failed.
     pub(crate) fn batch_failure(&self) -> Option<String> {
         self.behind.batch_failed.clone()
@@ -384,6 +447,13 @@ impl<'a> Tx<'a> {
 
     pub(crate) fn mark(&self) -> Option<crate::deferred::Mark> {
         self.deferred.as_deref().map(Deferred::mark)
+    }
+
+    /// Remembers what claim unit number `unit` deferred since `mark`.
+    pub(crate) fn record_claim(&mut self, unit: usize, mark: Option<crate::deferred::Mark>) {
+        if let (Some(deferred), Some(mark)) = (self.deferred.as_deref_mut(), mark) {
+            deferred.record_claim(unit, mark);
+        }
     }
 
     pub(crate) fn roll_back_to(&mut self, mark: Option<crate::deferred::Mark>) {
@@ -445,6 +515,18 @@ impl<'a> Tx<'a> {
         self.deferred
             .as_deref_mut()
             .map(|deferred| &mut deferred.known)
+    }
+
+    /// The batch's ledger balance moves, kept in memory inside a group
+    /// commit on PostgreSQL (see [`crate::balances`]); `None` elsewhere,
+    /// where every line is an UPDATE of its own.
+    pub(crate) fn balances(&mut self) -> Option<&mut crate::balances::Balances> {
+        if !self.behind.enabled {
+            return None;
+        }
+        self.deferred
+            .as_deref_mut()
+            .map(|deferred| &mut deferred.balances)
     }
 
     /// Whether checked writes are pipelined (see [`Behind`]): their
@@ -611,6 +693,7 @@ impl Db {
         match (&self.committer, rollback) {
             (Some(committer), Rollback::Alone) => committer.write(work).await,
             (Some(committer), Rollback::WithBatch) => committer.write_without_savepoint(work).await,
+            (Some(committer), Rollback::Claim) => committer.write_claim(work).await,
             (None, _) => Err(E::from(StoreError::Unavailable(
                 "the committer cannot enqueue work for itself".into(),
             ))),

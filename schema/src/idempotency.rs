@@ -80,22 +80,28 @@ fn judge(existing: Option<IdempotencyRow>, request_sha256: &str) -> Claim {
     }
 }
 
-/// Records the key with its answer, for work whose answer is known before
-/// it starts and which runs in the same transaction (no [`complete`]
-/// follows; no other transaction can see the record before the work
-/// commits, and a failure takes it back with the work). A key already
-/// recorded refuses the write with [`Refusal::KeyTaken`]: at once, or, in
-/// a pipelined group commit, when the unit ends, rolling the unit back.
-/// The caller then reads the key's [`earlier_use`].
-pub async fn record_answered(
-    tx: &mut Tx<'_>,
+/// Records the key with its answer (a record made by [`answered`]), for
+/// work whose answer is known before it starts and which runs in the same
+/// transaction (no [`complete`] follows; no other transaction can see the
+/// record before the work commits, and a failure takes it back with the
+/// work). A key already recorded refuses the write with
+/// [`Refusal::KeyTaken`]: at once, or, in a pipelined group commit, when
+/// the unit ends, rolling the unit back. The caller then reads the key's
+/// [`earlier_use`].
+pub async fn insert_answered(tx: &mut Tx<'_>, row: &IdempotencyRow) -> StoreResult<()> {
+    store::insert_answered(tx, row).await
+}
+
+/// The record of a key answered before its work starts (see
+/// [`insert_answered`]).
+pub fn answered(
     (merchant_id, scope, key): (&str, &str, &str),
     request_sha256: &str,
     status: u16,
     body: &str,
-) -> StoreResult<()> {
+) -> IdempotencyRow {
     let now = utc_now();
-    let row = IdempotencyRow {
+    IdempotencyRow {
         merchant_id: merchant_id.to_owned(),
         scope: scope.to_owned(),
         idempotency_key: key.to_owned(),
@@ -105,8 +111,7 @@ pub async fn record_answered(
         response_body: Some(body.to_owned()),
         created_at: now,
         updated_at: now,
-    };
-    store::insert_answered(tx, &row).await
+    }
 }
 
 /// What an earlier use of a taken key says about this request.
@@ -136,4 +141,15 @@ pub async fn complete(
         utc_now(),
     )
     .await
+}
+
+/// What the key's record says about this request, if the key has a
+/// committed record at all.
+pub async fn recorded_use(
+    tx: &mut Tx<'_>,
+    (merchant_id, scope, key): (&str, &str, &str),
+    request_sha256: &str,
+) -> StoreResult<Option<Claim>> {
+    let existing = store::find(tx, merchant_id, scope, key).await?;
+    Ok(existing.map(|existing| judge(Some(existing), request_sha256)))
 }

@@ -229,17 +229,7 @@ pub async fn account_facts(
     tx: &mut Tx<'_>,
     account_id: &str,
 ) -> Result<Option<Arc<AccountFacts>>, LedgerError> {
-    if let Some(facts) = tx.known().and_then(|known| known.account(account_id)) {
-        return Ok(Some(facts));
-    }
-    let Some(row) = store::find_account(tx, account_id).await? else {
-        return Ok(None);
-    };
-    let facts = AccountFacts::from(&row);
-    if let Some(known) = tx.known() {
-        known.learn_account(facts.clone());
-    }
-    Ok(Some(Arc::new(facts)))
+    Ok(store::account_facts(tx, account_id).await?)
 }
 
 /// Remembers that the system account `account_id` exists, once a line has
@@ -335,6 +325,26 @@ pub async fn record_as(
     phase: Phase,
     funds: FundsCheck,
 ) -> Result<String, LedgerError> {
+    let (transaction, rows) = apply(tx, transaction_id, entry, phase, funds).await?;
+    // After the balances: a refused entry stops there having written
+    // nothing more, and a system account made on first use exists before
+    // its lines refer to it.
+    store::insert_transaction(tx, &transaction).await?;
+    store::insert_entries(tx, &rows).await?;
+    Ok(transaction.id)
+}
+
+/// [`record_as`] but for its two inserts: applies the entry to the
+/// balances and answers the rows to insert, for a caller that inserts them
+/// in a statement of its own (a settlement's claimed creation, see
+/// [`store::settlements::insert_claimed`]).
+pub async fn apply(
+    tx: &mut Tx<'_>,
+    transaction_id: String,
+    entry: &Entry,
+    phase: Phase,
+    funds: FundsCheck,
+) -> Result<(LedgerTransactionRow, Vec<LedgerEntryRow>), LedgerError> {
     check_balanced(&entry.lines)?;
     let now = utc_now();
     let status = match phase {
@@ -382,22 +392,15 @@ pub async fn record_as(
         };
         return Err(refusal(line, account));
     }
-    // After the balances: a refused entry stops there having written
-    // nothing more, and a system account made on first use exists before
-    // its lines refer to it.
-    store::insert_transaction(
-        tx,
-        &LedgerTransactionRow {
-            id: transaction_id.clone(),
-            status: status.to_owned(),
-            merchant_id: entry.merchant_id.clone(),
-            settlement_key: entry.settlement_key.clone(),
-            description: entry.description.clone(),
-            created_at: now,
-            updated_at: now,
-        },
-    )
-    .await?;
+    let transaction = LedgerTransactionRow {
+        id: transaction_id.clone(),
+        status: status.to_owned(),
+        merchant_id: entry.merchant_id.clone(),
+        settlement_key: entry.settlement_key.clone(),
+        description: entry.description.clone(),
+        created_at: now,
+        updated_at: now,
+    };
     let rows: Vec<LedgerEntryRow> = entry
         .lines
         .iter()
@@ -411,11 +414,10 @@ pub async fn record_as(
             created_at: now,
         })
         .collect();
-    store::insert_entries(tx, &rows).await?;
     if let Some(known) = tx.known() {
-        known.learn_lines(&transaction_id, Arc::from(rows));
+        known.learn_lines(&transaction_id, Arc::from(rows.clone()));
     }
-    Ok(transaction_id)
+    Ok((transaction, rows))
 }
 
 /// Posts a pending entry: its amounts move from pending to posted.

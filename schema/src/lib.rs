@@ -2,6 +2,7 @@
 //! on SQLite and on PostgreSQL. Knows nothing of HTTP or actors.
 
 pub mod audit;
+pub mod balances;
 pub mod commit;
 pub mod db;
 pub mod deferred;

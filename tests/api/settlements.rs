@@ -451,6 +451,43 @@ async fn concurrent_pushes_never_overdraw_the_funding_account() {
 }
 
 #[actix_web::test]
+async fn refused_duplicates_hold_no_funds_from_the_requests_beside_them() {
+    let app = app().await;
+    let (merchant, usd) = funded(&app, "10.00").await;
+    let keys: Vec<String> = (0..10).map(|_| Uuid::new_v4().to_string()).collect();
+    let body = push(&usd, "1.00", "tok_visa");
+    // Ten distinct pushes take exactly the funds; thirty repeats of the
+    // first arrive among them. A repeat's hold is refused with its key, and
+    // must never count against the others, even inside one group commit.
+    let requests = keys
+        .iter()
+        .chain(std::iter::repeat_n(&keys[0], 30))
+        .map(|key| post_with_key(&app, &merchant.api_key, key, &body));
+    let responses = futures_util::future::join_all(requests).await;
+    let mut created = 0;
+    for response in responses {
+        match response.status().as_u16() {
+            201 if response.headers().contains_key("idempotent-replayed") => {}
+            201 => created += 1,
+            409 => {}
+            other => panic!(
+                "unexpected {other}: {}",
+                response.text().await.unwrap_or_default()
+            ),
+        }
+    }
+    assert_eq!(created, 10, "every distinct push was created once");
+    for key in &keys {
+        assert_eq!(settled(&app, &merchant, key).await["status"], "succeeded");
+        assert_eq!(executions(&app, key).await.len(), 1);
+    }
+    let usd_account = account(&app, &merchant, &usd).await;
+    assert_eq!(usd_account["balance_minor"], 0);
+    assert_eq!(usd_account["available_minor"], 0);
+    assert_ledger_balanced(&app).await;
+}
+
+#[actix_web::test]
 async fn transient_failures_retry_under_the_same_provider_key() {
     let app = app().await;
     let (merchant, usd) = funded(&app, "10.00").await;

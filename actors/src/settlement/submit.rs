@@ -8,10 +8,10 @@ use tern_schema::idempotency::{self, Claim};
 use tern_schema::ledger::{
     self, Direction, Entry, FundsCheck, LedgerError, Line, Phase, SystemAccount, FUNDING,
 };
-use tern_schema::models::{SettlementIntent, SettlementRow};
+use tern_schema::models::{IdempotencyRow, SettlementIntent, SettlementRow};
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
-use tern_schema::{Db, DieselError, Refusal, StoreError, Tx};
+use tern_schema::{Db, DieselError, Refusal, Rollback, StoreError, Tx};
 
 use super::machine::Method;
 use crate::runtime::Versioned;
@@ -122,10 +122,11 @@ pub async fn submit(
         new.intent.idempotency_key.clone(),
     );
     // Group-committed: the intent is durable when this answers Created.
-    // Every write is pipelined inside the group commit on PostgreSQL; a
-    // taken key or a shortfall rolls the unit back when it ends.
+    // On PostgreSQL the creation is one statement that claims the key (see
+    // `settlements::insert_claimed`); elsewhere a taken key or a shortfall
+    // rolls the unit back.
     let written = db
-        .write(move |tx| {
+        .write_as(Rollback::Claim, move |tx| {
             Box::pin(async move {
                 let intent = &new.intent;
                 let key = (
@@ -133,10 +134,14 @@ pub async fn submit(
                     IDEMPOTENCY_SCOPE,
                     intent.idempotency_key.as_str(),
                 );
-                idempotency::record_answered(tx, key, &request_sha256, 201, &body).await?;
+                let answer = idempotency::answered(key, &request_sha256, 201, &body);
                 check_source(tx, intent).await?;
-                let row =
-                    record_intent(tx, row, new.method, &new.actor, FundsCheck::AtUnitEnd).await?;
+                let row = if tx.pipelined_writes() {
+                    record_claimed(tx, row, new.method, &new.actor, &answer).await?
+                } else {
+                    idempotency::insert_answered(tx, &answer).await?;
+                    record_intent(tx, row, new.method, &new.actor, FundsCheck::AtUnitEnd).await?
+                };
                 Ok(Submitted::Created {
                     row: Box::new(row),
                     body,
@@ -144,23 +149,40 @@ pub async fn submit(
             })
         })
         .await;
+    let key = (scope.0.as_str(), IDEMPOTENCY_SCOPE, scope.1.as_str());
     match written {
-        Err(SubmitError::KeyTaken) => {
-            // The unit rolled back and its batch has ended: the record read
-            // now is committed (or gone, which answers 409 and a retry).
-            let mut pooled = db.get().await?;
-            let mut tx = pooled.tx();
-            let key = (scope.0.as_str(), IDEMPOTENCY_SCOPE, scope.1.as_str());
-            Ok(
-                match idempotency::earlier_use(&mut tx, key, &digest).await? {
-                    Claim::Replay { status, body } => Submitted::Replay { status, body },
-                    Claim::Mismatch => Submitted::Mismatch,
-                    Claim::New | Claim::InProgress => Submitted::InProgress,
-                },
-            )
-        }
+        // The unit wrote nothing and its batch has ended: the record read
+        // now is committed (or gone, which answers 409 and a retry).
+        Err(SubmitError::KeyTaken) => Ok(earlier_use(db, key, &digest)
+            .await?
+            .unwrap_or(Submitted::InProgress)),
+        // Judged before the key on PostgreSQL (the hold moves the balances
+        // before the one statement that claims the key): a repeat of a
+        // request that spent the funds is still answered as a repeat.
+        Err(SubmitError::InsufficientFunds) => match earlier_use(db, key, &digest).await? {
+            Some(earlier) => Ok(earlier),
+            None => Err(SubmitError::InsufficientFunds),
+        },
         other => other,
     }
+}
+
+/// What the key's committed record answers this request, if it has one.
+async fn earlier_use(
+    db: &Db,
+    key: (&str, &str, &str),
+    digest: &str,
+) -> Result<Option<Submitted>, SubmitError> {
+    let mut pooled = db.get().await?;
+    let mut tx = pooled.tx();
+    Ok(
+        match idempotency::recorded_use(&mut tx, key, digest).await? {
+            Some(Claim::Replay { status, body }) => Some(Submitted::Replay { status, body }),
+            Some(Claim::Mismatch) => Some(Submitted::Mismatch),
+            Some(Claim::New | Claim::InProgress) => Some(Submitted::InProgress),
+            None => None,
+        },
+    )
 }
 
 /// `source` must be a funding account of the merchant in the intent's
@@ -202,44 +224,70 @@ pub async fn insert_leg(
     record_intent(tx, row, method, &AuditActor::System, FundsCheck::Now).await
 }
 
-/// The intent's hold (card_push, on_chain), its row and its audit record.
-async fn record_intent(
+/// [`record_intent`] as one claimed statement (PostgreSQL's group commit):
+/// the hold moves the balances at once, and the row, the hold's rows and
+/// the key's answer are inserted together, or not at all if the key is
+/// taken.
+async fn record_claimed(
     tx: &mut Tx<'_>,
     mut row: SettlementRow,
     method: Method,
     actor: &AuditActor,
-    funds: FundsCheck,
+    answer: &IdempotencyRow,
 ) -> Result<SettlementRow, SubmitError> {
-    if method.holds_funds() {
-        let system = counterparty(method).account_id(&row.currency);
-        let hold = Entry {
-            merchant_id: Some(row.merchant_id.clone()),
-            settlement_key: Some(row.idempotency_key.clone()),
-            description: format!("{} hold", method.as_str()),
-            lines: vec![
-                Line {
-                    account_id: row.source.clone(),
-                    direction: Direction::Debit,
-                    amount_minor: row.amount_minor,
-                    currency: row.currency.clone(),
-                },
-                Line {
-                    account_id: system,
-                    direction: Direction::Credit,
-                    amount_minor: row.amount_minor,
-                    currency: row.currency.clone(),
-                },
-            ],
-        };
-        let id = row
-            .funding_transaction_id
-            .take()
-            .unwrap_or_else(ledger::new_transaction_id);
-        row.funding_transaction_id =
-            Some(ledger::record_as(tx, id, &hold, Phase::Pending, funds).await?);
+    let hold = match hold_of(&mut row, method) {
+        Some((id, hold)) => {
+            Some(ledger::apply(tx, id, &hold, Phase::Pending, FundsCheck::AtUnitEnd).await?)
+        }
+        None => None,
+    };
+    let created = settlements::Created {
+        hold: hold
+            .as_ref()
+            .map(|(transaction, lines)| (transaction, lines.as_slice())),
+        answer,
+    };
+    settlements::insert_claimed(tx, &row, created).await?;
+    audit::append(tx, created_record(&row, actor)).await?;
+    Ok(row)
+}
+
+/// The hold a method's intent places on its source (card_push, on_chain),
+/// under the transaction id the row names (chosen now if not yet).
+fn hold_of(row: &mut SettlementRow, method: Method) -> Option<(String, Entry)> {
+    if !method.holds_funds() {
+        return None;
     }
-    settlements::insert(tx, &row).await?;
-    let created = AuditRecord {
+    let system = counterparty(method).account_id(&row.currency);
+    let hold = Entry {
+        merchant_id: Some(row.merchant_id.clone()),
+        settlement_key: Some(row.idempotency_key.clone()),
+        description: format!("{} hold", method.as_str()),
+        lines: vec![
+            Line {
+                account_id: row.source.clone(),
+                direction: Direction::Debit,
+                amount_minor: row.amount_minor,
+                currency: row.currency.clone(),
+            },
+            Line {
+                account_id: system,
+                direction: Direction::Credit,
+                amount_minor: row.amount_minor,
+                currency: row.currency.clone(),
+            },
+        ],
+    };
+    let id = row
+        .funding_transaction_id
+        .get_or_insert_with(ledger::new_transaction_id)
+        .clone();
+    Some((id, hold))
+}
+
+/// The audit record of a settlement's creation.
+fn created_record(row: &SettlementRow, actor: &AuditActor) -> AuditRecord {
+    AuditRecord {
         merchant_id: row.merchant_id.clone(),
         actor: actor.clone(),
         action: "settlement.created",
@@ -254,7 +302,22 @@ async fn record_intent(
             "funding_transaction_id": row.funding_transaction_id,
             "transfer_id": row.transfer_id,
         }),
-    };
-    audit::append(tx, created).await?;
+    }
+}
+
+/// The intent's hold (card_push, on_chain), its row and its audit record.
+async fn record_intent(
+    tx: &mut Tx<'_>,
+    mut row: SettlementRow,
+    method: Method,
+    actor: &AuditActor,
+    funds: FundsCheck,
+) -> Result<SettlementRow, SubmitError> {
+    if let Some((id, hold)) = hold_of(&mut row, method) {
+        row.funding_transaction_id =
+            Some(ledger::record_as(tx, id, &hold, Phase::Pending, funds).await?);
+    }
+    settlements::insert(tx, &row).await?;
+    audit::append(tx, created_record(&row, actor)).await?;
     Ok(row)
 }

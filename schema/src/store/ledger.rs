@@ -1,11 +1,17 @@
 //! Ledger queries. Balance changes are single UPDATE statements so that the
 //! funding guard (available may not go below zero) is checked and applied
-//! atomically by the database, whoever else is writing.
+//! atomically by the database, whoever else is writing; inside a group
+//! commit on PostgreSQL they are summed in memory instead and applied once
+//! per account (see [`crate::balances`]).
+
+use std::sync::Arc;
 
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
+use crate::balances::{Locked, Moves};
 use crate::db::one_row;
+use crate::known::AccountFacts;
 use crate::ledger::FUNDING;
 use crate::models::{LedgerAccountRow, LedgerEntryRow, LedgerTransactionRow};
 use crate::schema::{ledger_accounts, ledger_entries, ledger_transactions};
@@ -285,6 +291,17 @@ pub async fn add_line(
     amount_minor: i64,
     guard_funding: bool,
 ) -> StoreResult<bool> {
+    if tx.balances().is_some() {
+        return add_line_moved(
+            tx,
+            account_id,
+            currency,
+            bucket,
+            amount_minor,
+            guard_funding,
+        )
+        .await;
+    }
     let changed = dispatch!(tx, conn => add_to_bucket!(conn, account_id, currency, bucket, amount_minor, guard_funding).await)?;
     Ok(changed == 1)
 }
@@ -303,6 +320,26 @@ pub async fn add_line_sent(
     amount_minor: i64,
     guard_funding: bool,
 ) -> StoreResult<()> {
+    if tx.balances().is_some() {
+        return match add_line_moved(
+            tx,
+            account_id,
+            currency,
+            bucket,
+            amount_minor,
+            guard_funding,
+        )
+        .await?
+        {
+            true => Ok(()),
+            false if guard_funding => Err(StoreError::Refused(Refusal::InsufficientFunds {
+                account_id: account_id.to_owned(),
+            })),
+            false => Err(StoreError::Conflict(format!(
+                "ledger account {account_id}: missing or not in {currency}"
+            ))),
+        };
+    }
     let refused = account_id.to_owned();
     write_behind!(tx, conn => add_to_bucket!(conn, account_id, currency, bucket, amount_minor, guard_funding),
     move |changed| match changed {
@@ -330,6 +367,17 @@ pub async fn settle_line(
         id, pending_credits_minor, pending_debits_minor, posted_credits_minor, posted_debits_minor,
         updated_at,
     };
+    if let Some(balances) = tx.balances() {
+        let (pending, posted) = match debit {
+            true => (Bucket::PendingDebits, Bucket::PostedDebits),
+            false => (Bucket::PendingCredits, Bucket::PostedCredits),
+        };
+        balances.add(account_id, pending, -amount_minor)?;
+        if posting {
+            balances.add(account_id, posted, amount_minor)?;
+        }
+        return Ok(());
+    }
     let now = utc_now();
     let target = ledger_accounts::table.filter(id.eq(account_id));
     // Lines name accounts that exist: the entry was recorded against them.
@@ -353,4 +401,128 @@ pub async fn settle_line(
                 updated_at.eq(now))))
             .execute(conn),
     }, one_row("settling a line of a missing account"))
+}
+
+/// The unchanging facts of an account (owner, kind, currency): remembered
+/// by the group committer (see [`crate::known`]), read otherwise.
+pub async fn account_facts(
+    tx: &mut Tx<'_>,
+    account_id: &str,
+) -> StoreResult<Option<Arc<AccountFacts>>> {
+    if let Some(facts) = tx.known().and_then(|known| known.account(account_id)) {
+        return Ok(Some(facts));
+    }
+    let Some(row) = find_account(tx, account_id).await? else {
+        return Ok(None);
+    };
+    let facts = AccountFacts::from(&row);
+    if let Some(known) = tx.known() {
+        known.learn_account(facts.clone());
+    }
+    Ok(Some(Arc::new(facts)))
+}
+
+/// [`add_line`] inside a group commit on PostgreSQL: the line moves the
+/// batch's balances in memory. A guarded debit of a funding account is
+/// judged against the account's row, read and locked once per batch, plus
+/// the batch's moves.
+async fn add_line_moved(
+    tx: &mut Tx<'_>,
+    account_id: &str,
+    currency: &str,
+    bucket: Bucket,
+    amount_minor: i64,
+    guard_funding: bool,
+) -> StoreResult<bool> {
+    let Some(facts) = account_facts(tx, account_id).await? else {
+        return Ok(false);
+    };
+    if facts.currency != currency {
+        return Ok(false);
+    }
+    if guard_funding && facts.kind == FUNDING {
+        let available = match tx.balances().and_then(|moves| moves.available(account_id)) {
+            Some(available) => available,
+            None => {
+                let Some(locked) = lock_account(tx, account_id).await? else {
+                    return Ok(false);
+                };
+                let balances = in_memory(tx)?;
+                balances.lock(account_id, locked);
+                balances.available(account_id).unwrap_or_default()
+            }
+        };
+        // A claim refused earlier in the batch may still count: judged
+        // first, so that only a real shortfall refuses.
+        if available < i128::from(amount_minor) {
+            if !tx.judge_claims().await? {
+                return Ok(false);
+            }
+            let judged = tx.balances().and_then(|moves| moves.available(account_id));
+            if judged.is_none_or(|available| available < i128::from(amount_minor)) {
+                return Ok(false);
+            }
+        }
+    }
+    in_memory(tx)?.add(account_id, bucket, amount_minor)?;
+    Ok(true)
+}
+
+fn in_memory<'t>(tx: &'t mut Tx<'_>) -> StoreResult<&'t mut crate::balances::Balances> {
+    tx.balances().ok_or_else(|| {
+        StoreError::Unavailable("balance moves are kept only inside a group commit".into())
+    })
+}
+
+/// Reads the buckets an available balance is computed from, locking the
+/// row until the transaction ends: nothing else may move it while the
+/// batch judges debits against what it read.
+async fn lock_account(tx: &mut Tx<'_>, account_id: &str) -> StoreResult<Option<Locked>> {
+    use ledger_accounts::{id, pending_debits_minor, posted_credits_minor, posted_debits_minor};
+    let (Conn::Pg(conn), behind) = tx.parts() else {
+        return Err(StoreError::Unavailable(
+            "balance moves are kept only on PostgreSQL".into(),
+        ));
+    };
+    let row = behind
+        .drive(async {
+            ledger_accounts::table
+                .filter(id.eq(account_id))
+                .select((
+                    posted_debits_minor,
+                    posted_credits_minor,
+                    pending_debits_minor,
+                ))
+                .for_update()
+                .first::<(i64, i64, i64)>(conn)
+                .await
+                .optional()
+        })
+        .await?;
+    Ok(
+        row.map(|(posted_debits, posted_credits, pending_debits)| Locked {
+            posted_debits_minor: posted_debits,
+            posted_credits_minor: posted_credits,
+            pending_debits_minor: pending_debits,
+        }),
+    )
+}
+
+/// Applies a batch's summed moves to one account: the single balance
+/// write of that account in its batch (see [`crate::balances`]).
+pub async fn apply_moves(tx: &mut Tx<'_>, account_id: &str, moves: Moves) -> StoreResult<()> {
+    use ledger_accounts::{
+        id, pending_credits_minor, pending_debits_minor, posted_credits_minor, posted_debits_minor,
+        updated_at,
+    };
+    let now = utc_now();
+    write_behind!(tx, conn => Cached(
+        diesel::update(ledger_accounts::table.filter(id.eq(account_id))).set((
+            posted_debits_minor.eq(posted_debits_minor + moves.posted_debits_minor),
+            posted_credits_minor.eq(posted_credits_minor + moves.posted_credits_minor),
+            pending_debits_minor.eq(pending_debits_minor + moves.pending_debits_minor),
+            pending_credits_minor.eq(pending_credits_minor + moves.pending_credits_minor),
+            updated_at.eq(now),
+        )))
+        .execute(conn), one_row("moving the balances of a missing account"))
 }

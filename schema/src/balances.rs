@@ -1,0 +1,262 @@
+//! What a group commit on PostgreSQL has moved on each ledger account,
+//! applied to the rows once, just before it commits.
+//!
+//! Every settlement moves two balances when it is created and the same two
+//! again when it settles, and a busy merchant's funding account is in every
+//! unit of a batch: one UPDATE per line was a third of the committer's
+//! statements, all on the batch's hottest rows. Here a batch adds each
+//! line's amount to its account's moves in memory, and one UPDATE per
+//! account applies the sum before the commit, in the same transaction.
+//!
+//! A debit that a funding account's available balance must cover is
+//! judged here too, exactly: the first such debit in a batch reads the
+//! account `FOR UPDATE`, so no other transaction can move it until this one
+//! commits, and the batch's own moves are added to what was read. The
+//! refusal is known at the call, not when the unit ends.
+//!
+//! A unit that rolls back takes its moves with it, and forgets a row it
+//! locked (rolling back to its savepoint released the lock). Balances read
+//! inside the batch do not include its moves: nothing in a unit reads them.
+
+use std::collections::HashMap;
+
+use crate::store::ledger::Bucket;
+use crate::{StoreError, StoreResult};
+
+/// The buckets of an account as read, locked, inside the batch: what its
+/// available balance is computed from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Locked {
+    pub posted_debits_minor: i64,
+    pub posted_credits_minor: i64,
+    pub pending_debits_minor: i64,
+}
+
+/// The batch's sum of changes per bucket of one account.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Moves {
+    pub posted_debits_minor: i64,
+    pub posted_credits_minor: i64,
+    pub pending_debits_minor: i64,
+    pub pending_credits_minor: i64,
+}
+
+impl Moves {
+    fn bucket(&mut self, bucket: Bucket) -> &mut i64 {
+        match bucket {
+            Bucket::PostedDebits => &mut self.posted_debits_minor,
+            Bucket::PostedCredits => &mut self.posted_credits_minor,
+            Bucket::PendingDebits => &mut self.pending_debits_minor,
+            Bucket::PendingCredits => &mut self.pending_credits_minor,
+        }
+    }
+
+    fn is_zero(&self) -> bool {
+        *self == Moves::default()
+    }
+}
+
+#[derive(Default)]
+struct Account {
+    moves: Moves,
+    locked: Option<Locked>,
+}
+
+enum Undo {
+    Moved {
+        account_id: String,
+        bucket: Bucket,
+        amount_minor: i64,
+    },
+    Locked(String),
+}
+
+#[derive(Default)]
+pub struct Balances {
+    accounts: HashMap<String, Account>,
+    /// What the batch did, in order, so that a unit's part can be undone.
+    log: Vec<Undo>,
+}
+
+impl Balances {
+    /// Adds `amount_minor` (negative to take away) to one bucket.
+    pub fn add(&mut self, account_id: &str, bucket: Bucket, amount_minor: i64) -> StoreResult<()> {
+        let account = self.accounts.entry(account_id.to_owned()).or_default();
+        let slot = account.moves.bucket(bucket);
+        *slot = slot.checked_add(amount_minor).ok_or_else(|| {
+            StoreError::Conflict(format!(
+                "ledger account {account_id}: a batch's moves overflow"
+            ))
+        })?;
+        self.log.push(Undo::Moved {
+            account_id: account_id.to_owned(),
+            bucket,
+            amount_minor,
+        });
+        Ok(())
+    }
+
+    /// The account's available balance (posted credits - posted debits -
+    /// pending debits) with the batch's moves, if it has been read and
+    /// locked in this batch.
+    pub fn available(&self, account_id: &str) -> Option<i128> {
+        let account = self.accounts.get(account_id)?;
+        let locked = account.locked?;
+        let moves = account.moves;
+        Some(
+            i128::from(locked.posted_credits_minor) + i128::from(moves.posted_credits_minor)
+                - i128::from(locked.posted_debits_minor)
+                - i128::from(moves.posted_debits_minor)
+                - i128::from(locked.pending_debits_minor)
+                - i128::from(moves.pending_debits_minor),
+        )
+    }
+
+    /// Remembers the account's row as read `FOR UPDATE`.
+    pub fn lock(&mut self, account_id: &str, locked: Locked) {
+        self.accounts
+            .entry(account_id.to_owned())
+            .or_default()
+            .locked = Some(locked);
+        self.log.push(Undo::Locked(account_id.to_owned()));
+    }
+
+    /// How much the batch has done, for [`Balances::undo_since`].
+    pub fn mark(&self) -> usize {
+        self.log.len()
+    }
+
+    /// Undoes what was done after `mark` (a unit rolled back).
+    pub fn undo_since(&mut self, mark: usize) {
+        let undone: Vec<Undo> = self.log.drain(mark.min(self.log.len())..).collect();
+        for undo in undone.into_iter().rev() {
+            match undo {
+                Undo::Moved {
+                    account_id,
+                    bucket,
+                    amount_minor,
+                } => {
+                    if let Some(account) = self.accounts.get_mut(&account_id) {
+                        // The exact inverse of an add that succeeded.
+                        *account.moves.bucket(bucket) -= amount_minor;
+                    }
+                }
+                Undo::Locked(account_id) => {
+                    if let Some(account) = self.accounts.get_mut(&account_id) {
+                        account.locked = None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Undoes the moves made in `range` of the log (a claim refused after
+    /// later units moved the same accounts), leaving the locks: the row
+    /// locks are the batch's, not the claim's.
+    pub fn cancel(&mut self, range: std::ops::Range<usize>) {
+        let end = range.end.min(self.log.len());
+        for undo in &mut self.log[range.start.min(end)..end] {
+            if let Undo::Moved {
+                account_id,
+                bucket,
+                amount_minor,
+            } = undo
+            {
+                if let Some(account) = self.accounts.get_mut(account_id.as_str()) {
+                    *account.moves.bucket(*bucket) -= *amount_minor;
+                }
+                // Undone once: a later undo of this part of the log must
+                // not undo it again.
+                *amount_minor = 0;
+            }
+        }
+    }
+
+    /// The moves to apply, one per account that moved, in account order
+    /// (the order every entry locks its rows in); the batch starts over.
+    pub fn take(&mut self) -> Vec<(String, Moves)> {
+        self.log.clear();
+        let mut moved: Vec<(String, Moves)> = std::mem::take(&mut self.accounts)
+            .into_iter()
+            .filter(|(_, account)| !account.moves.is_zero())
+            .map(|(id, account)| (id, account.moves))
+            .collect();
+        moved.sort_by(|a, b| a.0.cmp(&b.0));
+        moved
+    }
+
+    /// The batch ended: nothing is carried over (other transactions may
+    /// move these accounts once it has committed).
+    pub fn end_batch(&mut self) {
+        self.log.clear();
+        self.accounts.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOCKED: Locked = Locked {
+        posted_debits_minor: 100,
+        posted_credits_minor: 1_000,
+        pending_debits_minor: 50,
+    };
+
+    #[test]
+    fn available_counts_the_batch_moves_on_the_locked_row() {
+        let mut balances = Balances::default();
+        balances.add("a", Bucket::PendingDebits, 300).unwrap();
+        assert_eq!(balances.available("a"), None, "not read yet");
+        balances.lock("a", LOCKED);
+        assert_eq!(balances.available("a"), Some(1_000 - 100 - 50 - 300));
+        balances.add("a", Bucket::PendingDebits, -300).unwrap();
+        balances.add("a", Bucket::PostedDebits, 300).unwrap();
+        balances.add("a", Bucket::PostedCredits, 20).unwrap();
+        assert_eq!(balances.available("a"), Some(1_000 + 20 - 400 - 50));
+    }
+
+    #[test]
+    fn a_rolled_back_unit_takes_its_moves_and_its_lock_with_it() {
+        let mut balances = Balances::default();
+        balances.add("a", Bucket::PendingCredits, 7).unwrap();
+        let mark = balances.mark();
+        balances.lock("a", LOCKED);
+        balances.add("a", Bucket::PendingCredits, 5).unwrap();
+        balances.add("b", Bucket::PostedDebits, 9).unwrap();
+        balances.undo_since(mark);
+        assert_eq!(balances.available("a"), None);
+        let moved = balances.take();
+        assert_eq!(moved.len(), 1, "b moved by nothing left: {moved:?}");
+        assert_eq!(moved[0].0, "a");
+        assert_eq!(moved[0].1.pending_credits_minor, 7);
+    }
+
+    #[test]
+    fn a_cancelled_claim_undoes_its_moves_out_of_order_and_keeps_the_lock() {
+        let mut balances = Balances::default();
+        let start = balances.mark();
+        balances.lock("a", LOCKED);
+        balances.add("a", Bucket::PendingDebits, 300).unwrap();
+        let end = balances.mark();
+        balances.add("a", Bucket::PendingDebits, 200).unwrap();
+        balances.cancel(start..end);
+        assert_eq!(balances.available("a"), Some(1_000 - 100 - 50 - 200));
+        balances.undo_since(start);
+        assert_eq!(balances.available("a"), None);
+        assert!(balances.take().is_empty(), "every move undone exactly once");
+    }
+
+    #[test]
+    fn moves_that_cancel_out_write_nothing_and_overflow_is_refused() {
+        let mut balances = Balances::default();
+        balances.add("a", Bucket::PendingDebits, 5).unwrap();
+        balances.add("a", Bucket::PendingDebits, -5).unwrap();
+        assert!(balances.take().is_empty());
+        balances.add("a", Bucket::PostedCredits, i64::MAX).unwrap();
+        assert!(balances.add("a", Bucket::PostedCredits, 1).is_err());
+        let mark = balances.mark();
+        balances.undo_since(mark);
+        assert_eq!(balances.take()[0].1.posted_credits_minor, i64::MAX);
+    }
+}
