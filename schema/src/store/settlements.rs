@@ -198,6 +198,17 @@ struct Claimed<'r, S> {
     created: Created<'r>,
 }
 
+/// Pushes `value`s as binds of their SQL types, separated by commas.
+macro_rules! binds {
+    ($out:ident, $first_type:ty => $first:expr $(, $sql_type:ty => $value:expr)* $(,)?) => {{
+        $out.push_bind_param::<$first_type, _>($first)?;
+        $(
+            $out.push_sql(", ");
+            $out.push_bind_param::<$sql_type, _>($value)?;
+        )*
+    }};
+}
+
 impl<S: QueryFragment<Pg>> QueryFragment<Pg> for Claimed<'_, S> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
         out.push_sql("WITH claimed AS (");
@@ -208,36 +219,28 @@ impl<S: QueryFragment<Pg>> QueryFragment<Pg> for Claimed<'_, S> {
                 ", hold AS (INSERT INTO ledger_transactions (id, status, merchant_id, \
                  settlement_key, description, created_at, updated_at) SELECT ",
             );
-            out.push_bind_param::<Text, _>(&hold.id)?;
-            out.push_sql(", ");
-            out.push_bind_param::<Text, _>(&hold.status)?;
-            out.push_sql(", ");
-            out.push_bind_param::<Nullable<Text>, _>(&hold.merchant_id)?;
-            out.push_sql(", ");
-            out.push_bind_param::<Nullable<Text>, _>(&hold.settlement_key)?;
-            out.push_sql(", ");
-            out.push_bind_param::<Text, _>(&hold.description)?;
-            out.push_sql(", ");
-            out.push_bind_param::<Timestamp, _>(&hold.created_at)?;
-            out.push_sql(", ");
-            out.push_bind_param::<Timestamp, _>(&hold.updated_at)?;
+            binds!(out,
+                Text => &hold.id,
+                Text => &hold.status,
+                Nullable<Text> => &hold.merchant_id,
+                Nullable<Text> => &hold.settlement_key,
+                Text => &hold.description,
+                Timestamp => &hold.created_at,
+                Timestamp => &hold.updated_at,
+            );
             out.push_sql(" FROM claimed), lines AS (INSERT INTO ledger_entries (id, transaction_id, \
                  account_id, direction, amount_minor, currency, created_at) SELECT line.* FROM claimed, (VALUES ");
             for (index, line) in lines.iter().enumerate() {
                 out.push_sql(if index == 0 { "(" } else { ", (" });
-                out.push_bind_param::<Text, _>(&line.id)?;
-                out.push_sql(", ");
-                out.push_bind_param::<Text, _>(&line.transaction_id)?;
-                out.push_sql(", ");
-                out.push_bind_param::<Text, _>(&line.account_id)?;
-                out.push_sql(", ");
-                out.push_bind_param::<Text, _>(&line.direction)?;
-                out.push_sql(", ");
-                out.push_bind_param::<BigInt, _>(&line.amount_minor)?;
-                out.push_sql(", ");
-                out.push_bind_param::<Text, _>(&line.currency)?;
-                out.push_sql(", ");
-                out.push_bind_param::<Timestamp, _>(&line.created_at)?;
+                binds!(out,
+                    Text => &line.id,
+                    Text => &line.transaction_id,
+                    Text => &line.account_id,
+                    Text => &line.direction,
+                    BigInt => &line.amount_minor,
+                    Text => &line.currency,
+                    Timestamp => &line.created_at,
+                );
                 out.push_sql(")");
             }
             out.push_sql(") AS line)");
@@ -247,23 +250,17 @@ impl<S: QueryFragment<Pg>> QueryFragment<Pg> for Claimed<'_, S> {
             ", answer AS (INSERT INTO idempotency_records (merchant_id, scope, idempotency_key, \
              request_sha256, state, response_status, response_body, created_at, updated_at) SELECT ",
         );
-        out.push_bind_param::<Text, _>(&answer.merchant_id)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Text, _>(&answer.scope)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Text, _>(&answer.idempotency_key)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Text, _>(&answer.request_sha256)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Text, _>(&answer.state)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Nullable<Integer>, _>(&answer.response_status)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Nullable<Text>, _>(&answer.response_body)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Timestamp, _>(&answer.created_at)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Timestamp, _>(&answer.updated_at)?;
+        binds!(out,
+            Text => &answer.merchant_id,
+            Text => &answer.scope,
+            Text => &answer.idempotency_key,
+            Text => &answer.request_sha256,
+            Text => &answer.state,
+            Nullable<Integer> => &answer.response_status,
+            Nullable<Text> => &answer.response_body,
+            Timestamp => &answer.created_at,
+            Timestamp => &answer.updated_at,
+        );
         out.push_sql(" FROM claimed) SELECT 1 FROM claimed");
         Ok(())
     }
