@@ -8,11 +8,13 @@
 //! line's amount to its account's moves in memory, and one UPDATE per
 //! account applies the sum before the commit, in the same transaction.
 //!
-//! A debit that a funding account's available balance must cover is
-//! judged here too, exactly: the first such debit in a batch reads the
-//! account `FOR UPDATE`, so no other transaction can move it until this one
-//! commits, and the batch's own moves are added to what was read. The
-//! refusal is known at the call, not when the unit ends.
+//! Every line is judged here too, exactly: the first line on an account in
+//! a batch reads it `FOR UPDATE`, so no other transaction can move it until
+//! this one commits, and the batch's own moves are added to what was read.
+//! A debit must be covered by a funding account's available balance, and no
+//! side of an account (its posted plus pending debits, or credits) may pass
+//! `i64::MAX` (see [`Balances::room`]). The refusal is known at the call,
+//! not when the unit ends.
 //!
 //! A unit that rolls back takes its moves with it, and forgets a row it
 //! locked (rolling back to its savepoint released the lock). Balances read
@@ -20,16 +22,83 @@
 
 use std::collections::HashMap;
 
+use crate::models::LedgerAccountRow;
 use crate::store::ledger::Bucket;
 use crate::{StoreError, StoreResult};
 
 /// The buckets of an account as read, locked, inside the batch: what its
-/// available balance is computed from.
+/// available balance and its room are computed from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Locked {
     pub posted_debits_minor: i64,
     pub posted_credits_minor: i64,
     pub pending_debits_minor: i64,
+    pub pending_credits_minor: i64,
+}
+
+impl From<&LedgerAccountRow> for Locked {
+    fn from(row: &LedgerAccountRow) -> Self {
+        Locked {
+            posted_debits_minor: row.posted_debits_minor,
+            posted_credits_minor: row.posted_credits_minor,
+            pending_debits_minor: row.pending_debits_minor,
+            pending_credits_minor: row.pending_credits_minor,
+        }
+    }
+}
+
+impl Locked {
+    /// Posted credits - posted debits - pending debits.
+    pub fn available_minor(&self) -> i128 {
+        Sums::from(*self).available()
+    }
+
+    /// How much more the side of the account that `bucket` is on (its
+    /// posted plus pending debits, or credits) may take before it passes
+    /// `i64::MAX`. Both buckets of a side count: a posting moves an amount
+    /// from pending to posted, so a side that fits when a hold is made
+    /// still fits when the hold is posted, whatever happens meanwhile.
+    pub fn room(&self, bucket: Bucket) -> i128 {
+        Sums::from(*self).room(bucket)
+    }
+}
+
+/// Buckets in i128, where no sum of them can overflow.
+#[derive(Clone, Copy)]
+struct Sums {
+    posted_debits: i128,
+    posted_credits: i128,
+    pending_debits: i128,
+    pending_credits: i128,
+}
+
+impl From<Locked> for Sums {
+    fn from(locked: Locked) -> Self {
+        Sums {
+            posted_debits: i128::from(locked.posted_debits_minor),
+            posted_credits: i128::from(locked.posted_credits_minor),
+            pending_debits: i128::from(locked.pending_debits_minor),
+            pending_credits: i128::from(locked.pending_credits_minor),
+        }
+    }
+}
+
+impl Sums {
+    fn available(&self) -> i128 {
+        self.posted_credits - self.posted_debits - self.pending_debits
+    }
+
+    fn room(&self, bucket: Bucket) -> i128 {
+        let side = match bucket {
+            Bucket::PendingDebits | Bucket::PostedDebits => {
+                self.posted_debits + self.pending_debits
+            }
+            Bucket::PendingCredits | Bucket::PostedCredits => {
+                self.posted_credits + self.pending_credits
+            }
+        };
+        i128::from(i64::MAX) - side
+    }
 }
 
 /// The batch's sum of changes per bucket of one account.
@@ -100,16 +169,32 @@ impl Balances {
     /// pending debits) with the batch's moves, if it has been read and
     /// locked in this batch.
     pub fn available(&self, account_id: &str) -> Option<i128> {
+        Some(self.sums(account_id)?.available())
+    }
+
+    /// How much more the side of the account that `bucket` is on may take
+    /// with the batch's moves (see [`Locked::room`]), if it has been read
+    /// and locked in this batch.
+    pub fn room(&self, account_id: &str, bucket: Bucket) -> Option<i128> {
+        Some(self.sums(account_id)?.room(bucket))
+    }
+
+    fn sums(&self, account_id: &str) -> Option<Sums> {
         let account = self.accounts.get(account_id)?;
-        let locked = account.locked?;
-        let moves = account.moves;
-        Some(
-            i128::from(locked.posted_credits_minor) + i128::from(moves.posted_credits_minor)
-                - i128::from(locked.posted_debits_minor)
-                - i128::from(moves.posted_debits_minor)
-                - i128::from(locked.pending_debits_minor)
-                - i128::from(moves.pending_debits_minor),
-        )
+        let (locked, moves) = (Sums::from(account.locked?), account.moves);
+        Some(Sums {
+            posted_debits: locked.posted_debits + i128::from(moves.posted_debits_minor),
+            posted_credits: locked.posted_credits + i128::from(moves.posted_credits_minor),
+            pending_debits: locked.pending_debits + i128::from(moves.pending_debits_minor),
+            pending_credits: locked.pending_credits + i128::from(moves.pending_credits_minor),
+        })
+    }
+
+    /// Whether the account's row has been read and locked in this batch.
+    pub fn is_locked(&self, account_id: &str) -> bool {
+        self.accounts
+            .get(account_id)
+            .is_some_and(|account| account.locked.is_some())
     }
 
     /// Remembers the account's row as read `FOR UPDATE`.
@@ -201,6 +286,7 @@ mod tests {
         posted_debits_minor: 100,
         posted_credits_minor: 1_000,
         pending_debits_minor: 50,
+        pending_credits_minor: 0,
     };
 
     #[test]
@@ -245,6 +331,38 @@ mod tests {
         balances.undo_since(start);
         assert_eq!(balances.available("a"), None);
         assert!(balances.take().is_empty(), "every move undone exactly once");
+    }
+
+    #[test]
+    fn room_counts_both_buckets_of_a_side_with_the_batch_moves() {
+        let mut balances = Balances::default();
+        assert_eq!(
+            balances.room("a", Bucket::PostedCredits),
+            None,
+            "not read yet"
+        );
+        let near = Locked {
+            posted_credits_minor: i64::MAX - 30,
+            pending_credits_minor: 10,
+            ..LOCKED
+        };
+        balances.lock("a", near);
+        let cases = [
+            (Bucket::PostedCredits, 20),
+            (Bucket::PendingCredits, 20),
+            (Bucket::PostedDebits, i128::from(i64::MAX) - 150),
+            (Bucket::PendingDebits, i128::from(i64::MAX) - 150),
+        ];
+        for (bucket, room) in cases {
+            assert_eq!(balances.room("a", bucket), Some(room), "{bucket:?}");
+        }
+        balances.add("a", Bucket::PendingCredits, 15).unwrap();
+        assert_eq!(balances.room("a", Bucket::PostedCredits), Some(5));
+        // Posting moves an amount within the side: the room stays.
+        balances.add("a", Bucket::PendingCredits, -15).unwrap();
+        balances.add("a", Bucket::PostedCredits, 15).unwrap();
+        assert_eq!(balances.room("a", Bucket::PendingCredits), Some(5));
+        assert!(balances.is_locked("a") && !balances.is_locked("b"));
     }
 
     #[test]

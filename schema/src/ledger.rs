@@ -1,18 +1,29 @@
 //! How money is posted: balanced journal entries over accounts of one
-//! currency each, two-phase (pending, then posted or voided, never edited),
-//! always inside the caller's transaction so that every movement commits
-//! with the state change that causes it.
+//! currency each, always inside the caller's transaction so that every
+//! movement commits with the state change that causes it.
+//!
+//! The ledger is append-only and two-phase, as TigerBeetle's: a hold is a
+//! `pending` transaction and stays one; its posting or its void is a new
+//! transaction (`posted` or `voided`) that names it in `pending_id` and
+//! copies its lines, which the database lets happen once per hold. No row
+//! is edited after insert (the database refuses it). Balances keep pending
+//! and posted debits and credits; each amount is counted once: a hold's
+//! lines add to pending, its resolution's take them out again (and, for a
+//! posting, add them to posted).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::known::AccountFacts;
+use crate::known::{AccountFacts, Lines};
 use crate::models::{LedgerAccountRow, LedgerEntryRow, LedgerTransactionRow};
 use crate::money::Currency;
-use crate::store::ledger::{self as store, Bucket};
+use crate::store::ledger::{self as store, Bucket, LineOutcome};
 use crate::types::utc_now;
 use crate::{DieselError, Refusal, StoreError, Tx};
-use diesel_async::SimpleAsyncConnection;
+
+mod check;
+
+pub use check::{check, CheckReport, CurrencyTotals};
 
 /// The kind of a merchant's spendable account.
 pub const FUNDING: &str = "funding";
@@ -140,8 +151,14 @@ pub enum LedgerError {
         account_currency: String,
         line_currency: String,
     },
+    /// The hold was resolved already (`status` says how), was never a
+    /// hold, or does not exist (`missing`).
     #[error("transaction {id} is {status}, not pending")]
     NotPending { id: String, status: String },
+    /// A side of the account (its posted plus pending debits, or credits)
+    /// would pass `i64::MAX`. Nothing is written.
+    #[error("the amount would overflow the balances of {account_id}")]
+    Overflow { account_id: String },
     #[error(transparent)]
     Store(StoreError),
 }
@@ -246,26 +263,6 @@ fn learn_system_account(tx: &mut Tx<'_>, account_id: &str) {
     }
 }
 
-/// Whether a line debits an account known to be a funding account in the
-/// line's currency: only its funds can refuse it.
-fn is_known_funding(tx: &mut Tx<'_>, line: &Line) -> bool {
-    tx.known()
-        .and_then(|known| known.account(&line.account_id))
-        .is_some_and(|facts| facts.kind == FUNDING && facts.currency == line.currency)
-}
-
-/// Whether a line can be applied without a statement that may refuse it:
-/// the account is known to exist in the line's currency, and the line is
-/// not a debit of a funding account (whose guard must answer now).
-fn cannot_be_refused(tx: &mut Tx<'_>, line: &Line) -> bool {
-    tx.known()
-        .and_then(|known| known.account(&line.account_id))
-        .is_some_and(|facts| {
-            facts.currency == line.currency
-                && (facts.kind != FUNDING || line.direction == Direction::Credit)
-        })
-}
-
 /// Makes the system account `account_id` names, if it names one.
 async fn open_system_account(tx: &mut Tx<'_>, account_id: &str) -> Result<bool, LedgerError> {
     let Some((account, currency)) = SystemAccount::parse_id(account_id) else {
@@ -290,30 +287,23 @@ async fn open_system_account(tx: &mut Tx<'_>, account_id: &str) -> Result<bool, 
 }
 
 /// Records a balanced entry and applies it to the balances. Debits of a
-/// funding account must be covered by its available balance, checked by the
-/// database in the same statement, or nothing is applied (the caller's
-/// transaction rolls back on the error). Answers the transaction id.
+/// funding account must be covered by its available balance, and no side
+/// of an account may pass `i64::MAX`; both are checked by the database in
+/// the statement that applies the line (or, inside a group commit on
+/// PostgreSQL, against the account's locked row), or nothing is applied
+/// (the caller's transaction rolls back on the error). Answers the
+/// transaction id.
 pub async fn record(tx: &mut Tx<'_>, entry: &Entry, phase: Phase) -> Result<String, LedgerError> {
-    record_as(tx, new_transaction_id(), entry, phase, FundsCheck::Now).await
-}
-
-/// When a debit of a funding account learns whether the funds cover it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FundsCheck {
-    /// At the call: [`LedgerError::InsufficientFunds`], or the account's
-    /// other refusal, comes back from [`record`] itself.
-    Now,
-    /// When the unit ends, for a caller that has ruled out every refusal
-    /// but funds (a known funding account in the line's currency) and does
-    /// not act on the answer inside its unit: inside a pipelined group
-    /// commit the debit is then sent without waiting, and a shortfall fails
-    /// the unit with [`Refusal::InsufficientFunds`] (at once elsewhere).
-    AtUnitEnd,
+    record_as(tx, new_transaction_id(), entry, phase).await
 }
 
 /// A fresh ledger transaction id, for [`record_as`].
 pub fn new_transaction_id() -> String {
     format!("ltx_{}", uuid::Uuid::now_v7().simple())
+}
+
+fn new_entry_id() -> String {
+    format!("len_{}", uuid::Uuid::now_v7().simple())
 }
 
 /// [`record`] under an id the caller chose beforehand (to name it in
@@ -323,9 +313,8 @@ pub async fn record_as(
     transaction_id: String,
     entry: &Entry,
     phase: Phase,
-    funds: FundsCheck,
 ) -> Result<String, LedgerError> {
-    let (transaction, rows) = apply(tx, transaction_id, entry, phase, funds).await?;
+    let (transaction, rows) = apply(tx, transaction_id, entry, phase).await?;
     // After the balances: a refused entry stops there having written
     // nothing more, and a system account made on first use exists before
     // its lines refer to it.
@@ -343,7 +332,6 @@ pub async fn apply(
     transaction_id: String,
     entry: &Entry,
     phase: Phase,
-    funds: FundsCheck,
 ) -> Result<(LedgerTransactionRow, Vec<LedgerEntryRow>), LedgerError> {
     check_balanced(&entry.lines)?;
     let now = utc_now();
@@ -366,31 +354,17 @@ pub async fn apply(
         // Only a debit can take a funding account below zero.
         let guard = line.direction == Direction::Debit;
         let (id, currency, amount) = (&line.account_id, &line.currency, line.amount_minor);
-        if cannot_be_refused(tx, line) {
-            store::add_line_sent(tx, id, currency, bucket, amount, false).await?;
-            continue;
-        }
-        if funds == FundsCheck::AtUnitEnd && is_known_funding(tx, line) {
-            store::add_line_sent(tx, id, currency, bucket, amount, true).await?;
-            continue;
-        }
-        if store::add_line(tx, id, currency, bucket, amount, guard).await? {
-            learn_system_account(tx, id);
-            continue;
-        }
-        // Refused: read the account once, to make a missing system account
-        // or to say why.
-        let account = match store::find_account(tx, id).await? {
-            None if open_system_account(tx, id).await? => {
-                if store::add_line(tx, id, currency, bucket, amount, guard).await? {
-                    learn_system_account(tx, id);
-                    continue;
-                }
-                store::find_account(tx, id).await?
+        let outcome = match store::add_line(tx, id, currency, bucket, amount, guard).await? {
+            // A system account is made on first use.
+            LineOutcome::MissingAccount if open_system_account(tx, id).await? => {
+                store::add_line(tx, id, currency, bucket, amount, guard).await?
             }
-            found => found,
+            outcome => outcome,
         };
-        return Err(refusal(line, account));
+        if outcome != LineOutcome::Applied {
+            return Err(refusal(tx, line, outcome).await);
+        }
+        learn_system_account(tx, id);
     }
     let transaction = LedgerTransactionRow {
         id: transaction_id.clone(),
@@ -400,12 +374,13 @@ pub async fn apply(
         description: entry.description.clone(),
         created_at: now,
         updated_at: now,
+        pending_id: None,
     };
     let rows: Vec<LedgerEntryRow> = entry
         .lines
         .iter()
         .map(|line| LedgerEntryRow {
-            id: format!("len_{}", uuid::Uuid::now_v7().simple()),
+            id: new_entry_id(),
             transaction_id: transaction_id.clone(),
             account_id: line.account_id.clone(),
             direction: line.direction.as_str().to_owned(),
@@ -420,206 +395,99 @@ pub async fn apply(
     Ok((transaction, rows))
 }
 
-/// Posts a pending entry: its amounts move from pending to posted.
-/// Why [`store::add_line`] refused a line: no such account, another
-/// currency, or not enough available funds.
-fn refusal(line: &Line, account: Option<LedgerAccountRow>) -> LedgerError {
-    match account {
-        None => LedgerError::UnknownAccount(line.account_id.clone()),
-        Some(account) if account.currency != line.currency => LedgerError::CurrencyMismatch {
-            account_id: account.id,
-            account_currency: account.currency,
-            line_currency: line.currency.clone(),
+/// Why [`store::add_line`] refused a line.
+async fn refusal(tx: &mut Tx<'_>, line: &Line, outcome: LineOutcome) -> LedgerError {
+    let account_id = line.account_id.clone();
+    match outcome {
+        LineOutcome::InsufficientFunds => LedgerError::InsufficientFunds { account_id },
+        LineOutcome::Overflow => LedgerError::Overflow { account_id },
+        LineOutcome::OtherCurrency => match store::account_facts(tx, &account_id).await {
+            Ok(Some(facts)) => LedgerError::CurrencyMismatch {
+                account_id,
+                account_currency: facts.currency.clone(),
+                line_currency: line.currency.clone(),
+            },
+            Ok(None) => LedgerError::UnknownAccount(account_id),
+            Err(error) => error.into(),
         },
-        Some(_) => LedgerError::InsufficientFunds {
-            account_id: line.account_id.clone(),
-        },
+        LineOutcome::MissingAccount | LineOutcome::Applied => {
+            LedgerError::UnknownAccount(account_id)
+        }
     }
 }
 
-pub async fn post(tx: &mut Tx<'_>, transaction_id: &str) -> Result<(), LedgerError> {
-    settle(tx, transaction_id, true).await
+/// Posts a hold: a new transaction, `posted`, whose lines copy the hold's
+/// and move its amounts from pending to posted. The hold itself is never
+/// edited; it stays `pending`, named by its posting's `pending_id`. A hold
+/// is resolved once: another posting or void of it is
+/// [`LedgerError::NotPending`] (inside a pipelined group commit, a conflict
+/// that fails the unit when it ends). Answers the posting's id.
+pub async fn post(tx: &mut Tx<'_>, hold_id: &str) -> Result<String, LedgerError> {
+    resolve(tx, hold_id, true).await
 }
 
-/// Voids a pending entry: its reservations are released.
-pub async fn void(tx: &mut Tx<'_>, transaction_id: &str) -> Result<(), LedgerError> {
-    settle(tx, transaction_id, false).await
+/// Voids a hold: a new transaction, `voided`, whose lines copy the hold's
+/// and record what was released from pending. Otherwise as [`post`].
+/// Answers the void's id.
+pub async fn void(tx: &mut Tx<'_>, hold_id: &str) -> Result<String, LedgerError> {
+    resolve(tx, hold_id, false).await
 }
 
-async fn settle(tx: &mut Tx<'_>, transaction_id: &str, posting: bool) -> Result<(), LedgerError> {
-    let to = if posting { "posted" } else { "voided" };
-    if tx.pipelined_writes() {
-        // Inside a pipelined group commit a transaction that is not pending
-        // fails its unit when the unit ends, rolling back what follows.
-        store::transition_transaction_behind(tx, transaction_id, "pending", to).await?;
-    } else if !store::transition_transaction(tx, transaction_id, "pending", to).await? {
-        let status = store::find_transaction(tx, transaction_id)
-            .await?
-            .map(|row| row.status)
-            .unwrap_or_else(|| "missing".to_owned());
+async fn resolve(tx: &mut Tx<'_>, hold_id: &str, posting: bool) -> Result<String, LedgerError> {
+    let lines = hold_lines(tx, hold_id).await?;
+    if lines.is_empty() {
         return Err(LedgerError::NotPending {
-            id: transaction_id.to_owned(),
-            status,
+            id: hold_id.to_owned(),
+            status: "missing".to_owned(),
         });
     }
-    let lines = match tx.known().and_then(|known| known.lines(transaction_id)) {
-        Some(lines) => lines,
-        None => {
-            let rows: Arc<[LedgerEntryRow]> =
-                Arc::from(store::transaction_entries(tx, transaction_id).await?);
-            if let Some(known) = tx.known() {
-                known.learn_lines(transaction_id, rows.clone());
-            }
-            rows
-        }
+    let id = new_transaction_id();
+    let now = utc_now();
+    let rows: Vec<LedgerEntryRow> = lines
+        .iter()
+        .map(|line| LedgerEntryRow {
+            id: new_entry_id(),
+            transaction_id: id.clone(),
+            created_at: now,
+            ..line.clone()
+        })
+        .collect();
+    let resolution = store::Resolution {
+        id: &id,
+        status: if posting { "posted" } else { "voided" },
+        note: if posting { " posted" } else { " voided" },
+        created_at: now,
+        hold_id,
+        lines: &rows,
     };
+    if tx.pipelined_writes() {
+        store::send_resolution(tx, &resolution).await?;
+    } else if !store::insert_resolution(tx, &resolution).await? {
+        let status = store::hold_outcome(tx, hold_id).await?;
+        return Err(LedgerError::NotPending {
+            id: hold_id.to_owned(),
+            status: status.unwrap_or_else(|| "missing".to_owned()),
+        });
+    }
     let mut lines: Vec<&LedgerEntryRow> = lines.iter().collect();
     lines.sort_by(|a, b| a.account_id.cmp(&b.account_id));
     for line in lines {
         let debit = line.direction == Direction::Debit.as_str();
         store::settle_line(tx, &line.account_id, debit, line.amount_minor, posting).await?;
     }
-    Ok(())
+    Ok(id)
 }
 
-/// Totals of one currency across every account.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CurrencyTotals {
-    pub posted_sum_minor: i128,
-    pub pending_debits_minor: i128,
-    pub pending_credits_minor: i128,
-}
-
-/// What `tern ledger check` found.
-#[derive(Clone, Debug, Default)]
-pub struct CheckReport {
-    pub accounts: u64,
-    pub entries: u64,
-    pub currencies: BTreeMap<String, CurrencyTotals>,
-    pub violations: Vec<String>,
-}
-
-impl CheckReport {
-    pub fn is_ok(&self) -> bool {
-        self.violations.is_empty()
+/// A hold's lines: remembered by the group committer, read otherwise.
+async fn hold_lines(tx: &mut Tx<'_>, hold_id: &str) -> Result<Lines, LedgerError> {
+    if let Some(lines) = tx.known().and_then(|known| known.lines(hold_id)) {
+        return Ok(lines);
     }
-}
-
-/// Verifies the whole ledger: every entry balanced per currency, every
-/// account's balances equal to the sum of its lines, per-currency sums zero,
-/// and no funding account below zero. It reads many pages: they are read
-/// in one snapshot, so that movements committed meanwhile cannot make a
-/// sound ledger look broken (lines from before, balances from after).
-pub async fn check(tx: &mut Tx<'_>) -> Result<CheckReport, LedgerError> {
-    let begin = match tx.backend() {
-        crate::db::Backend::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-        // A deferred transaction keeps the snapshot of its first read.
-        crate::db::Backend::Sqlite => "BEGIN DEFERRED",
-    };
-    crate::dispatch!(tx, conn => conn.batch_execute(begin).await).map_err(StoreError::from)?;
-    let report = check_in_snapshot(tx).await;
-    // Read only: nothing to keep.
-    let ended = crate::dispatch!(tx, conn => conn.batch_execute("ROLLBACK").await)
-        .map_err(StoreError::from);
-    let report = report?;
-    ended?;
-    Ok(report)
-}
-
-async fn check_in_snapshot(tx: &mut Tx<'_>) -> Result<CheckReport, LedgerError> {
-    let mut report = CheckReport::default();
-    let mut from_lines: BTreeMap<String, [i128; 4]> = BTreeMap::new();
-    let mut per_transaction: BTreeMap<String, BTreeMap<String, i128>> = BTreeMap::new();
-    let mut after = String::new();
-    loop {
-        let page = store::entries_page(tx, &after).await?;
-        let Some((last, _)) = page.last() else { break };
-        after = last.id.clone();
-        for (line, status) in page {
-            report.entries += 1;
-            let amount = i128::from(line.amount_minor);
-            let debit = line.direction == Direction::Debit.as_str();
-            let sums = from_lines.entry(line.account_id.clone()).or_default();
-            match (status.as_str(), debit) {
-                ("pending", true) => sums[0] += amount,
-                ("pending", false) => sums[1] += amount,
-                ("posted", true) => sums[2] += amount,
-                ("posted", false) => sums[3] += amount,
-                _ => {}
-            }
-            *per_transaction
-                .entry(line.transaction_id)
-                .or_default()
-                .entry(line.currency)
-                .or_default() += if debit { amount } else { -amount };
-        }
+    let rows: Lines = Arc::from(store::transaction_entries(tx, hold_id).await?);
+    if let Some(known) = tx.known() {
+        known.learn_lines(hold_id, rows.clone());
     }
-    for (transaction, sums) in &per_transaction {
-        for (currency, sum) in sums.iter().filter(|(_, sum)| **sum != 0) {
-            report.violations.push(format!(
-                "transaction {transaction} is unbalanced in {currency} by {sum}"
-            ));
-        }
-    }
-    let mut after = String::new();
-    loop {
-        let page = store::accounts_page(tx, &after).await?;
-        let Some(last) = page.last() else { break };
-        after = last.id.clone();
-        for account in page {
-            check_account(
-                &mut report,
-                &account,
-                from_lines.get(&account.id).copied().unwrap_or_default(),
-            );
-        }
-    }
-    for (currency, totals) in &report.currencies {
-        if totals.posted_sum_minor != 0 {
-            report.violations.push(format!(
-                "{currency}: posted balances sum to {}",
-                totals.posted_sum_minor
-            ));
-        }
-        if totals.pending_debits_minor != totals.pending_credits_minor {
-            report.violations.push(format!(
-                "{currency}: pending debits {} differ from pending credits {}",
-                totals.pending_debits_minor, totals.pending_credits_minor
-            ));
-        }
-    }
-    Ok(report)
-}
-
-fn check_account(report: &mut CheckReport, account: &LedgerAccountRow, lines: [i128; 4]) {
-    report.accounts += 1;
-    let stored = [
-        account.pending_debits_minor,
-        account.pending_credits_minor,
-        account.posted_debits_minor,
-        account.posted_credits_minor,
-    ]
-    .map(i128::from);
-    if stored != lines {
-        report.violations.push(format!(
-            "account {} balances {stored:?} differ from its lines {lines:?}",
-            account.id
-        ));
-    }
-    if account.kind == FUNDING && account.available_minor() < 0 {
-        report.violations.push(format!(
-            "funding account {} is below zero: {}",
-            account.id,
-            account.available_minor()
-        ));
-    }
-    let totals = report
-        .currencies
-        .entry(account.currency.clone())
-        .or_default();
-    totals.posted_sum_minor += i128::from(account.balance_minor());
-    totals.pending_debits_minor += i128::from(account.pending_debits_minor);
-    totals.pending_credits_minor += i128::from(account.pending_credits_minor);
+    Ok(rows)
 }
 
 #[cfg(test)]

@@ -58,9 +58,12 @@ impl LedgerAccountRow {
         self.posted_credits_minor - self.posted_debits_minor
     }
 
-    /// Balance - pending debits: what may still be held or spent.
+    /// Balance - pending debits: what may still be held or spent. Never
+    /// below zero on a funding account; a system account's may be as low
+    /// as two full buckets, which saturates rather than wraps.
     pub fn available_minor(&self) -> i64 {
-        self.balance_minor() - self.pending_debits_minor
+        self.balance_minor()
+            .saturating_sub(self.pending_debits_minor)
     }
 }
 
@@ -74,6 +77,8 @@ pub struct LedgerTransactionRow {
     pub description: String,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
+    /// The hold this transaction resolves (posts or voids), if it does.
+    pub pending_id: Option<String>,
 }
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]

@@ -67,6 +67,9 @@ diesel::table! {
         description -> Text,
         created_at -> Timestamp,
         updated_at -> Timestamp,
+        /// The hold this transaction posts or voids; `None` for a hold, an
+        /// entry posted at once, and every row older than migration 000015.
+        pending_id -> Nullable<Text>,
     }
 }
 

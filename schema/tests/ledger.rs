@@ -5,94 +5,10 @@
 use std::sync::Arc;
 
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
-use tern_schema::models::MerchantRow;
-use tern_schema::store::{ledger as store, merchants};
-use tern_schema::testing::TestDatabase;
-use tern_schema::types::utc_now;
-use tern_schema::{dispatch, migrate, write_tx, Db};
+use tern_schema::{dispatch, write_tx};
 
-async fn setup() -> (TestDatabase, Db) {
-    let database = TestDatabase::create().await;
-    migrate::run_pending(database.url())
-        .await
-        .expect("migrations");
-    let db = Db::connect(database.url()).await.expect("connect");
-    (database, db)
-}
-
-/// A merchant with its funding accounts; answers (merchant id, USD account id).
-async fn merchant(db: &Db) -> (String, String) {
-    let id = uuid::Uuid::new_v4().to_string();
-    let now = utc_now();
-    let row = MerchantRow {
-        id: id.clone(),
-        organization_name: "M".into(),
-        status: "active".into(),
-        created_at: now,
-        updated_at: now,
-    };
-    let made: Result<(), LedgerError> = write_tx!(db, |tx| {
-        merchants::insert(tx, &row).await?;
-        ledger::open_funding_accounts(tx, &row.id).await
-    });
-    made.expect("merchant");
-    let mut pooled = db.get().await.expect("conn");
-    let accounts = store::merchant_accounts(&mut pooled.tx(), &id)
-        .await
-        .expect("accounts");
-    assert_eq!(accounts.len(), 4, "one funding account per fiat currency");
-    let usd = accounts
-        .into_iter()
-        .find(|a| a.currency == "USD")
-        .expect("usd account");
-    (id, usd.id)
-}
-
-fn lines(debit: &str, credit: &str, amount_minor: i64) -> Vec<Line> {
-    vec![
-        Line {
-            account_id: debit.into(),
-            direction: Direction::Debit,
-            amount_minor,
-            currency: "USD".into(),
-        },
-        Line {
-            account_id: credit.into(),
-            direction: Direction::Credit,
-            amount_minor,
-            currency: "USD".into(),
-        },
-    ]
-}
-
-async fn fund(db: &Db, merchant_id: &str, account: &str, amount_minor: i64) {
-    let funded: Result<String, LedgerError> = write_tx!(db, |tx| {
-        let acquirer = SystemAccount::CardAcquirer.account_id("USD");
-        let entry = Entry {
-            merchant_id: Some(merchant_id.into()),
-            settlement_key: None,
-            description: "fund".into(),
-            lines: lines(&acquirer, account, amount_minor),
-        };
-        ledger::record(tx, &entry, Phase::Posted).await
-    });
-    funded.expect("funded");
-}
-
-async fn check(db: &Db) -> ledger::CheckReport {
-    let mut pooled = db.get().await.expect("conn");
-    let mut tx = pooled.tx();
-    ledger::check(&mut tx).await.expect("check runs")
-}
-
-async fn account(db: &Db, id: &str) -> tern_schema::models::LedgerAccountRow {
-    let mut pooled = db.get().await.expect("conn");
-    let mut tx = pooled.tx();
-    store::find_account(&mut tx, id)
-        .await
-        .expect("query")
-        .expect("account")
-}
+mod common;
+use common::{account, check, fund, lines, merchant, setup};
 
 #[tokio::test]
 async fn holds_post_and_void_and_the_books_balance() {
@@ -126,11 +42,17 @@ async fn holds_post_and_void_and_the_books_balance() {
         (10_000, 5_000)
     );
 
-    let settled: Result<(), LedgerError> = write_tx!(db, |tx| {
-        ledger::post(tx, &posted).await?;
-        ledger::void(tx, &voided).await
+    let settled: Result<(String, String), LedgerError> = write_tx!(db, |tx| {
+        Ok((
+            ledger::post(tx, &posted).await?,
+            ledger::void(tx, &voided).await?,
+        ))
     });
-    settled.expect("settle");
+    let (posting, void) = settled.expect("settle");
+    assert!(
+        posting != posted && void != voided,
+        "resolutions are new transactions"
+    );
     let funding = account(&db, &usd).await;
     assert_eq!(
         (
@@ -141,7 +63,7 @@ async fn holds_post_and_void_and_the_books_balance() {
         (7_000, 7_000, 0)
     );
 
-    let twice: Result<(), LedgerError> = write_tx!(db, |tx| ledger::post(tx, &posted).await);
+    let twice: Result<String, LedgerError> = write_tx!(db, |tx| ledger::post(tx, &posted).await);
     assert!(
         matches!(twice, Err(LedgerError::NotPending { .. })),
         "an entry is posted once"

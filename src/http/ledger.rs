@@ -39,6 +39,14 @@ pub struct LedgerAccountList {
     pub data: Vec<LedgerAccount>,
 }
 
+/// One line of a journal entry. The ledger is append-only: a hold's lines
+/// stay `pending`, and its posting or its void is a journal entry of its
+/// own, listed with its own `transaction_id` and status, that repeats the
+/// hold's lines and names the hold in `pending_transaction_id`. So the
+/// balance is the `posted` credits minus the `posted` debits, and what is
+/// still held is the `pending` lines minus those that a posting or a void
+/// names. Entries resolved before the ledger became append-only show the
+/// hold's own lines as `posted` or `voided`, without a separate resolution.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LedgerEntry {
     pub id: String,
@@ -46,9 +54,14 @@ pub struct LedgerEntry {
     /// `debit` or `credit`.
     pub direction: String,
     pub amount_minor: i64,
-    /// `pending`, `posted` or `voided`: the state of its journal entry.
+    /// `pending` (a hold), `posted` or `voided`: the state of its journal
+    /// entry.
     pub status: String,
     pub settlement_key: Option<String>,
+    /// *Extension*: the hold (its `transaction_id`) that this posting or
+    /// void resolves; `null` for a hold and for an entry posted at once.
+    #[schema(example = "ltx_0193f0c1a2b37c5d9e8f00112233aabb")]
+    pub pending_transaction_id: Option<String>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -150,15 +163,18 @@ pub async fn entries(
     rows.truncate(limit as usize);
     let data = rows
         .into_iter()
-        .map(|(entry, status, settlement_key)| LedgerEntry {
-            id: entry.id,
-            transaction_id: entry.transaction_id,
-            direction: entry.direction,
-            amount_minor: entry.amount_minor,
-            status,
-            settlement_key,
-            created_at: as_utc(entry.created_at),
-        })
+        .map(
+            |(entry, status, settlement_key, pending_transaction_id)| LedgerEntry {
+                id: entry.id,
+                transaction_id: entry.transaction_id,
+                direction: entry.direction,
+                amount_minor: entry.amount_minor,
+                status,
+                settlement_key,
+                pending_transaction_id,
+                created_at: as_utc(entry.created_at),
+            },
+        )
         .collect();
     Ok(HttpResponse::Ok().json(LedgerEntryList { data, has_more }))
 }

@@ -333,6 +333,13 @@ impl From<tern_schema::ledger::LedgerError> for ApiError {
                 "amount",
                 "exceeds the available balance of the source account",
             ),
+            LedgerError::Overflow { .. } => ApiError::field(
+                "amount",
+                format!(
+                    "would take a ledger balance past its limit of {} minor units",
+                    i64::MAX
+                ),
+            ),
             LedgerError::Store(store) => store.into(),
             other => ApiError::Internal(other.to_string()),
         }

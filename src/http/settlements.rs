@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tern_actors::runtime::Registry;
 use tern_actors::settlement::machine::{Method, Status};
+use tern_actors::settlement::providers::ON_CHAIN_USD_MAX_MINOR;
 use tern_actors::settlement::record::entity_id;
 use tern_actors::settlement::{
     submit, NewSettlement, ReverseOutcome, SettlementCommand, SettlementKind, SettlementReply,
@@ -80,9 +81,11 @@ pub struct Settlement {
     pub transaction_identifier: Option<String>,
     pub approval_code: Option<String>,
     pub action_code: Option<String>,
-    /// The posting entry.
+    /// The posting entry: a transaction of its own, never the hold.
     pub ledger_transaction_id: Option<String>,
-    /// The hold entry made at creation (card_push, on_chain).
+    /// The hold entry made at creation: the amount held on the source
+    /// (card_push, on_chain) or the credit reserved for it (card_charge).
+    /// It stays pending; its posting or void is a transaction of its own.
     pub funding_transaction_id: Option<String>,
     pub failure_reason: Option<String>,
     pub next_attempt_at: Option<DateTime<Utc>>,
@@ -226,11 +229,19 @@ fn validate_submit(
     }
     let amount = request.amount.parse_fiat("amount", &mut errors);
     if method == Some(Method::OnChain) {
-        if let Some((currency, _)) = amount {
+        if let Some((currency, amount_minor)) = amount {
             if currency.code != "USD" {
                 errors.insert(
                     "amount.currency".into(),
                     "on_chain settlements are denominated in USD".into(),
+                );
+            } else if amount_minor > ON_CHAIN_USD_MAX_MINOR {
+                errors.insert(
+                    "amount".into(),
+                    format!(
+                        "must be at most {} USD: its payout in micro-units must fit int64",
+                        canonical_amount("USD", ON_CHAIN_USD_MAX_MINOR)
+                    ),
                 );
             }
         }
@@ -329,7 +340,7 @@ fn location(key: &str) -> String {
         (status = 409, description = "The first request with this Idempotency-Key is still running", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid fields, insufficient funds, or the key reused with another body", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid fields, insufficient funds, an amount a ledger balance cannot hold (int64), or the key reused with another body", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Rate limited; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Overloaded or no provider configured; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -379,6 +390,15 @@ pub async fn create(
         Err(SubmitError::InsufficientFunds) => Err(ApiError::field(
             "amount",
             "exceeds the available balance of the source account",
+        )),
+        Err(SubmitError::Overflow) => Err(ApiError::field(
+            "amount",
+            format!(
+                "{} {} would take a ledger balance past its limit of {} minor units",
+                canonical_amount(&new.intent.currency, new.intent.amount_minor),
+                new.intent.currency,
+                i64::MAX
+            ),
         )),
         Err(SubmitError::Store(error)) => Err(error.into()),
     }

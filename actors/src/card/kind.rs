@@ -1307,8 +1307,7 @@ async fn clear(
             Box::pin(async move {
                 let mut clearing = clearing;
                 if amount == held {
-                    ledger::post(tx, &hold).await?;
-                    clearing.ledger_transaction_id = Some(hold);
+                    clearing.ledger_transaction_id = Some(ledger::post(tx, &hold).await?);
                 } else {
                     ledger::void(tx, &hold).await?;
                     if amount > 0 {

@@ -461,21 +461,26 @@ async fn book(
     let method = Method::parse(&next.method);
     match effect {
         Effect::CreditFunding => {
-            let id = record(
-                tx,
-                next,
-                SystemAccount::CardAcquirer,
-                Direction::Credit,
-                Phase::Posted,
-                "card charge collected",
-            )
-            .await?;
+            let id = match next.funding_transaction_id.clone() {
+                Some(reserved) => ledger::post(tx, &reserved).await?,
+                // Created before charges reserved their credit.
+                None => {
+                    record(
+                        tx,
+                        next,
+                        SystemAccount::CardAcquirer,
+                        Direction::Credit,
+                        Phase::Posted,
+                        "card charge collected",
+                    )
+                    .await?
+                }
+            };
             next.ledger_transaction_id = Some(id);
         }
         Effect::PostHold => {
             if let Some(hold) = next.funding_transaction_id.clone() {
-                ledger::post(tx, &hold).await?;
-                next.ledger_transaction_id = Some(hold);
+                next.ledger_transaction_id = Some(ledger::post(tx, &hold).await?);
             }
         }
         Effect::VoidHold => {
@@ -502,8 +507,8 @@ async fn book(
         }
         Effect::PostReversal => match method {
             Some(Method::CardCharge) => {
-                if let Some(hold) = &next.reversal_transaction_id {
-                    ledger::post(tx, hold).await?;
+                if let Some(hold) = next.reversal_transaction_id.take() {
+                    next.reversal_transaction_id = Some(ledger::post(tx, &hold).await?);
                 }
             }
             _ => {

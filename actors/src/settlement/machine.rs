@@ -37,7 +37,7 @@ impl Method {
     }
 
     /// card_push and on_chain hold the amount on the source at creation;
-    /// card_charge credits it on success.
+    /// card_charge reserves its credit then, and credits it on success.
     pub fn holds_funds(self) -> bool {
         !matches!(self, Method::CardCharge)
     }
@@ -230,11 +230,11 @@ pub enum Effect {
     Inquire,
     /// Persist a due time; when it fires the actor feeds [`Event::RetryDue`].
     ScheduleRetry { at: DateTime<Utc> },
-    /// card_charge success: credit the source funding account.
+    /// card_charge success: post the credit reserved at creation.
     CreditFunding,
     /// card_push / on_chain success: post the hold made at creation.
     PostHold,
-    /// card_push / on_chain failure: release the hold.
+    /// Failure: release what creation held (or, card_charge, reserved).
     VoidHold,
     /// A refund takes money back out of the source: reserve it first (an
     /// insufficient available balance refuses the reversal).
@@ -500,12 +500,7 @@ fn fail(mut next: State, reason: String, execution: Execution) -> (State, Vec<Ef
     if execution != Execution::default() {
         next.execution = execution;
     }
-    let effects = if next.method.holds_funds() {
-        vec![Effect::VoidHold]
-    } else {
-        vec![]
-    };
-    (next, effects)
+    (next, vec![Effect::VoidHold])
 }
 
 fn retry_or_fail(
@@ -686,7 +681,7 @@ mod tests {
                     reason: "x".into(),
                     execution: Execution::default(),
                 },
-                Some((Status::Failed, vec![])),
+                Some((Status::Failed, vec![Effect::VoidHold])),
             ),
             (
                 Status::InFlight,
@@ -880,7 +875,10 @@ mod tests {
                 "asked again at the deadline: expired",
                 challenged(),
                 action_required(deadline),
-                Ok((ended(Status::Failed, Some("challenge_expired")), vec![])),
+                Ok((
+                    ended(Status::Failed, Some("challenge_expired")),
+                    vec![Effect::VoidHold],
+                )),
             ),
             (
                 "the deadline's timer asks the provider and keeps the deadline",
@@ -901,7 +899,10 @@ mod tests {
                     reason: "authentication_failed".into(),
                     execution: Execution::default(),
                 },
-                Ok((ended(Status::Failed, Some("authentication_failed")), vec![])),
+                Ok((
+                    ended(Status::Failed, Some("authentication_failed")),
+                    vec![Effect::VoidHold],
+                )),
             ),
             (
                 "an unanswered inquiry before the deadline: the timer stands",
@@ -941,7 +942,7 @@ mod tests {
                         attempt: 2,
                         ..ended(Status::Failed, Some("challenge_expired"))
                     },
-                    vec![],
+                    vec![Effect::VoidHold],
                 )),
             ),
             (

@@ -17,6 +17,10 @@ use crate::ports::{
 
 /// USD cents to stablecoin micro-units: on_chain pays a USD stablecoin 1:1.
 const STABLECOIN_UNITS_PER_CENT: i64 = 10_000;
+/// Most USD cents a direct on_chain settlement may pay: its payout in
+/// micro-units must fit int64 (decisions §2), so larger amounts are refused
+/// at creation.
+pub const ON_CHAIN_USD_MAX_MINOR: i64 = i64::MAX / STABLECOIN_UNITS_PER_CENT;
 
 /// The providers a settlement reaches, behind their ports.
 #[derive(Clone)]
@@ -71,11 +75,11 @@ impl Providers {
                 let Some((network, wallet)) = on_chain_destination(&row.destination) else {
                     return declined("invalid_destination");
                 };
-                let Some((asset, amount_minor)) =
-                    payout_amount(&row.currency, row.amount_minor, row.asset.as_deref())
-                else {
-                    return declined("unsupported_asset");
-                };
+                let (asset, amount_minor) =
+                    match payout_amount(&row.currency, row.amount_minor, row.asset.as_deref()) {
+                        Ok(payout) => payout,
+                        Err(reason) => return declined(reason),
+                    };
                 let request = PayoutRequest {
                     keys,
                     network,
@@ -356,22 +360,24 @@ fn nothing_found() -> ReversalAnswer {
 /// transfer's leg is denominated in the asset itself (`USDT`, `USDC`, six
 /// decimals) and is paid as is; a direct settlement is in USD cents, paid
 /// 1:1 in the row's asset (USDC by default, as before assets had rows of
-/// their own). `None`: an asset currency the custodian port cannot name.
+/// their own). Refused, with the failure reason: an asset currency the
+/// custodian port cannot name, or more cents than
+/// [`ON_CHAIN_USD_MAX_MINOR`] (refused at creation, so never sent).
 pub fn payout_amount(
     currency: &str,
     amount_minor: i64,
     asset: Option<&str>,
-) -> Option<(Asset, i64)> {
+) -> Result<(Asset, i64), &'static str> {
     match Currency::find(currency) {
-        Some(found) if found.kind == CurrencyKind::Asset => {
-            Some((Asset::parse(found.code)?, amount_minor))
-        }
+        Some(found) if found.kind == CurrencyKind::Asset => Asset::parse(found.code)
+            .map(|asset| (asset, amount_minor))
+            .ok_or("unsupported_asset"),
         _ => {
             let asset = asset.and_then(Asset::parse).unwrap_or(Asset::Usdc);
-            Some((
-                asset,
-                amount_minor.saturating_mul(STABLECOIN_UNITS_PER_CENT),
-            ))
+            amount_minor
+                .checked_mul(STABLECOIN_UNITS_PER_CENT)
+                .map(|micro| (asset, micro))
+                .ok_or("amount_too_large")
         }
     }
 }
@@ -390,29 +396,36 @@ mod tests {
     fn asset_rows_are_paid_as_is_and_cents_are_converted() {
         assert_eq!(
             payout_amount("USDT", 12_345_678, None),
-            Some((Asset::Usdt, 12_345_678))
+            Ok((Asset::Usdt, 12_345_678))
         );
         // The row's currency names the asset; a stray asset column does not.
         assert_eq!(
             payout_amount("USDC", 1_000_000, Some("USDT")),
-            Some((Asset::Usdc, 1_000_000))
+            Ok((Asset::Usdc, 1_000_000))
         );
         assert_eq!(
             payout_amount("USD", 1_050, Some("USDT")),
-            Some((Asset::Usdt, 10_500_000))
+            Ok((Asset::Usdt, 10_500_000))
         );
         assert_eq!(
             payout_amount("USD", 1_050, None),
-            Some((Asset::Usdc, 10_500_000))
+            Ok((Asset::Usdc, 10_500_000))
         );
         assert_eq!(
             payout_amount("USD", 100, Some("DAI")),
-            Some((Asset::Usdc, 1_000_000))
+            Ok((Asset::Usdc, 1_000_000))
         );
         assert_eq!(
-            payout_amount("USD", i64::MAX, None),
-            Some((Asset::Usdc, i64::MAX)),
-            "saturates instead of wrapping"
+            payout_amount("USD", ON_CHAIN_USD_MAX_MINOR, None),
+            Ok((
+                Asset::Usdc,
+                ON_CHAIN_USD_MAX_MINOR * STABLECOIN_UNITS_PER_CENT
+            ))
+        );
+        assert_eq!(
+            payout_amount("USD", ON_CHAIN_USD_MAX_MINOR + 1, None),
+            Err("amount_too_large"),
+            "never saturated into a wrong payout"
         );
     }
 }

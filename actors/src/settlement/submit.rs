@@ -6,7 +6,7 @@ use serde_json::json;
 use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::idempotency::{self, Claim};
 use tern_schema::ledger::{
-    self, Direction, Entry, FundsCheck, LedgerError, Line, Phase, SystemAccount, FUNDING,
+    self, Direction, Entry, LedgerError, Line, Phase, SystemAccount, FUNDING,
 };
 use tern_schema::models::{IdempotencyRow, SettlementIntent, SettlementRow};
 use tern_schema::store::settlements;
@@ -51,6 +51,10 @@ pub enum SubmitError {
     Source(String),
     #[error("the amount exceeds the available balance of the source account")]
     InsufficientFunds,
+    /// The amount would take a balance past the int64 limit (decisions
+    /// §2): on the source, or on the counterparty's account.
+    #[error("the amount would overflow a ledger balance")]
+    Overflow,
     /// The Idempotency-Key was used before; its record says how to answer.
     #[error("the idempotency key is taken")]
     KeyTaken,
@@ -82,6 +86,7 @@ impl From<LedgerError> for SubmitError {
     fn from(error: LedgerError) -> Self {
         match error {
             LedgerError::InsufficientFunds { .. } => SubmitError::InsufficientFunds,
+            LedgerError::Overflow { .. } => SubmitError::Overflow,
             LedgerError::Store(error) => SubmitError::from(error),
             other => SubmitError::Store(StoreError::Unavailable(other.to_string())),
         }
@@ -111,11 +116,9 @@ pub async fn submit(
     let now = utc_now();
     let mut row = SettlementRow::pending(new.intent.clone(), now);
     row.version = Versioned::<()>::INITIAL;
-    if new.method.holds_funds() {
-        // Named before it is written, so that the 201 body recorded with
-        // the key (written first) is the body of the row as it commits.
-        row.funding_transaction_id = Some(ledger::new_transaction_id());
-    }
+    // Named before it is written, so that the 201 body recorded with the
+    // key (written first) is the body of the row as it commits.
+    row.funding_transaction_id = Some(ledger::new_transaction_id());
     let body = render(&row);
     let scope = (
         new.intent.merchant_id.clone(),
@@ -140,7 +143,7 @@ pub async fn submit(
                     record_claimed(tx, row, new.method, &new.actor, &answer).await?
                 } else {
                     idempotency::insert_answered(tx, &answer).await?;
-                    record_intent(tx, row, new.method, &new.actor, FundsCheck::AtUnitEnd).await?
+                    record_intent(tx, row, new.method, &new.actor).await?
                 };
                 Ok(Submitted::Created {
                     row: Box::new(row),
@@ -158,11 +161,14 @@ pub async fn submit(
             .unwrap_or(Submitted::InProgress)),
         // Judged before the key on PostgreSQL (the hold moves the balances
         // before the one statement that claims the key): a repeat of a
-        // request that spent the funds is still answered as a repeat.
-        Err(SubmitError::InsufficientFunds) => match earlier_use(db, key, &digest).await? {
-            Some(earlier) => Ok(earlier),
-            None => Err(SubmitError::InsufficientFunds),
-        },
+        // request that spent the funds, or the room, is still answered as
+        // a repeat.
+        Err(refused @ (SubmitError::InsufficientFunds | SubmitError::Overflow)) => {
+            match earlier_use(db, key, &digest).await? {
+                Some(earlier) => Ok(earlier),
+                None => Err(refused),
+            }
+        }
         other => other,
     }
 }
@@ -221,7 +227,7 @@ pub async fn insert_leg(
     let mut row = SettlementRow::pending(intent, utc_now());
     row.version = Versioned::<()>::INITIAL;
     row.transfer_id = Some(transfer_id.to_owned());
-    record_intent(tx, row, method, &AuditActor::System, FundsCheck::Now).await
+    record_intent(tx, row, method, &AuditActor::System).await
 }
 
 /// [`record_intent`] as one claimed statement (PostgreSQL's group commit):
@@ -235,16 +241,10 @@ async fn record_claimed(
     actor: &AuditActor,
     answer: &IdempotencyRow,
 ) -> Result<SettlementRow, SubmitError> {
-    let hold = match hold_of(&mut row, method) {
-        Some((id, hold)) => {
-            Some(ledger::apply(tx, id, &hold, Phase::Pending, FundsCheck::AtUnitEnd).await?)
-        }
-        None => None,
-    };
+    let (id, hold) = hold_of(&mut row, method);
+    let (transaction, lines) = ledger::apply(tx, id, &hold, Phase::Pending).await?;
     let created = settlements::Created {
-        hold: hold
-            .as_ref()
-            .map(|(transaction, lines)| (transaction, lines.as_slice())),
+        hold: Some((&transaction, lines.as_slice())),
         answer,
     };
     settlements::insert_claimed(tx, &row, created).await?;
@@ -252,27 +252,39 @@ async fn record_claimed(
     Ok(row)
 }
 
-/// The hold a method's intent places on its source (card_push, on_chain),
-/// under the transaction id the row names (chosen now if not yet).
-fn hold_of(row: &mut SettlementRow, method: Method) -> Option<(String, Entry)> {
-    if !method.holds_funds() {
-        return None;
-    }
+/// The hold a method's intent places on its source, under the transaction
+/// id the row names (chosen now if not yet): card_push and on_chain hold
+/// the amount (a pending debit the available balance must cover), and
+/// card_charge reserves the credit it makes on success (a pending credit).
+/// The reservation is what makes the credit sure to fit once the provider
+/// has charged the card: a credit that would take a balance past the int64
+/// limit is refused here, before anything is executed, and a posting only
+/// moves what is reserved from pending to posted.
+fn hold_of(row: &mut SettlementRow, method: Method) -> (String, Entry) {
     let system = counterparty(method).account_id(&row.currency);
+    let (source_side, system_side) = match method.holds_funds() {
+        true => (Direction::Debit, Direction::Credit),
+        false => (Direction::Credit, Direction::Debit),
+    };
+    let what = if method.holds_funds() {
+        "hold"
+    } else {
+        "credit reserved"
+    };
     let hold = Entry {
         merchant_id: Some(row.merchant_id.clone()),
         settlement_key: Some(row.idempotency_key.clone()),
-        description: format!("{} hold", method.as_str()),
+        description: format!("{} {what}", method.as_str()),
         lines: vec![
             Line {
                 account_id: row.source.clone(),
-                direction: Direction::Debit,
+                direction: source_side,
                 amount_minor: row.amount_minor,
                 currency: row.currency.clone(),
             },
             Line {
                 account_id: system,
-                direction: Direction::Credit,
+                direction: system_side,
                 amount_minor: row.amount_minor,
                 currency: row.currency.clone(),
             },
@@ -282,7 +294,7 @@ fn hold_of(row: &mut SettlementRow, method: Method) -> Option<(String, Entry)> {
         .funding_transaction_id
         .get_or_insert_with(ledger::new_transaction_id)
         .clone();
-    Some((id, hold))
+    (id, hold)
 }
 
 /// The audit record of a settlement's creation.
@@ -305,18 +317,15 @@ fn created_record(row: &SettlementRow, actor: &AuditActor) -> AuditRecord {
     }
 }
 
-/// The intent's hold (card_push, on_chain), its row and its audit record.
+/// The intent's hold, its row and its audit record.
 async fn record_intent(
     tx: &mut Tx<'_>,
     mut row: SettlementRow,
     method: Method,
     actor: &AuditActor,
-    funds: FundsCheck,
 ) -> Result<SettlementRow, SubmitError> {
-    if let Some((id, hold)) = hold_of(&mut row, method) {
-        row.funding_transaction_id =
-            Some(ledger::record_as(tx, id, &hold, Phase::Pending, funds).await?);
-    }
+    let (id, hold) = hold_of(&mut row, method);
+    row.funding_transaction_id = Some(ledger::record_as(tx, id, &hold, Phase::Pending).await?);
     settlements::insert(tx, &row).await?;
     audit::append(tx, created_record(&row, actor)).await?;
     Ok(row)

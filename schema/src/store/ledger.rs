@@ -6,7 +6,13 @@
 
 use std::sync::Arc;
 
+use chrono::NaiveDateTime;
+use diesel::backend::Backend;
+use diesel::pg::Pg;
 use diesel::prelude::*;
+use diesel::query_builder::{AstPass, QueryFragment};
+use diesel::serialize::ToSql;
+use diesel::sql_types::{BigInt, Text, Timestamp};
 use diesel_async::RunQueryDsl;
 
 use crate::balances::{Locked, Moves};
@@ -18,7 +24,7 @@ use crate::schema::{ledger_accounts, ledger_entries, ledger_transactions};
 use crate::store::cached::Cached;
 use crate::types::utc_now;
 use crate::{dispatch, write_behind};
-use crate::{Conn, Refusal, StoreError, StoreResult, Tx};
+use crate::{Conn, StoreError, StoreResult, Tx};
 
 /// Rows the offline check reads per query.
 pub const CHECK_PAGE_ROWS: i64 = 5_000;
@@ -102,42 +108,151 @@ pub async fn insert_entries(tx: &mut Tx<'_>, rows: &[LedgerEntryRow]) -> StoreRe
     Ok(())
 }
 
-/// Moves a transaction from `from` to `to`, failing with a conflict when it
-/// was not in `from`; pipelined inside a group commit on PostgreSQL, where
-/// that failure surfaces when the unit ends (and rolls the unit back).
-pub async fn transition_transaction_behind(
-    tx: &mut Tx<'_>,
-    id: &str,
-    from: &str,
-    to: &str,
-) -> StoreResult<()> {
-    let now = utc_now();
-    write_behind!(tx, conn => Cached(diesel::update(
-            ledger_transactions::table
-                .filter(ledger_transactions::id.eq(id))
-                .filter(ledger_transactions::status.eq(from)),
-        )
-        .set((ledger_transactions::status.eq(to), ledger_transactions::updated_at.eq(now)))
-        ).execute(conn), one_row("ledger transaction no longer pending"))
+/// A hold's resolution to insert: the transaction that posts or voids it,
+/// with the hold's lines under the resolution's own ids.
+pub struct Resolution<'r> {
+    pub id: &'r str,
+    /// `posted` or `voided`.
+    pub status: &'r str,
+    /// Appended to the hold's description.
+    pub note: &'r str,
+    pub created_at: NaiveDateTime,
+    pub hold_id: &'r str,
+    pub lines: &'r [LedgerEntryRow],
 }
 
-/// Moves a transaction from `from` to `to`; false when it was not in `from`.
-pub async fn transition_transaction(
-    tx: &mut Tx<'_>,
-    id: &str,
-    from: &str,
-    to: &str,
-) -> StoreResult<bool> {
-    let now = utc_now();
-    let changed = dispatch!(tx, conn => Cached(diesel::update(
-            ledger_transactions::table
-                .filter(ledger_transactions::id.eq(id))
-                .filter(ledger_transactions::status.eq(from)),
-        )
-        .set((ledger_transactions::status.eq(to), ledger_transactions::updated_at.eq(now)))
-        ).execute(conn)
-        .await)?;
-    Ok(changed == 1)
+/// Inserts a resolution and its lines if its hold exists, is a hold
+/// (`pending`: a row edited in place before migration 000015 is `posted` or
+/// `voided` instead) and has no resolution yet; answers whether it did. The
+/// unique index on `pending_id` decides between two resolutions of one
+/// hold, whoever writes them. One statement on PostgreSQL; on SQLite, where
+/// a statement costs no round trip, the transaction and then its lines.
+pub async fn insert_resolution(tx: &mut Tx<'_>, resolution: &Resolution<'_>) -> StoreResult<bool> {
+    if let (Conn::Pg(conn), behind) = tx.parts() {
+        let write = Cached(ResolveWithLines(ResolveHold(resolution))).execute(conn);
+        let changed = behind.drive(write).await?;
+        return Ok(changed == resolution.lines.len());
+    }
+    let resolved = dispatch!(tx, conn => Cached(ResolveHold(resolution)).execute(conn).await)?;
+    if resolved == 0 {
+        return Ok(false);
+    }
+    insert_entries(tx, resolution.lines).await?;
+    Ok(true)
+}
+
+/// [`insert_resolution`] for a caller that does not act on the answer
+/// inside its unit: pipelined inside a group commit on PostgreSQL, where a
+/// hold that cannot be resolved fails the unit when it ends (rolling back
+/// what follows); at once elsewhere, with the same conflict.
+pub async fn send_resolution(tx: &mut Tx<'_>, resolution: &Resolution<'_>) -> StoreResult<()> {
+    if let (Conn::Pg(conn), behind) = tx.parts() {
+        let write = Cached(ResolveWithLines(ResolveHold(resolution))).execute(conn);
+        return behind
+            .send(
+                Box::pin(write),
+                crate::db::rows(resolution.lines.len(), "ledger hold no longer pending"),
+            )
+            .await;
+    }
+    match insert_resolution(tx, resolution).await? {
+        true => Ok(()),
+        false => Err(StoreError::Conflict(format!(
+            "ledger hold {} no longer pending",
+            resolution.hold_id
+        ))),
+    }
+}
+
+/// What a hold came to, for a resolution that was refused: its
+/// resolution's status, or its own (`posted` or `voided` when it was edited
+/// in place before migration 000015), or `None` if there is no such
+/// transaction.
+pub async fn hold_outcome(tx: &mut Tx<'_>, hold_id: &str) -> StoreResult<Option<String>> {
+    let resolved = dispatch!(tx, conn => ledger_transactions::table
+        .filter(ledger_transactions::pending_id.eq(hold_id))
+        .select(ledger_transactions::status)
+        .first::<String>(conn)
+        .await
+        .optional())?;
+    if resolved.is_some() {
+        return Ok(resolved);
+    }
+    Ok(find_transaction(tx, hold_id).await?.map(|row| row.status))
+}
+
+/// `INSERT INTO ledger_transactions (...) SELECT ... FROM the hold WHERE it
+/// is pending ON CONFLICT (pending_id) DO NOTHING`: one row when the hold
+/// was resolved now, none otherwise. The resolution takes the hold's
+/// merchant and settlement key from the hold's row.
+struct ResolveHold<'r>(&'r Resolution<'r>);
+
+impl<DB> QueryFragment<DB> for ResolveHold<'_>
+where
+    DB: Backend,
+    str: ToSql<Text, DB>,
+    NaiveDateTime: ToSql<Timestamp, DB>,
+{
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        let resolution = self.0;
+        out.push_sql(
+            "INSERT INTO ledger_transactions (id, status, merchant_id, settlement_key, \
+             description, created_at, updated_at, pending_id) SELECT ",
+        );
+        out.push_bind_param::<Text, _>(resolution.id)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Text, _>(resolution.status)?;
+        out.push_sql(", hold.merchant_id, hold.settlement_key, hold.description || ");
+        out.push_bind_param::<Text, _>(resolution.note)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Timestamp, _>(&resolution.created_at)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Timestamp, _>(&resolution.created_at)?;
+        out.push_sql(", hold.id FROM ledger_transactions AS hold WHERE hold.id = ");
+        out.push_bind_param::<Text, _>(resolution.hold_id)?;
+        // SQLite needs the WHERE clause here to read ON CONFLICT as the
+        // upsert's, not as part of the SELECT.
+        out.push_sql(" AND hold.status = 'pending' ON CONFLICT (pending_id) DO NOTHING");
+        Ok(())
+    }
+}
+
+/// `WITH resolved AS (<ResolveHold> RETURNING id) INSERT INTO
+/// ledger_entries ... SELECT line.* FROM resolved, (VALUES ...) AS line`:
+/// the resolution and its lines in one PostgreSQL statement, whose changed
+/// rows are the lines when the hold was resolved now and none otherwise.
+/// The lines' foreign keys are checked when the statement ends, after the
+/// transaction they name is in.
+struct ResolveWithLines<'r>(ResolveHold<'r>);
+
+impl QueryFragment<Pg> for ResolveWithLines<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        out.push_sql("WITH resolved AS (");
+        self.0.walk_ast(out.reborrow())?;
+        out.push_sql(
+            " RETURNING id) INSERT INTO ledger_entries (id, transaction_id, account_id, \
+             direction, amount_minor, currency, created_at) SELECT line.* FROM resolved, (VALUES ",
+        );
+        for (index, line) in self.0 .0.lines.iter().enumerate() {
+            out.push_sql(if index == 0 { "(" } else { ", (" });
+            out.push_bind_param::<Text, _>(&line.id)?;
+            out.push_sql(", ");
+            out.push_bind_param::<Text, _>(&line.transaction_id)?;
+            out.push_sql(", ");
+            out.push_bind_param::<Text, _>(&line.account_id)?;
+            out.push_sql(", ");
+            out.push_bind_param::<Text, _>(&line.direction)?;
+            out.push_sql(", ");
+            out.push_bind_param::<BigInt, _>(&line.amount_minor)?;
+            out.push_sql(", ");
+            out.push_bind_param::<Text, _>(&line.currency)?;
+            out.push_sql(", ");
+            out.push_bind_param::<Timestamp, _>(&line.created_at)?;
+            out.push_sql(")");
+        }
+        out.push_sql(") AS line");
+        Ok(())
+    }
 }
 
 pub async fn find_transaction(
@@ -166,14 +281,18 @@ pub async fn transaction_entries(
     Ok(rows)
 }
 
-/// An account's lines with their transaction's status and settlement key,
-/// newest first, strictly before the entry `before` when given.
+/// One line of an account's listing: the line, and its transaction's
+/// status, settlement key and the hold it resolves (if it does).
+pub type ListedEntry = (LedgerEntryRow, String, Option<String>, Option<String>);
+
+/// An account's lines with their transaction's status, settlement key and
+/// resolved hold, newest first, strictly before the entry `before` when given.
 pub async fn account_entries(
     tx: &mut Tx<'_>,
     account_id: &str,
     before: Option<&LedgerEntryRow>,
     limit: i64,
-) -> StoreResult<Vec<(LedgerEntryRow, String, Option<String>)>> {
+) -> StoreResult<Vec<ListedEntry>> {
     let rows = dispatch!(tx, conn => {
         let mut query = ledger_entries::table
             .inner_join(ledger_transactions::table)
@@ -189,7 +308,12 @@ pub async fn account_entries(
         query
             .order((ledger_entries::created_at.desc(), ledger_entries::id.desc()))
             .limit(limit)
-            .select((LedgerEntryRow::as_select(), ledger_transactions::status, ledger_transactions::settlement_key))
+            .select((
+                LedgerEntryRow::as_select(),
+                ledger_transactions::status,
+                ledger_transactions::settlement_key,
+                ledger_transactions::pending_id,
+            ))
             .load(conn)
             .await
     })?;
@@ -206,18 +330,18 @@ pub async fn find_entry(tx: &mut Tx<'_>, entry_id: &str) -> StoreResult<Option<L
     Ok(row)
 }
 
-/// Every line after `after` in id order with its transaction's status, for
-/// the offline check.
+/// Every line after `after` in id order with its transaction's status and
+/// the hold it resolves (if it does), for the offline check.
 pub async fn entries_page(
     tx: &mut Tx<'_>,
     after: &str,
-) -> StoreResult<Vec<(LedgerEntryRow, String)>> {
+) -> StoreResult<Vec<(LedgerEntryRow, String, Option<String>)>> {
     let rows = dispatch!(tx, conn => ledger_entries::table
         .inner_join(ledger_transactions::table)
         .filter(ledger_entries::id.gt(after))
         .order(ledger_entries::id.asc())
         .limit(CHECK_PAGE_ROWS)
-        .select((LedgerEntryRow::as_select(), ledger_transactions::status))
+        .select((LedgerEntryRow::as_select(), ledger_transactions::status, ledger_transactions::pending_id))
         .load(conn)
         .await)?;
     Ok(rows)
@@ -232,10 +356,33 @@ pub enum Bucket {
     PostedCredits,
 }
 
+/// What became of a line given to [`add_line`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineOutcome {
+    Applied,
+    MissingAccount,
+    /// The account holds another currency.
+    OtherCurrency,
+    /// A funding account's available balance does not cover the debit.
+    InsufficientFunds,
+    /// The account's side (posted plus pending debits, or credits) would
+    /// pass `i64::MAX`.
+    Overflow,
+}
+
 /// The UPDATE adding `$amount` to one bucket of account `$account_id` if it
-/// holds `$currency` (and, with `$guard`, if a funding account's available
-/// balance covers it), as an unawaited `execute` future on `$conn`: the one
-/// statement behind [`add_line`] and [`add_line_sent`].
+/// holds `$currency`, if the bucket's side stays within `i64::MAX` (and,
+/// with `$guard`, if a funding account's available balance covers it), as
+/// an unawaited `execute` future on `$conn`: the one statement behind
+/// [`add_line`].
+///
+/// The side's posted and pending buckets are summed because posting moves
+/// an amount from one to the other: a hold that fits when it is made still
+/// fits when it is posted, so a posting is never refused after the provider
+/// has acted. Every statement that grows a side checks this, so no side's
+/// sum passes `i64::MAX` and the sums below cannot overflow; on SQLite an
+/// overflowing integer would silently turn into a REAL, on PostgreSQL into
+/// an error.
 macro_rules! add_to_bucket {
     ($conn:ident, $account_id:expr, $currency:expr, $bucket:expr, $amount:expr, $guard:expr) => {{
         use ledger_accounts::{
@@ -243,13 +390,23 @@ macro_rules! add_to_bucket {
             posted_debits_minor, updated_at,
         };
         let (amount, now) = ($amount, utc_now());
+        let room = i64::MAX - amount;
         let mut target = diesel::update(ledger_accounts::table)
             .filter(id.eq($account_id))
             .filter(ledger_accounts::currency.eq($currency))
             .into_boxed();
+        target = match $bucket {
+            Bucket::PendingDebits | Bucket::PostedDebits => {
+                target.filter((posted_debits_minor + pending_debits_minor).le(room))
+            }
+            Bucket::PendingCredits | Bucket::PostedCredits => {
+                target.filter((posted_credits_minor + pending_credits_minor).le(room))
+            }
+        };
         if $guard {
+            // available >= amount, written so that nothing can overflow.
             target = target.filter(kind.ne(FUNDING).or(
-                (posted_credits_minor - posted_debits_minor - pending_debits_minor).ge(amount),
+                (posted_debits_minor + pending_debits_minor).le(posted_credits_minor - amount),
             ));
         }
         match $bucket {
@@ -277,12 +434,13 @@ macro_rules! add_to_bucket {
     }};
 }
 
-/// Adds `amount_minor` to one bucket of the account, if the account holds
-/// `currency`. With `guard_funding`, a funding account changes only while
-/// its available balance (posted credits - posted debits - pending debits)
-/// covers the amount. Answers whether it applied; the checks live in the
-/// statement so that an entry costs one statement per line, and the
-/// database applies them atomically whoever else is writing.
+/// Adds `amount_minor` (positive) to one bucket of the account, if the
+/// account holds `currency` and the bucket's side stays within `i64::MAX`.
+/// With `guard_funding`, a funding account changes only while its available
+/// balance (posted credits - posted debits - pending debits) covers the
+/// amount. The checks live in the statement, so that an entry costs one
+/// statement per line and the database applies them atomically whoever
+/// else is writing; only a refused line reads the account, to say why.
 pub async fn add_line(
     tx: &mut Tx<'_>,
     account_id: &str,
@@ -290,7 +448,7 @@ pub async fn add_line(
     bucket: Bucket,
     amount_minor: i64,
     guard_funding: bool,
-) -> StoreResult<bool> {
+) -> StoreResult<LineOutcome> {
     if tx.balances().is_some() {
         return add_line_moved(
             tx,
@@ -303,54 +461,52 @@ pub async fn add_line(
         .await;
     }
     let changed = dispatch!(tx, conn => add_to_bucket!(conn, account_id, currency, bucket, amount_minor, guard_funding).await)?;
-    Ok(changed == 1)
+    if changed == 1 {
+        return Ok(LineOutcome::Applied);
+    }
+    let account = find_account(tx, account_id).await?;
+    let Some(account) = account else {
+        return Ok(LineOutcome::MissingAccount);
+    };
+    let locked = Locked::from(&account);
+    let funds = guard_funding && account.kind == FUNDING;
+    match refusal(
+        &account.currency,
+        currency,
+        &locked,
+        bucket,
+        amount_minor,
+        funds,
+    ) {
+        Some(refused) => Ok(refused),
+        // Another writer moved the account between the two statements.
+        None => Err(StoreError::Conflict(format!(
+            "ledger account {account_id} changed while a line was applied"
+        ))),
+    }
 }
 
-/// [`add_line`] for a caller that does not act on the answer inside its
-/// unit: pipelined inside a group commit on PostgreSQL and judged when the
-/// unit ends, at once elsewhere. Not applied, it fails with
-/// [`Refusal::InsufficientFunds`] when guarded (the caller has ruled out a
-/// missing account and a currency mismatch), and with a conflict otherwise
-/// (the caller knows the account exists in that currency).
-pub async fn add_line_sent(
-    tx: &mut Tx<'_>,
-    account_id: &str,
-    currency: &str,
+/// Why a line on an account with these buckets would be refused, if it
+/// would: the judgement of [`add_to_bucket!`]'s guards.
+pub fn refusal(
+    account_currency: &str,
+    line_currency: &str,
+    buckets: &Locked,
     bucket: Bucket,
     amount_minor: i64,
-    guard_funding: bool,
-) -> StoreResult<()> {
-    if tx.balances().is_some() {
-        return match add_line_moved(
-            tx,
-            account_id,
-            currency,
-            bucket,
-            amount_minor,
-            guard_funding,
-        )
-        .await?
-        {
-            true => Ok(()),
-            false if guard_funding => Err(StoreError::Refused(Refusal::InsufficientFunds {
-                account_id: account_id.to_owned(),
-            })),
-            false => Err(StoreError::Conflict(format!(
-                "ledger account {account_id}: missing or not in {currency}"
-            ))),
-        };
+    guard_funds: bool,
+) -> Option<LineOutcome> {
+    if account_currency != line_currency {
+        return Some(LineOutcome::OtherCurrency);
     }
-    let refused = account_id.to_owned();
-    write_behind!(tx, conn => add_to_bucket!(conn, account_id, currency, bucket, amount_minor, guard_funding),
-    move |changed| match changed {
-        1 => Ok(()),
-        _ if guard_funding => Err(StoreError::Refused(Refusal::InsufficientFunds {
-            account_id: refused,
-        })),
-        n => Err(StoreError::Conflict(format!(
-            "ledger account {refused}: {n} rows changed, not 1"
-        ))),
-    })
+    let amount = i128::from(amount_minor);
+    if guard_funds && buckets.available_minor() < amount {
+        return Some(LineOutcome::InsufficientFunds);
+    }
+    if buckets.room(bucket) < amount {
+        return Some(LineOutcome::Overflow);
+    }
+    None
 }
 
 /// Moves one line of a pending entry out of pending: into posted when
@@ -423,9 +579,8 @@ pub async fn account_facts(
 }
 
 /// [`add_line`] inside a group commit on PostgreSQL: the line moves the
-/// batch's balances in memory. A guarded debit of a funding account is
-/// judged against the account's row, read and locked once per batch, plus
-/// the batch's moves.
+/// batch's balances in memory. It is judged against the account's row,
+/// read and locked once per batch, plus the batch's moves.
 async fn add_line_moved(
     tx: &mut Tx<'_>,
     account_id: &str,
@@ -433,39 +588,40 @@ async fn add_line_moved(
     bucket: Bucket,
     amount_minor: i64,
     guard_funding: bool,
-) -> StoreResult<bool> {
+) -> StoreResult<LineOutcome> {
     let Some(facts) = account_facts(tx, account_id).await? else {
-        return Ok(false);
+        return Ok(LineOutcome::MissingAccount);
     };
     if facts.currency != currency {
-        return Ok(false);
+        return Ok(LineOutcome::OtherCurrency);
     }
-    if guard_funding && facts.kind == FUNDING {
-        let available = match tx.balances().and_then(|moves| moves.available(account_id)) {
-            Some(available) => available,
-            None => {
-                let Some(locked) = lock_account(tx, account_id).await? else {
-                    return Ok(false);
-                };
-                let balances = in_memory(tx)?;
-                balances.lock(account_id, locked);
-                balances.available(account_id).unwrap_or_default()
-            }
+    if !in_memory(tx)?.is_locked(account_id) {
+        let Some(locked) = lock_account(tx, account_id).await? else {
+            return Ok(LineOutcome::MissingAccount);
         };
-        // A claim refused earlier in the batch may still count: judged
-        // first, so that only a real shortfall refuses.
-        if available < i128::from(amount_minor) {
-            if !tx.judge_claims().await? {
-                return Ok(false);
-            }
-            let judged = tx.balances().and_then(|moves| moves.available(account_id));
-            if judged.is_none_or(|available| available < i128::from(amount_minor)) {
-                return Ok(false);
-            }
+        in_memory(tx)?.lock(account_id, locked);
+    }
+    let funds = guard_funding && facts.kind == FUNDING;
+    let judge = |tx: &mut Tx<'_>| {
+        let balances = tx.balances()?;
+        let amount = i128::from(amount_minor);
+        if funds && balances.available(account_id)? < amount {
+            return Some(LineOutcome::InsufficientFunds);
+        }
+        (balances.room(account_id, bucket)? < amount).then_some(LineOutcome::Overflow)
+    };
+    // A claim refused earlier in the batch may still count: judged first,
+    // so that only a real shortfall refuses.
+    if let Some(refused) = judge(tx) {
+        if !tx.judge_claims().await? {
+            return Ok(refused);
+        }
+        if let Some(refused) = judge(tx) {
+            return Ok(refused);
         }
     }
     in_memory(tx)?.add(account_id, bucket, amount_minor)?;
-    Ok(true)
+    Ok(LineOutcome::Applied)
 }
 
 fn in_memory<'t>(tx: &'t mut Tx<'_>) -> StoreResult<&'t mut crate::balances::Balances> {
@@ -474,11 +630,13 @@ fn in_memory<'t>(tx: &'t mut Tx<'_>) -> StoreResult<&'t mut crate::balances::Bal
     })
 }
 
-/// Reads the buckets an available balance is computed from, locking the
-/// row until the transaction ends: nothing else may move it while the
-/// batch judges debits against what it read.
+/// Reads the account's buckets, locking the row until the transaction
+/// ends: nothing else may move it while the batch judges lines against
+/// what it read.
 async fn lock_account(tx: &mut Tx<'_>, account_id: &str) -> StoreResult<Option<Locked>> {
-    use ledger_accounts::{id, pending_debits_minor, posted_credits_minor, posted_debits_minor};
+    use ledger_accounts::{
+        id, pending_credits_minor, pending_debits_minor, posted_credits_minor, posted_debits_minor,
+    };
     let (Conn::Pg(conn), behind) = tx.parts() else {
         return Err(StoreError::Unavailable(
             "balance moves are kept only on PostgreSQL".into(),
@@ -492,20 +650,22 @@ async fn lock_account(tx: &mut Tx<'_>, account_id: &str) -> StoreResult<Option<L
                     posted_debits_minor,
                     posted_credits_minor,
                     pending_debits_minor,
+                    pending_credits_minor,
                 ))
                 .for_update()
-                .first::<(i64, i64, i64)>(conn)
+                .first::<(i64, i64, i64, i64)>(conn)
                 .await
                 .optional()
         })
         .await?;
-    Ok(
-        row.map(|(posted_debits, posted_credits, pending_debits)| Locked {
+    Ok(row.map(
+        |(posted_debits, posted_credits, pending_debits, pending_credits)| Locked {
             posted_debits_minor: posted_debits,
             posted_credits_minor: posted_credits,
             pending_debits_minor: pending_debits,
-        }),
-    )
+            pending_credits_minor: pending_credits,
+        },
+    ))
 }
 
 /// Applies a batch's summed moves to one account: the single balance

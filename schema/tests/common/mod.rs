@@ -1,0 +1,95 @@
+//! What the ledger tests share: a migrated database of their own, a
+//! merchant with its funding accounts, and short ways to move and read money.
+
+// Each test binary uses some of these.
+#![allow(dead_code)]
+
+use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
+use tern_schema::models::{LedgerAccountRow, MerchantRow};
+use tern_schema::store::{ledger as store, merchants};
+use tern_schema::testing::TestDatabase;
+use tern_schema::types::utc_now;
+use tern_schema::{migrate, write_tx, Db};
+
+pub async fn setup() -> (TestDatabase, Db) {
+    let database = TestDatabase::create().await;
+    migrate::run_pending(database.url())
+        .await
+        .expect("migrations");
+    let db = Db::connect(database.url()).await.expect("connect");
+    (database, db)
+}
+
+/// A merchant with its funding accounts; answers (merchant id, USD account id).
+pub async fn merchant(db: &Db) -> (String, String) {
+    let id = uuid::Uuid::new_v4().to_string();
+    let now = utc_now();
+    let row = MerchantRow {
+        id: id.clone(),
+        organization_name: "M".into(),
+        status: "active".into(),
+        created_at: now,
+        updated_at: now,
+    };
+    let made: Result<(), LedgerError> = write_tx!(db, |tx| {
+        merchants::insert(tx, &row).await?;
+        ledger::open_funding_accounts(tx, &row.id).await
+    });
+    made.expect("merchant");
+    let mut pooled = db.get().await.expect("conn");
+    let accounts = store::merchant_accounts(&mut pooled.tx(), &id)
+        .await
+        .expect("accounts");
+    assert_eq!(accounts.len(), 4, "one funding account per fiat currency");
+    let usd = accounts
+        .into_iter()
+        .find(|a| a.currency == "USD")
+        .expect("usd account");
+    (id, usd.id)
+}
+
+pub fn lines(debit: &str, credit: &str, amount_minor: i64) -> Vec<Line> {
+    vec![
+        Line {
+            account_id: debit.into(),
+            direction: Direction::Debit,
+            amount_minor,
+            currency: "USD".into(),
+        },
+        Line {
+            account_id: credit.into(),
+            direction: Direction::Credit,
+            amount_minor,
+            currency: "USD".into(),
+        },
+    ]
+}
+
+pub async fn fund(db: &Db, merchant_id: &str, account: &str, amount_minor: i64) {
+    let funded: Result<String, LedgerError> = write_tx!(db, |tx| {
+        let acquirer = SystemAccount::CardAcquirer.account_id("USD");
+        let entry = Entry {
+            merchant_id: Some(merchant_id.into()),
+            settlement_key: None,
+            description: "fund".into(),
+            lines: lines(&acquirer, account, amount_minor),
+        };
+        ledger::record(tx, &entry, Phase::Posted).await
+    });
+    funded.expect("funded");
+}
+
+pub async fn check(db: &Db) -> ledger::CheckReport {
+    let mut pooled = db.get().await.expect("conn");
+    let mut tx = pooled.tx();
+    ledger::check(&mut tx).await.expect("check runs")
+}
+
+pub async fn account(db: &Db, id: &str) -> LedgerAccountRow {
+    let mut pooled = db.get().await.expect("conn");
+    let mut tx = pooled.tx();
+    store::find_account(&mut tx, id)
+        .await
+        .expect("query")
+        .expect("account")
+}
