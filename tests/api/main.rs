@@ -21,6 +21,7 @@ mod docs;
 mod errors;
 mod issuer_provider;
 mod ledger;
+mod ledger_append_only;
 mod m2m;
 mod mail;
 mod merchant_status;
