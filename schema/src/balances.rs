@@ -8,16 +8,24 @@
 //! line's amount to its account's moves in memory, and one UPDATE per
 //! account applies the sum before the commit, in the same transaction.
 //!
-//! Every line is judged here too, exactly: the first line on an account in
-//! a batch reads it `FOR UPDATE`, so no other transaction can move it until
-//! this one commits, and the batch's own moves are added to what was read.
-//! A debit must be covered by a funding account's available balance, and no
-//! side of an account (its posted plus pending debits, or credits) may pass
-//! `i64::MAX` (see [`Balances::room`]). The refusal is known at the call,
-//! not when the unit ends.
+//! Every line is judged here too, against the account's row as read once
+//! per batch plus the batch's own moves, and the refusal is known at the
+//! call, not when the unit ends. No side of an account (its posted plus
+//! pending debits, or credits) may pass `i64::MAX` (see
+//! [`Buckets::room`]): the first line on an account reads its row. A debit
+//! that a funding account's available balance must cover is judged
+//! exactly: its row is read `FOR UPDATE`, so no other transaction can move
+//! it until this one commits. Other rows are read without a lock: a system
+//! account is in nearly every batch, and a lock from its first line to the
+//! commit would queue every other node's batch behind this one. Only this
+//! committer moves balances on one node, so the plain read is exact there;
+//! with several nodes another node's commit may move the row after the
+//! read, and if that took a side past the limit the batch's one UPDATE of
+//! the row fails and the batch with it (its writers retry, and the row
+//! read again refuses the line).
 //!
 //! A unit that rolls back takes its moves with it, and forgets a row it
-//! locked (rolling back to its savepoint released the lock). Balances read
+//! read (rolling back to its savepoint released a lock). Balances read
 //! inside the batch do not include its moves: nothing in a unit reads them.
 
 use std::collections::HashMap;
@@ -26,19 +34,19 @@ use crate::models::LedgerAccountRow;
 use crate::store::ledger::Bucket;
 use crate::{StoreError, StoreResult};
 
-/// The buckets of an account as read, locked, inside the batch: what its
-/// available balance and its room are computed from.
+/// The buckets of an account as read: what its available balance and its
+/// room are computed from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Locked {
+pub struct Buckets {
     pub posted_debits_minor: i64,
     pub posted_credits_minor: i64,
     pub pending_debits_minor: i64,
     pub pending_credits_minor: i64,
 }
 
-impl From<&LedgerAccountRow> for Locked {
+impl From<&LedgerAccountRow> for Buckets {
     fn from(row: &LedgerAccountRow) -> Self {
-        Locked {
+        Buckets {
             posted_debits_minor: row.posted_debits_minor,
             posted_credits_minor: row.posted_credits_minor,
             pending_debits_minor: row.pending_debits_minor,
@@ -47,7 +55,7 @@ impl From<&LedgerAccountRow> for Locked {
     }
 }
 
-impl Locked {
+impl Buckets {
     /// Posted credits - posted debits - pending debits.
     pub fn available_minor(&self) -> i128 {
         Sums::from(*self).available()
@@ -72,13 +80,13 @@ struct Sums {
     pending_credits: i128,
 }
 
-impl From<Locked> for Sums {
-    fn from(locked: Locked) -> Self {
+impl From<Buckets> for Sums {
+    fn from(read: Buckets) -> Self {
         Sums {
-            posted_debits: i128::from(locked.posted_debits_minor),
-            posted_credits: i128::from(locked.posted_credits_minor),
-            pending_debits: i128::from(locked.pending_debits_minor),
-            pending_credits: i128::from(locked.pending_credits_minor),
+            posted_debits: i128::from(read.posted_debits_minor),
+            posted_credits: i128::from(read.posted_credits_minor),
+            pending_debits: i128::from(read.pending_debits_minor),
+            pending_credits: i128::from(read.pending_credits_minor),
         }
     }
 }
@@ -125,10 +133,19 @@ impl Moves {
     }
 }
 
+/// How an account's row was read in the batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Read {
+    /// Enough to judge its room.
+    Plain,
+    /// `FOR UPDATE`: enough to judge its available balance too.
+    Locked,
+}
+
 #[derive(Default)]
 struct Account {
     moves: Moves,
-    locked: Option<Locked>,
+    read: Option<(Buckets, Read)>,
 }
 
 enum Undo {
@@ -137,7 +154,10 @@ enum Undo {
         bucket: Bucket,
         amount_minor: i64,
     },
-    Locked(String),
+    Read {
+        account_id: String,
+        before: Option<(Buckets, Read)>,
+    },
 }
 
 #[derive(Default)]
@@ -166,44 +186,46 @@ impl Balances {
     }
 
     /// The account's available balance (posted credits - posted debits -
-    /// pending debits) with the batch's moves, if it has been read and
-    /// locked in this batch.
+    /// pending debits) with the batch's moves, if its row has been read
+    /// `FOR UPDATE` in this batch.
     pub fn available(&self, account_id: &str) -> Option<i128> {
-        Some(self.sums(account_id)?.available())
+        match self.accounts.get(account_id)?.read? {
+            (_, Read::Locked) => Some(self.sums(account_id)?.available()),
+            (_, Read::Plain) => None,
+        }
     }
 
     /// How much more the side of the account that `bucket` is on may take
-    /// with the batch's moves (see [`Locked::room`]), if it has been read
-    /// and locked in this batch.
+    /// with the batch's moves (see [`Buckets::room`]), if its row has been
+    /// read in this batch.
     pub fn room(&self, account_id: &str, bucket: Bucket) -> Option<i128> {
         Some(self.sums(account_id)?.room(bucket))
     }
 
     fn sums(&self, account_id: &str) -> Option<Sums> {
         let account = self.accounts.get(account_id)?;
-        let (locked, moves) = (Sums::from(account.locked?), account.moves);
+        let (read, moves) = (Sums::from(account.read?.0), account.moves);
         Some(Sums {
-            posted_debits: locked.posted_debits + i128::from(moves.posted_debits_minor),
-            posted_credits: locked.posted_credits + i128::from(moves.posted_credits_minor),
-            pending_debits: locked.pending_debits + i128::from(moves.pending_debits_minor),
-            pending_credits: locked.pending_credits + i128::from(moves.pending_credits_minor),
+            posted_debits: read.posted_debits + i128::from(moves.posted_debits_minor),
+            posted_credits: read.posted_credits + i128::from(moves.posted_credits_minor),
+            pending_debits: read.pending_debits + i128::from(moves.pending_debits_minor),
+            pending_credits: read.pending_credits + i128::from(moves.pending_credits_minor),
         })
     }
 
-    /// Whether the account's row has been read and locked in this batch.
-    pub fn is_locked(&self, account_id: &str) -> bool {
-        self.accounts
-            .get(account_id)
-            .is_some_and(|account| account.locked.is_some())
+    /// How the account's row has been read in this batch, if it has.
+    pub fn how_read(&self, account_id: &str) -> Option<Read> {
+        Some(self.accounts.get(account_id)?.read?.1)
     }
 
-    /// Remembers the account's row as read `FOR UPDATE`.
-    pub fn lock(&mut self, account_id: &str, locked: Locked) {
-        self.accounts
-            .entry(account_id.to_owned())
-            .or_default()
-            .locked = Some(locked);
-        self.log.push(Undo::Locked(account_id.to_owned()));
+    /// Remembers the account's row as read in this batch.
+    pub fn remember(&mut self, account_id: &str, buckets: Buckets, how: Read) {
+        let account = self.accounts.entry(account_id.to_owned()).or_default();
+        let before = account.read.replace((buckets, how));
+        self.log.push(Undo::Read {
+            account_id: account_id.to_owned(),
+            before,
+        });
     }
 
     /// How much the batch has done, for [`Balances::undo_since`].
@@ -226,9 +248,9 @@ impl Balances {
                         *account.moves.bucket(bucket) -= amount_minor;
                     }
                 }
-                Undo::Locked(account_id) => {
+                Undo::Read { account_id, before } => {
                     if let Some(account) = self.accounts.get_mut(&account_id) {
-                        account.locked = None;
+                        account.read = before;
                     }
                 }
             }
@@ -236,7 +258,7 @@ impl Balances {
     }
 
     /// Undoes the moves made in `range` of the log (a claim refused after
-    /// later units moved the same accounts), leaving the locks: the row
+    /// later units moved the same accounts), leaving the rows read: the row
     /// locks are the batch's, not the claim's.
     pub fn cancel(&mut self, range: std::ops::Range<usize>) {
         let end = range.end.min(self.log.len());
@@ -282,7 +304,7 @@ impl Balances {
 mod tests {
     use super::*;
 
-    const LOCKED: Locked = Locked {
+    const LOCKED: Buckets = Buckets {
         posted_debits_minor: 100,
         posted_credits_minor: 1_000,
         pending_debits_minor: 50,
@@ -294,7 +316,7 @@ mod tests {
         let mut balances = Balances::default();
         balances.add("a", Bucket::PendingDebits, 300).unwrap();
         assert_eq!(balances.available("a"), None, "not read yet");
-        balances.lock("a", LOCKED);
+        balances.remember("a", LOCKED, Read::Locked);
         assert_eq!(balances.available("a"), Some(1_000 - 100 - 50 - 300));
         balances.add("a", Bucket::PendingDebits, -300).unwrap();
         balances.add("a", Bucket::PostedDebits, 300).unwrap();
@@ -307,7 +329,7 @@ mod tests {
         let mut balances = Balances::default();
         balances.add("a", Bucket::PendingCredits, 7).unwrap();
         let mark = balances.mark();
-        balances.lock("a", LOCKED);
+        balances.remember("a", LOCKED, Read::Locked);
         balances.add("a", Bucket::PendingCredits, 5).unwrap();
         balances.add("b", Bucket::PostedDebits, 9).unwrap();
         balances.undo_since(mark);
@@ -322,7 +344,7 @@ mod tests {
     fn a_cancelled_claim_undoes_its_moves_out_of_order_and_keeps_the_lock() {
         let mut balances = Balances::default();
         let start = balances.mark();
-        balances.lock("a", LOCKED);
+        balances.remember("a", LOCKED, Read::Locked);
         balances.add("a", Bucket::PendingDebits, 300).unwrap();
         let end = balances.mark();
         balances.add("a", Bucket::PendingDebits, 200).unwrap();
@@ -341,12 +363,12 @@ mod tests {
             None,
             "not read yet"
         );
-        let near = Locked {
+        let near = Buckets {
             posted_credits_minor: i64::MAX - 30,
             pending_credits_minor: 10,
             ..LOCKED
         };
-        balances.lock("a", near);
+        balances.remember("a", near, Read::Plain);
         let cases = [
             (Bucket::PostedCredits, 20),
             (Bucket::PendingCredits, 20),
@@ -362,7 +384,23 @@ mod tests {
         balances.add("a", Bucket::PendingCredits, -15).unwrap();
         balances.add("a", Bucket::PostedCredits, 15).unwrap();
         assert_eq!(balances.room("a", Bucket::PendingCredits), Some(5));
-        assert!(balances.is_locked("a") && !balances.is_locked("b"));
+        assert_eq!(balances.available("a"), None, "judged only on a locked row");
+        assert_eq!(
+            (balances.how_read("a"), balances.how_read("b")),
+            (Some(Read::Plain), None)
+        );
+    }
+
+    #[test]
+    fn a_row_locked_after_a_plain_read_is_read_plainly_again_when_its_unit_rolls_back() {
+        let mut balances = Balances::default();
+        balances.remember("a", LOCKED, Read::Plain);
+        let mark = balances.mark();
+        balances.remember("a", LOCKED, Read::Locked);
+        assert_eq!(balances.available("a"), Some(1_000 - 100 - 50));
+        balances.undo_since(mark);
+        assert_eq!(balances.how_read("a"), Some(Read::Plain));
+        assert_eq!(balances.available("a"), None, "the lock went with the unit");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use diesel_async::SimpleAsyncConnection;
 
 use super::{Direction, LedgerError, FUNDING};
-use crate::balances::Locked;
+use crate::balances::Buckets;
 use crate::models::{LedgerAccountRow, LedgerEntryRow};
 use crate::store::ledger::{self as store, Bucket};
 use crate::{StoreError, Tx};
@@ -218,7 +218,7 @@ fn check_account(report: &mut CheckReport, account: &LedgerAccountRow, lines: Su
             account.id
         ));
     }
-    let buckets = Locked::from(account);
+    let buckets = Buckets::from(account);
     for (side, bucket) in [
         ("debits", Bucket::PostedDebits),
         ("credits", Bucket::PostedCredits),

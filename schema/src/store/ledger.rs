@@ -15,7 +15,7 @@ use diesel::serialize::ToSql;
 use diesel::sql_types::{BigInt, Text, Timestamp};
 use diesel_async::RunQueryDsl;
 
-use crate::balances::{Locked, Moves};
+use crate::balances::{Buckets, Moves, Read};
 use crate::db::one_row;
 use crate::known::AccountFacts;
 use crate::ledger::FUNDING;
@@ -468,12 +468,12 @@ pub async fn add_line(
     let Some(account) = account else {
         return Ok(LineOutcome::MissingAccount);
     };
-    let locked = Locked::from(&account);
+    let buckets = Buckets::from(&account);
     let funds = guard_funding && account.kind == FUNDING;
     match refusal(
         &account.currency,
         currency,
-        &locked,
+        &buckets,
         bucket,
         amount_minor,
         funds,
@@ -491,7 +491,7 @@ pub async fn add_line(
 pub fn refusal(
     account_currency: &str,
     line_currency: &str,
-    buckets: &Locked,
+    buckets: &Buckets,
     bucket: Bucket,
     amount_minor: i64,
     guard_funds: bool,
@@ -580,7 +580,8 @@ pub async fn account_facts(
 
 /// [`add_line`] inside a group commit on PostgreSQL: the line moves the
 /// batch's balances in memory. It is judged against the account's row,
-/// read and locked once per batch, plus the batch's moves.
+/// read once per batch (locked for a debit a funding account's available
+/// balance must cover, see [`crate::balances`]), plus the batch's moves.
 async fn add_line_moved(
     tx: &mut Tx<'_>,
     account_id: &str,
@@ -595,20 +596,26 @@ async fn add_line_moved(
     if facts.currency != currency {
         return Ok(LineOutcome::OtherCurrency);
     }
-    if !in_memory(tx)?.is_locked(account_id) {
-        let Some(locked) = lock_account(tx, account_id).await? else {
+    let funds = guard_funding && facts.kind == FUNDING;
+    let needed = if funds { Read::Locked } else { Read::Plain };
+    let read = in_memory(tx)?.how_read(account_id);
+    if read.is_none() || (read == Some(Read::Plain) && needed == Read::Locked) {
+        let Some(buckets) = read_account(tx, account_id, needed).await? else {
             return Ok(LineOutcome::MissingAccount);
         };
-        in_memory(tx)?.lock(account_id, locked);
+        in_memory(tx)?.remember(account_id, buckets, needed);
     }
-    let funds = guard_funding && facts.kind == FUNDING;
+    // What was not read cannot cover anything (the row was read above).
     let judge = |tx: &mut Tx<'_>| {
-        let balances = tx.balances()?;
+        let balances = tx.balances();
         let amount = i128::from(amount_minor);
-        if funds && balances.available(account_id)? < amount {
+        let available = balances.as_ref().and_then(|b| b.available(account_id));
+        if funds && available.is_none_or(|available| available < amount) {
             return Some(LineOutcome::InsufficientFunds);
         }
-        (balances.room(account_id, bucket)? < amount).then_some(LineOutcome::Overflow)
+        let room = balances.and_then(|b| b.room(account_id, bucket));
+        room.is_none_or(|room| room < amount)
+            .then_some(LineOutcome::Overflow)
     };
     // A claim refused earlier in the batch may still count: judged first,
     // so that only a real shortfall refuses.
@@ -630,10 +637,14 @@ fn in_memory<'t>(tx: &'t mut Tx<'_>) -> StoreResult<&'t mut crate::balances::Bal
     })
 }
 
-/// Reads the account's buckets, locking the row until the transaction
-/// ends: nothing else may move it while the batch judges lines against
-/// what it read.
-async fn lock_account(tx: &mut Tx<'_>, account_id: &str) -> StoreResult<Option<Locked>> {
+/// Reads the account's buckets; with [`Read::Locked`], locking the row
+/// until the transaction ends, so that nothing else may move it while the
+/// batch judges debits against what it read.
+async fn read_account(
+    tx: &mut Tx<'_>,
+    account_id: &str,
+    how: Read,
+) -> StoreResult<Option<Buckets>> {
     use ledger_accounts::{
         id, pending_credits_minor, pending_debits_minor, posted_credits_minor, posted_debits_minor,
     };
@@ -642,24 +653,23 @@ async fn lock_account(tx: &mut Tx<'_>, account_id: &str) -> StoreResult<Option<L
             "balance moves are kept only on PostgreSQL".into(),
         ));
     };
+    let query = ledger_accounts::table.filter(id.eq(account_id)).select((
+        posted_debits_minor,
+        posted_credits_minor,
+        pending_debits_minor,
+        pending_credits_minor,
+    ));
     let row = behind
         .drive(async {
-            ledger_accounts::table
-                .filter(id.eq(account_id))
-                .select((
-                    posted_debits_minor,
-                    posted_credits_minor,
-                    pending_debits_minor,
-                    pending_credits_minor,
-                ))
-                .for_update()
-                .first::<(i64, i64, i64, i64)>(conn)
-                .await
-                .optional()
+            match how {
+                Read::Locked => query.for_update().first::<(i64, i64, i64, i64)>(conn).await,
+                Read::Plain => query.first::<(i64, i64, i64, i64)>(conn).await,
+            }
+            .optional()
         })
         .await?;
     Ok(row.map(
-        |(posted_debits, posted_credits, pending_debits, pending_credits)| Locked {
+        |(posted_debits, posted_credits, pending_debits, pending_credits)| Buckets {
             posted_debits_minor: posted_debits,
             posted_credits_minor: posted_credits,
             pending_debits_minor: pending_debits,
