@@ -630,8 +630,8 @@ async fn ledger_check(config: &Config) -> anyhow::Result<()> {
     let mut pooled = db.get().await?;
     let report = ledger::check(&mut pooled.tx()).await?;
     println!(
-        "checked {} accounts and {} entries",
-        report.accounts, report.entries
+        "checked {} accounts and {} entries ({} holds, {} of them posted or voided)",
+        report.accounts, report.entries, report.holds, report.resolutions
     );
     for (currency, totals) in &report.currencies {
         println!(

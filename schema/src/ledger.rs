@@ -290,9 +290,9 @@ async fn open_system_account(tx: &mut Tx<'_>, account_id: &str) -> Result<bool, 
 /// funding account must be covered by its available balance, and no side
 /// of an account may pass `i64::MAX`; both are checked by the database in
 /// the statement that applies the line (or, inside a group commit on
-/// PostgreSQL, against the account's locked row), or nothing is applied
-/// (the caller's transaction rolls back on the error). Answers the
-/// transaction id.
+/// PostgreSQL, against the account's row as read in the batch, see
+/// [`crate::balances`]), or nothing is applied (the caller's transaction
+/// rolls back on the error). Answers the transaction id.
 pub async fn record(tx: &mut Tx<'_>, entry: &Entry, phase: Phase) -> Result<String, LedgerError> {
     record_as(tx, new_transaction_id(), entry, phase).await
 }

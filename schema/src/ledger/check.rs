@@ -36,6 +36,10 @@ pub struct CurrencyTotals {
 pub struct CheckReport {
     pub accounts: u64,
     pub entries: u64,
+    /// Pending transactions, resolved or not.
+    pub holds: u64,
+    /// Postings and voids of holds.
+    pub resolutions: u64,
     pub currencies: BTreeMap<String, CurrencyTotals>,
     pub violations: Vec<String>,
 }
@@ -158,6 +162,8 @@ async fn check_in_snapshot(tx: &mut Tx<'_>) -> Result<CheckReport, LedgerError> 
             ));
         }
     }
+    report.holds = lines.holds.len() as u64;
+    report.resolutions = lines.resolutions.len() as u64;
     for (resolution, (hold, shape)) in &lines.resolutions {
         match lines.holds.get(hold) {
             None => report.violations.push(format!(
