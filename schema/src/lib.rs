@@ -14,6 +14,7 @@ pub mod migrate;
 pub mod models;
 pub mod money;
 pub mod schema;
+pub mod snapshot;
 pub mod store;
 pub mod testing;
 pub mod types;
