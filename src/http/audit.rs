@@ -14,6 +14,9 @@ use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
 use crate::validate;
 
+// The description of AuditVerification names the rescan window's size.
+const _: () = assert!(audit::RESCAN_ROWS_PER_CALL == 2_000);
+
 pub const LIST_LIMIT_DEFAULT: i64 = 50;
 pub const LIST_LIMIT_MAX: i64 = 200;
 
@@ -50,15 +53,17 @@ pub struct AuditEventList {
 /// the checkpoint's hash; the checkpoint's own event (still there, with the
 /// recorded hash, hashing to it); and up to 2,000 older events, continuing
 /// where the previous call's rescan stopped and starting again at the first
-/// event once it reaches the checkpoint. So an event edited or deleted
-/// after the checkpoint is reported by the next call, and one before it
-/// within ceil(checkpoint_seq / 2000) + 1 calls. A call that finds a broken
-/// event moves neither the checkpoint nor the rescan: later calls keep
-/// reporting it. The first call verifies the whole chain. An attacker able
-/// to rewrite every event from the edited one to the head (with the head
-/// and checkpoint) is not detectable from the chain alone: keep the
-/// `head_hash` of a valid answer elsewhere and check that it stays in the
-/// chain (GET /v1/audit/events).
+/// event once it reaches the checkpoint. The first call verifies the whole
+/// chain. So an event edited or deleted after the checkpoint is reported
+/// by the next call, and one before it within one pass of the rescan,
+/// ceil(checkpoint_seq / 2000) + 1 calls. A call that finds a broken event
+/// moves neither the checkpoint nor the rescan, so later calls keep
+/// reporting it; other tampering further back shows once it is repaired
+/// (operators' `tern audit verify` walks the whole chain at once). Someone
+/// able to rewrite every event from the edited one to the head, with fresh
+/// hashes, the head and the checkpoint, cannot be detected from the chain
+/// alone: keep the `head_hash` of a valid answer elsewhere and check that
+/// the chain still holds it (GET /v1/audit/events).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AuditVerification {
     /// Every event this call examined is present, unedited and in line,
@@ -82,6 +87,7 @@ pub struct AuditVerification {
     /// *Extension*: the first and last seq of the older events this call
     /// re-verified; null when there were none (no checkpoint yet).
     pub rescanned_from_seq: Option<i64>,
+    /// *Extension*: see `rescanned_from_seq`.
     pub rescanned_through_seq: Option<i64>,
 }
 

@@ -18,7 +18,11 @@
 //!   before the checkpoint is reported within
 //!   ceil(checkpoint seq / [`RESCAN_ROWS_PER_CALL`]) + 1 calls;
 //! - a call that finds a broken event moves neither the checkpoint nor the
-//!   rescan, so every later call reports it again until it is repaired.
+//!   rescan, so every later call reports it again until it is repaired
+//!   (other tampering further back then shows in the following pass).
+//!
+//! The first call on a chain has no checkpoint and walks it whole; so does
+//! [`verify_full`], which trusts and moves no checkpoint.
 //!
 //! What no hash chain kept in the same database can catch: someone able to
 //! write it may rewrite every event from the edited one to the head, with
