@@ -21,6 +21,7 @@ use tern_actors::push::PushDelivery;
 use tern_actors::runtime::{Registry, RegistryConfig, Runtime};
 use tern_actors::settlement::machine::RetryPolicy;
 use tern_actors::settlement::{Parents, Providers, SettlementContext, SettlementKind};
+use tern_actors::transfer::legs::LegacyLegKeys;
 use tern_actors::transfer::machine::Policy;
 use tern_actors::transfer::{TransferContext, TransferKind, TransferLegs};
 use tern_actors::webhook::machine::Policy as DeliveryPolicy;
@@ -141,6 +142,17 @@ impl Application {
                 (None, None, Vec::new())
             }
         };
+        let legacy_leg_keys = Arc::new(LegacyLegKeys::default());
+        legacy_leg_keys
+            .refresh(&db)
+            .await
+            .context("reading legacy transfer leg keys")?;
+        if !legacy_leg_keys.is_empty() {
+            tracing::info!(
+                keys = legacy_leg_keys.len(),
+                "legacy leg keys of in-flight transfers are reserved"
+            );
+        }
         // Every kind is registered: re-activate their in-flight work.
         runtime
             .recover()
@@ -177,6 +189,7 @@ impl Application {
             issuer,
             webhooks,
             outbox,
+            legacy_leg_keys,
             push,
             providers,
         });

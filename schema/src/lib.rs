@@ -21,8 +21,8 @@ pub mod types;
 
 pub use commit::Rollback;
 pub use db::{Backend, Conn, Db, Pooled, Tx};
-pub use diesel::result::Error as DieselError;
-pub use error::{Refusal, StoreError, StoreResult};
+pub use diesel::result::{DatabaseErrorKind, Error as DieselError};
+pub use error::{Persistence, Refusal, StoreError, StoreResult};
 
 /// Items the exported macros expand to; not part of the API.
 #[doc(hidden)]

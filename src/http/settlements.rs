@@ -14,6 +14,7 @@ use tern_actors::settlement::{
     submit, NewSettlement, ReverseOutcome, SettlementCommand, SettlementKind, SettlementReply,
     SubmitError, Submitted,
 };
+use tern_actors::transfer::legs::is_leg_key_of;
 use tern_schema::idempotency::request_digest;
 use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::settlements as store;
@@ -326,7 +327,7 @@ fn location(key: &str) -> String {
         (status = 400, description = "Malformed JSON, or a missing or malformed Idempotency-Key", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Missing scope settlements:write, or merchant suspended or disabled", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The first request with this Idempotency-Key is still running", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The first request with this Idempotency-Key is still running, or the key is a transfer leg's settlement key (code TRANSFER_LEG_KEY)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields, insufficient funds, or the key reused with another body", body = Problem, content_type = "application/problem+json"),
@@ -345,9 +346,20 @@ pub async fn create(
     state
         .limits
         .check("settlement_submit", caller.limit_key())?;
-    let key = idempotency_key(&req)?;
+    let key = match idempotency_key(&req) {
+        Ok(key) => key,
+        Err(malformed) => return Err(leg_key_or(&state, &caller, &req, malformed).await),
+    };
     let registry = registry(&state)?.clone();
     let new = validate_submit(&request, key, &caller)?;
+    // A legacy leg's key is a UUID: only the set read at start knows it
+    // before the leg's row exists.
+    if state
+        .legacy_leg_keys
+        .contains(&caller.merchant_id, &new.intent.idempotency_key)
+    {
+        return Err(idempotency::leg_key());
+    }
     let submitted = submit(&state.db, &new, &digest(&new), |row| {
         serde_json::to_string(&view(row)).unwrap_or_default()
     })
@@ -375,12 +387,32 @@ pub async fn create(
         // A taken key is read back and answered as one of the above.
         Ok(Submitted::InProgress) | Err(SubmitError::KeyTaken) => Err(idempotency::in_progress()),
         Ok(Submitted::Mismatch) => Err(idempotency::mismatch()),
+        Ok(Submitted::LegKey) => Err(idempotency::leg_key()),
         Err(SubmitError::Source(message)) => Err(ApiError::field("source", message)),
         Err(SubmitError::InsufficientFunds) => Err(ApiError::field(
             "amount",
             "exceeds the available balance of the source account",
         )),
         Err(SubmitError::Store(error)) => Err(error.into()),
+    }
+}
+
+/// Why an Idempotency-Key that is not a UUID v4 is refused: a transfer
+/// leg's key of the caller's is a 409 that names it (a merchant reading a
+/// leg's key in a transfer may try it), anything else `malformed` (400).
+async fn leg_key_or(
+    state: &AppState,
+    caller: &Caller,
+    req: &HttpRequest,
+    malformed: ApiError,
+) -> ApiError {
+    let Some(raw) = idempotency::raw_idempotency_key(req) else {
+        return malformed;
+    };
+    match is_leg_key_of(&state.db, &caller.merchant_id, raw).await {
+        Ok(true) => idempotency::leg_key(),
+        Ok(false) => malformed,
+        Err(error) => error.into(),
     }
 }
 
