@@ -836,16 +836,16 @@ async fn update(
     if let Err(refused) = machine::apply(status_of(&state.row), Operation::Update) {
         return refusal(state, refused);
     }
-    let limits = patch.merged(limits_of(&state.row));
-    let errors = machine::check_limits(&limits);
-    if !errors.is_empty() {
-        return answer(state, Err(CardFailure::InvalidLimits(errors)));
-    }
+    let (limits, limits_set) = match super::limits::patch_row(&state.row, &patch) {
+        Ok(patched) => patched,
+        Err(errors) => return answer(state, Err(CardFailure::InvalidLimits(errors))),
+    };
     let mut row = with_limits(successor(&state.row, utc_now()), limits);
+    row.limits_set = limits_set;
     if let Some(display_name) = display_name.clone() {
         row.display_name = display_name;
     }
-    let limits_changed = limits != limits_of(&state.row);
+    let limits_changed = limits != limits_of(&state.row) || row.limits_set != state.row.limits_set;
     let name_changed = row.display_name != state.row.display_name;
     if !limits_changed && !name_changed {
         let row = state.row.clone();

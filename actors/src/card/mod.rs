@@ -2,6 +2,7 @@
 //! decisions), its programs, and the actor that owns each card.
 
 pub mod kind;
+pub mod limits;
 pub mod machine;
 pub mod program;
 

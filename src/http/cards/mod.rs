@@ -400,6 +400,7 @@ pub async fn create(
         created_at: now,
         updated_at: now,
         closed_at: None,
+        limits_set: String::new(),
     };
     // The intent first: the partial unique index refuses a second live
     // virtual card before any issuer call, whatever the concurrency.
@@ -634,7 +635,7 @@ pub async fn limits(
         (status = 200, body = Limits),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_CLOSED", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "An amount outside 0 to 10^12, or per_transaction > daily > monthly", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An amount outside 0 to 10^12, or the values the merchant set out of order (per_transaction <= daily <= monthly); program defaults never fail", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn update_limits(
     req: HttpRequest,
