@@ -19,6 +19,7 @@ use tern_schema::{Db, DieselError, StoreError, Tx};
 use super::machine::{
     self, Accepted, Authorization, Channel, Decline, Limits, Operation, Refusal, Spend, Status,
 };
+use super::standing::StandingCache;
 use crate::ports::{
     CardIssuer, CardNetwork, IssueRequest, IssuedCard, IssuerStatus, ProviderError, Wallet,
     WalletOutcome, WalletRequest,
@@ -37,6 +38,8 @@ pub const ISSUE_RESUME_DELAY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 #[derive(Clone)]
 pub struct CardContext {
     pub issuer: Arc<dyn CardIssuer>,
+    /// Whether each card's merchant and user may spend, shared by all cards.
+    pub standing: Arc<StandingCache>,
 }
 
 /// Who asked, for the audit record.
@@ -1160,6 +1163,7 @@ async fn authorize(
         state.spend,
         &asked,
     );
+    let decided = super::standing::screened(env, &state.row, decided).await?;
     if decided.is_ok() {
         let funding = funding_account(env, &mut state).await?;
         let entry = Entry {

@@ -5,6 +5,7 @@ pub mod kind;
 pub mod limits;
 pub mod machine;
 pub mod program;
+pub mod standing;
 
 pub use kind::{
     AuthorizationRequest, CardCommand, CardContext, CardFailure, CardKind, CardReply, CardResult,
