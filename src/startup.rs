@@ -15,6 +15,7 @@ use tern_actors::adapters::http::{
     HttpPushGateway,
 };
 use tern_actors::adapters::static_rates::StaticRates;
+use tern_actors::card::standing::StandingCache;
 use tern_actors::card::{CardContext, CardKind};
 use tern_actors::ports::CardIssuer;
 use tern_actors::push::PushDelivery;
@@ -339,6 +340,7 @@ fn card_runtime(
             RegistryConfig::default(),
             CardContext {
                 issuer: issuer.clone(),
+                standing: Arc::new(StandingCache::new()),
             },
         )
         .context("registering the card actors")?;

@@ -548,6 +548,9 @@ pub struct CardRow {
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
     pub closed_at: Option<NaiveDateTime>,
+    /// The amount limits the merchant set, by column name, comma-separated;
+    /// the others follow the program's defaults (decisions §10).
+    pub limits_set: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]

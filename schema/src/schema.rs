@@ -418,6 +418,7 @@ diesel::table! {
         created_at -> Timestamp,
         updated_at -> Timestamp,
         closed_at -> Nullable<Timestamp>,
+        limits_set -> Text,
     }
 }
 

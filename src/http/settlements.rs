@@ -422,7 +422,7 @@ async fn leg_key_or(
     responses(
         (status = 200, body = ListResponse),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Missing scope settlements:read", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope settlements:read, or merchant suspended or disabled", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid status filter or limit", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Rate limited; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -432,6 +432,7 @@ pub async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("settlements:read")?;
+    caller.require_active()?;
     state.limits.check("settlement_read", caller.limit_key())?;
     let mut errors = FieldErrors::new();
     let limit = validate::list_limit(query.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, &mut errors);
@@ -470,7 +471,7 @@ pub async fn list(
     responses(
         (status = 200, body = Settlement),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Missing scope settlements:read", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope settlements:read, or merchant suspended or disabled", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such settlement for this merchant", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Rate limited; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -480,6 +481,7 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("settlements:read")?;
+    caller.require_active()?;
     state.limits.check("settlement_read", caller.limit_key())?;
     let key = settlement_id(&path.into_inner());
     let mut pooled = state.db.get().await?;
