@@ -258,7 +258,8 @@ enum LedgerAction {
 
 #[derive(Subcommand)]
 enum AuditAction {
-    /// Verify every merchant's audit chain (or one); exits non-zero when any is broken.
+    /// Verify every merchant's audit chain (or one) in full, from its first
+    /// event, trusting no checkpoint; exits non-zero when any is broken.
     Verify {
         #[arg(long)]
         merchant: Option<String>,
@@ -672,7 +673,7 @@ async fn audit_verify(config: &Config, merchant: Option<String>) -> anyhow::Resu
     }
     let mut broken = 0;
     for merchant_id in &merchants {
-        let result = audit::verify(tx, merchant_id).await?;
+        let result = audit::verify_full(tx, merchant_id).await?;
         if !result.valid {
             broken += 1;
             println!(

@@ -47,7 +47,7 @@ pub struct RateLimits {
 }
 
 /// The limit names TERN_RATE_LIMITS accepts, with their defaults.
-pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 18] = [
+pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 19] = [
     ("login", 10, Duration::from_secs(60)),
     ("register", 10, Duration::from_secs(60)),
     ("m2m_register", 5, Duration::from_secs(3_600)),
@@ -78,6 +78,9 @@ pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 18] = [
     // Per session user: each step-up (the password asked again before card
     // details are revealed) is a password guess, so it is bounded like login.
     ("step_up", 10, Duration::from_secs(60)),
+    // Per merchant, not per key (minting keys must not multiply it): each
+    // verification hashes up to a few thousand events again.
+    ("audit_verify", 10, Duration::from_secs(60)),
 ];
 
 impl RateLimits {

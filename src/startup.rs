@@ -15,12 +15,14 @@ use tern_actors::adapters::http::{
     HttpPushGateway,
 };
 use tern_actors::adapters::static_rates::StaticRates;
+use tern_actors::card::standing::StandingCache;
 use tern_actors::card::{CardContext, CardKind};
 use tern_actors::ports::CardIssuer;
 use tern_actors::push::PushDelivery;
 use tern_actors::runtime::{Registry, RegistryConfig, Runtime};
 use tern_actors::settlement::machine::RetryPolicy;
 use tern_actors::settlement::{Parents, Providers, SettlementContext, SettlementKind};
+use tern_actors::transfer::legs::LegacyLegKeys;
 use tern_actors::transfer::machine::Policy;
 use tern_actors::transfer::{TransferContext, TransferKind, TransferLegs};
 use tern_actors::webhook::machine::Policy as DeliveryPolicy;
@@ -141,6 +143,17 @@ impl Application {
                 (None, None, Vec::new())
             }
         };
+        let legacy_leg_keys = Arc::new(LegacyLegKeys::default());
+        legacy_leg_keys
+            .refresh(&db)
+            .await
+            .context("reading legacy transfer leg keys")?;
+        if !legacy_leg_keys.is_empty() {
+            tracing::info!(
+                keys = legacy_leg_keys.len(),
+                "legacy leg keys of in-flight transfers are reserved"
+            );
+        }
         // Every kind is registered: re-activate their in-flight work.
         runtime
             .recover()
@@ -177,6 +190,7 @@ impl Application {
             issuer,
             webhooks,
             outbox,
+            legacy_leg_keys,
             push,
             providers,
         });
@@ -326,6 +340,7 @@ fn card_runtime(
             RegistryConfig::default(),
             CardContext {
                 issuer: issuer.clone(),
+                standing: Arc::new(StandingCache::new()),
             },
         )
         .context("registering the card actors")?;

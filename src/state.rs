@@ -9,6 +9,7 @@ use tern_actors::ports::{CardIssuer, Mailer, RateSource};
 use tern_actors::push::PushDelivery;
 use tern_actors::runtime::{Registry, Runtime};
 use tern_actors::settlement::SettlementKind;
+use tern_actors::transfer::legs::LegacyLegKeys;
 use tern_actors::transfer::TransferKind;
 use tern_actors::webhook::{Outbox, WebhookEndpointKind};
 use tern_schema::Db;
@@ -39,6 +40,9 @@ pub struct AppState {
     /// Where transfer status events are written; transfer creation writes
     /// the first.
     pub outbox: Outbox,
+    /// Leg keys of transfers made before leg keys took their own form,
+    /// which a merchant's Idempotency-Key must not take (read at start).
+    pub legacy_leg_keys: Arc<LegacyLegKeys>,
     /// Argon2id on its bounded pool of threads.
     pub passwords: Passwords,
     /// Verification and password reset mail.

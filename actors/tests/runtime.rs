@@ -664,11 +664,11 @@ async fn figures_report_stuck_entities_until_they_finish() {
     let figures = runtime.figures();
     let probe = &figures.kinds["probe"];
     assert_eq!((probe.live_actors, probe.stuck_count), (2, 1));
-    assert_eq!(probe.stuck_entities, vec!["old".to_owned()]);
+    assert_eq!(probe.stuck_entities[0].id, "old", "{probe:?}");
     assert!(probe.oldest_in_flight_ms >= 3_600_000, "{probe:?}");
     assert!(!figures.healthy());
     let json = serde_json::to_value(&figures).expect("figures serialise");
-    assert_eq!(json["kinds"]["probe"]["stuck_entities"][0], "old");
+    assert_eq!(json["kinds"]["probe"]["stuck_entities"][0]["id"], "old");
 
     // A terminal entity leaves memory at once and is no longer stuck.
     registry

@@ -1,6 +1,7 @@
 //! The tamper-evident audit chain (decisions §11): per merchant, each event's
 //! hash is SHA-256 over a canonical encoding of its fields and the previous
-//! event's hash. Editing or deleting any row breaks verification from there.
+//! event's hash. Editing or deleting any row breaks verification from there
+//! (see [`verify`]).
 
 use std::collections::BTreeMap;
 
@@ -13,10 +14,13 @@ use crate::store::audit as store;
 use crate::types::utc_now;
 use crate::{StoreError, StoreResult, Tx};
 
+mod verify;
+mod walk;
+
+pub use verify::{verify, verify_full, Verification, RESCAN_ROWS_PER_CALL, VERIFY_PAGE_ROWS};
+
 /// The `prev_hash` of a chain's first event.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
-/// Events read per query while verifying.
-pub const VERIFY_PAGE_ROWS: i64 = 1_000;
 /// Names the encoding, so a future change of it cannot verify by accident.
 const ENCODING: &str = "tern-audit-v1";
 
@@ -169,56 +173,6 @@ pub fn hash_of(row: &AuditEventRow) -> String {
         row.prev_hash,
     ]);
     hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
-}
-
-/// The outcome of verifying one chain.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Verification {
-    pub valid: bool,
-    /// Events examined.
-    pub checked: i64,
-    pub head_hash: String,
-    /// The first event that is missing, edited or out of line; `None` when valid.
-    pub first_invalid_seq: Option<i64>,
-}
-
-/// Walks the merchant's chain from the start.
-pub async fn verify(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Verification> {
-    let head = store::find_head(tx, merchant_id).await?;
-    let (head_seq, head_hash) = head
-        .map(|h| (h.seq, h.hash))
-        .unwrap_or((0, GENESIS_HASH.to_owned()));
-    let mut expected_seq = 1;
-    let mut prev_hash = GENESIS_HASH.to_owned();
-    let mut checked = 0;
-    let mut first_invalid = None;
-    'pages: loop {
-        let page = store::events_after(tx, merchant_id, expected_seq - 1, VERIFY_PAGE_ROWS).await?;
-        if page.is_empty() {
-            break;
-        }
-        for row in page {
-            checked += 1;
-            let intact =
-                row.seq == expected_seq && row.prev_hash == prev_hash && hash_of(&row) == row.hash;
-            if !intact {
-                first_invalid = Some(expected_seq.min(row.seq));
-                break 'pages;
-            }
-            prev_hash = row.hash;
-            expected_seq += 1;
-        }
-    }
-    // A chain cut short (last rows deleted) no longer reaches its head.
-    if first_invalid.is_none() && (expected_seq - 1 != head_seq || prev_hash != head_hash) {
-        first_invalid = Some(expected_seq);
-    }
-    Ok(Verification {
-        valid: first_invalid.is_none(),
-        checked,
-        head_hash,
-        first_invalid_seq: first_invalid,
-    })
 }
 
 #[cfg(test)]

@@ -326,12 +326,15 @@ async fn pg_unit(tx: &mut Tx<'_>, held: &mut bool, unit: Unit, number: usize) ->
     }
     tx.roll_back_to(mark);
     tx.execute_batch_now(ROLLBACK_UNIT).await?;
+    // A pipelined write that failed is the cause even when the work failed
+    // too: PostgreSQL refuses every statement after it ("current
+    // transaction is aborted"), which may be how the work failed.
     let answer: Answer = match refused {
-        Some(error) if succeeded => {
+        Some(error) => {
             tracing::warn!(%error, "a pipelined write failed its check; its unit is rolled back");
             Box::new(move |_| answer(Err(error)))
         }
-        _ => answer,
+        None => answer,
     };
     Ok(Ran {
         succeeded: false,

@@ -35,6 +35,20 @@ pub enum Refusal {
     InsufficientFunds { account_id: String },
 }
 
+/// Whether a failure may pass by itself, which decides whether the work
+/// that failed is worth trying again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Persistence {
+    /// An outage, an overload or a concurrent writer: it passes.
+    Transient,
+    /// A refusal of the data itself (a key someone else holds, a broken
+    /// constraint, a ledger refusal): the same work fails the same way.
+    Permanent,
+    /// Cannot tell (a crash, an unclassified database error): judged by
+    /// how often it repeats.
+    Unknown,
+}
+
 pub type StoreResult<T> = Result<T, StoreError>;
 
 impl From<DieselError> for StoreError {
@@ -61,5 +75,32 @@ impl StoreError {
     /// Whether retrying the same operation later may succeed.
     pub fn is_transient(&self) -> bool {
         matches!(self, StoreError::Unavailable(_) | StoreError::Conflict(_))
+    }
+
+    /// Whether retrying the same work later may succeed: what decides if
+    /// an actor keeps resuming it.
+    pub fn persistence(&self) -> Persistence {
+        use DatabaseErrorKind as Kind;
+        match self {
+            StoreError::Unavailable(_) | StoreError::Conflict(_) => Persistence::Transient,
+            StoreError::UniqueViolation(_)
+            | StoreError::Refused(_)
+            | StoreError::Migration(_)
+            | StoreError::Url(_) => Persistence::Permanent,
+            StoreError::Query(DieselError::DatabaseError(kind, _)) => match kind {
+                Kind::SerializationFailure | Kind::ClosedConnection | Kind::ReadOnlyTransaction => {
+                    Persistence::Transient
+                }
+                Kind::UniqueViolation
+                | Kind::ForeignKeyViolation
+                | Kind::NotNullViolation
+                | Kind::CheckViolation
+                | Kind::RestrictViolation
+                | Kind::ExclusionViolation => Persistence::Permanent,
+                // "database is locked" and other engine errors without a kind.
+                _ => Persistence::Unknown,
+            },
+            StoreError::Query(_) => Persistence::Unknown,
+        }
     }
 }

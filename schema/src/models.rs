@@ -4,10 +4,10 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 
 use crate::schema::{
-    api_keys, audit_events, audit_heads, card_transactions, card_wallet_tokens, cards, devices,
-    email_tokens, idempotency_records, inbound_events, ledger_accounts, ledger_entries,
-    ledger_transactions, merchants, push_deliveries, push_dispatches, quotes, sessions,
-    settlements, transfers, users, webhook_attempts, webhook_endpoints, webhook_events,
+    api_keys, audit_checkpoints, audit_events, audit_heads, card_transactions, card_wallet_tokens,
+    cards, devices, email_tokens, idempotency_records, inbound_events, ledger_accounts,
+    ledger_entries, ledger_transactions, merchants, push_deliveries, push_dispatches, quotes,
+    sessions, settlements, transfers, users, webhook_attempts, webhook_endpoints, webhook_events,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -100,6 +100,23 @@ pub struct AuditHeadRow {
     pub seq: i64,
     pub hash: String,
     pub updated_at: NaiveDateTime,
+}
+
+/// Where verification of a merchant's audit chain stands (see
+/// [`crate::audit::verify`]).
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
+#[diesel(table_name = audit_checkpoints, treat_none_as_default_value = false)]
+pub struct AuditCheckpointRow {
+    pub merchant_id: String,
+    /// The last event verified, and its hash.
+    pub seq: i64,
+    pub hash: String,
+    /// The last event the rolling rescan re-verified in its current pass;
+    /// 0 when the pass starts again at the first event.
+    pub rescan_seq: i64,
+    /// Bumped by every update, which names the version it read.
+    pub version: i64,
+    pub verified_at: NaiveDateTime,
 }
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -536,6 +553,9 @@ pub struct CardRow {
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
     pub closed_at: Option<NaiveDateTime>,
+    /// The amount limits the merchant set, by column name, comma-separated;
+    /// the others follow the program's defaults (decisions §10).
+    pub limits_set: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]

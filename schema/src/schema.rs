@@ -99,6 +99,18 @@ diesel::table! {
 }
 
 diesel::table! {
+    /// The last verified point of each audit chain (see the audit_checkpoints migration).
+    audit_checkpoints (merchant_id) {
+        merchant_id -> Text,
+        seq -> BigInt,
+        hash -> Text,
+        rescan_seq -> BigInt,
+        version -> BigInt,
+        verified_at -> Timestamp,
+    }
+}
+
+diesel::table! {
     audit_events (merchant_id, seq) {
         merchant_id -> Text,
         seq -> BigInt,
@@ -409,6 +421,7 @@ diesel::table! {
         created_at -> Timestamp,
         updated_at -> Timestamp,
         closed_at -> Nullable<Timestamp>,
+        limits_set -> Text,
     }
 }
 

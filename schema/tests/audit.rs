@@ -53,10 +53,21 @@ async fn append(db: &Db, merchant_id: &str, n: usize) {
     }
 }
 
+/// Verifies as GET /v1/audit/verify does (from the checkpoint), and checks
+/// that a full verification from the first event agrees.
 async fn verify(db: &Db, merchant_id: &str) -> audit::Verification {
     let mut pooled = db.get().await.expect("conn");
-    let mut tx = pooled.tx();
-    audit::verify(&mut tx, merchant_id).await.expect("verify")
+    let full = audit::verify_full(&mut pooled.tx(), merchant_id)
+        .await
+        .expect("verify in full");
+    drop(pooled);
+    let checked = audit::verify(db, merchant_id).await.expect("verify");
+    assert_eq!(
+        (checked.valid, checked.first_invalid_seq, &checked.head_hash),
+        (full.valid, full.first_invalid_seq, &full.head_hash),
+        "the checkpointed and the full verification agree here"
+    );
+    checked
 }
 
 async fn sql(db: &Db, statement: &str) {

@@ -14,6 +14,9 @@ use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
 use crate::validate;
 
+// The description of AuditVerification names the rescan window's size.
+const _: () = assert!(audit::RESCAN_ROWS_PER_CALL == 2_000);
+
 pub const LIST_LIMIT_DEFAULT: i64 = 50;
 pub const LIST_LIMIT_MAX: i64 = 200;
 
@@ -44,12 +47,48 @@ pub struct AuditEventList {
     pub has_more: bool,
 }
 
+/// The outcome of one verification. Each call reads one consistent
+/// snapshot and verifies: every event appended since the merchant's
+/// checkpoint (the last event an earlier valid call reached), linked from
+/// the checkpoint's hash; the checkpoint's own event (still there, with the
+/// recorded hash, hashing to it); and up to 2,000 older events, continuing
+/// where the previous call's rescan stopped and starting again at the first
+/// event once it reaches the checkpoint. The first call verifies the whole
+/// chain. So an event edited or deleted after the checkpoint is reported
+/// by the next call, and one before it within one pass of the rescan,
+/// ceil(checkpoint_seq / 2000) + 1 calls. A call that finds a broken event
+/// moves neither the checkpoint nor the rescan, so later calls keep
+/// reporting it; other tampering further back shows once it is repaired
+/// (operators' `tern audit verify` walks the whole chain at once). Someone
+/// able to rewrite every event from the edited one to the head, with fresh
+/// hashes, the head and the checkpoint, cannot be detected from the chain
+/// alone: keep the `head_hash` of a valid answer elsewhere and check that
+/// the chain still holds it (GET /v1/audit/events).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AuditVerification {
+    /// Every event this call examined is present, unedited and in line,
+    /// and the chain reaches the head it records.
     pub valid: bool,
+    /// Events this call examined (hashed again): those after the
+    /// checkpoint, the checkpoint's own event and the rescanned ones.
     pub checked: i64,
+    /// The hash of the chain's last event, as its head records it.
     pub head_hash: String,
+    /// The first event found missing, edited or out of line; null when valid.
     pub first_invalid_seq: Option<i64>,
+    /// *Extension*: the seq of the chain's last event.
+    pub head_seq: i64,
+    /// *Extension*: the checkpoint this call continued from; 0 when it
+    /// verified from the first event.
+    pub checkpoint_seq: i64,
+    /// *Extension*: events after `checkpoint_seq` this call examined, what
+    /// was appended since the previous valid call.
+    pub checked_since_checkpoint: i64,
+    /// *Extension*: the first and last seq of the older events this call
+    /// re-verified; null when there were none (no checkpoint yet).
+    pub rescanned_from_seq: Option<i64>,
+    /// *Extension*: see `rescanned_from_seq`.
+    pub rescanned_through_seq: Option<i64>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -114,21 +153,38 @@ pub async fn events(
     Ok(HttpResponse::Ok().json(AuditEventList { data, has_more }))
 }
 
-/// Verify the merchant's audit hash chain from its first event.
+/// Verify the merchant's audit hash chain: what was appended since the
+/// last verification, its checkpoint, and a rolling window of older events
+/// (see AuditVerification for what a call guarantees). Rate limited per
+/// merchant (`audit_verify` in TERN_RATE_LIMITS, default 10 per minute).
 #[utoipa::path(get, path = "/v1/audit/verify", tag = "audit", security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = AuditVerification),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Missing scope audit:read", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Rate limited per merchant; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn verify(caller: Caller, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     caller.require("audit:read")?;
-    let mut pooled = state.db.get().await?;
-    let result = audit::verify(&mut pooled.tx(), &caller.merchant_id).await?;
+    state.limits.check("audit_verify", &caller.merchant_id)?;
+    let db = state.db.clone();
+    let merchant_id = caller.merchant_id.clone();
+    // In a task of its own: a client that hangs up must not drop the
+    // verification midway, which would leave its pooled connection inside
+    // the snapshot's transaction.
+    let result = actix_web::rt::spawn(async move { audit::verify(&db, &merchant_id).await })
+        .await
+        .map_err(|error| ApiError::Internal(format!("audit verification task: {error}")))??;
+    let (rescanned_from_seq, rescanned_through_seq) = result.rescanned.unzip();
     Ok(HttpResponse::Ok().json(AuditVerification {
         valid: result.valid,
         checked: result.checked,
         head_hash: result.head_hash,
         first_invalid_seq: result.first_invalid_seq,
+        head_seq: result.head_seq,
+        checkpoint_seq: result.checkpoint_seq,
+        checked_since_checkpoint: result.checked_since_checkpoint,
+        rescanned_from_seq,
+        rescanned_through_seq,
     }))
 }

@@ -24,7 +24,8 @@ pub const DESCRIPTOR_CHARS_MAX: usize = 128;
 pub struct AuthorizationDecision {
     pub approved: bool,
     /// Why it was declined (`card_frozen`, `daily_limit_exceeded`,
-    /// `insufficient_funds`, ...); `null` when approved.
+    /// `insufficient_funds`, `merchant_inactive`, `user_disabled`, ...);
+    /// `null` when approved.
     pub reason: Option<String>,
     pub authorization_id: String,
     /// The card transaction that records the decision; absent for an

@@ -10,6 +10,12 @@ use crate::http::problem::ApiError;
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 pub const IDEMPOTENT_REPLAYED_HEADER: &str = "idempotent-replayed";
 
+/// The Idempotency-Key header as sent, if it is text.
+pub fn raw_idempotency_key(req: &HttpRequest) -> Option<&str> {
+    let value = req.headers().get(IDEMPOTENCY_KEY_HEADER)?;
+    value.to_str().ok().map(str::trim)
+}
+
 /// The Idempotency-Key header: a UUID v4, canonicalised (400 otherwise).
 pub fn idempotency_key(req: &HttpRequest) -> Result<Uuid, ApiError> {
     let value = req.headers().get(IDEMPOTENCY_KEY_HEADER).ok_or_else(|| {
@@ -52,6 +58,19 @@ pub fn in_progress() -> ApiError {
             .into(),
     }
 }
+
+/// The key is a transfer leg's settlement key (decisions §7): no request
+/// may take it, whatever its body (409).
+pub fn leg_key() -> ApiError {
+    ApiError::Conflict {
+        code: Some(LEG_KEY_CODE),
+        detail: "this Idempotency-Key is the settlement key of a transfer's leg; choose another"
+            .into(),
+    }
+}
+
+/// The `code` of [`leg_key`]'s problem.
+pub const LEG_KEY_CODE: &str = "TRANSFER_LEG_KEY";
 
 /// The key was used with a different request (422).
 pub fn mismatch() -> ApiError {

@@ -15,6 +15,7 @@ use tern_actors::settlement::{
     submit, NewSettlement, ReverseOutcome, SettlementCommand, SettlementKind, SettlementReply,
     SubmitError, Submitted,
 };
+use tern_actors::transfer::legs::is_leg_key_of;
 use tern_schema::idempotency::request_digest;
 use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::settlements as store;
@@ -337,7 +338,7 @@ fn location(key: &str) -> String {
         (status = 400, description = "Malformed JSON, or a missing or malformed Idempotency-Key", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Missing scope settlements:write, or merchant suspended or disabled", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The first request with this Idempotency-Key is still running", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The first request with this Idempotency-Key is still running, or the key is a transfer leg's settlement key (code TRANSFER_LEG_KEY)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields, insufficient funds, an amount a ledger balance cannot hold (int64), or the key reused with another body", body = Problem, content_type = "application/problem+json"),
@@ -356,9 +357,20 @@ pub async fn create(
     state
         .limits
         .check("settlement_submit", caller.limit_key())?;
-    let key = idempotency_key(&req)?;
+    let key = match idempotency_key(&req) {
+        Ok(key) => key,
+        Err(malformed) => return Err(leg_key_or(&state, &caller, &req, malformed).await),
+    };
     let registry = registry(&state)?.clone();
     let new = validate_submit(&request, key, &caller)?;
+    // A legacy leg's key is a UUID: only the set read at start knows it
+    // before the leg's row exists.
+    if state
+        .legacy_leg_keys
+        .contains(&caller.merchant_id, &new.intent.idempotency_key)
+    {
+        return Err(idempotency::leg_key());
+    }
     let submitted = submit(&state.db, &new, &digest(&new), |row| {
         serde_json::to_string(&view(row)).unwrap_or_default()
     })
@@ -386,6 +398,7 @@ pub async fn create(
         // A taken key is read back and answered as one of the above.
         Ok(Submitted::InProgress) | Err(SubmitError::KeyTaken) => Err(idempotency::in_progress()),
         Ok(Submitted::Mismatch) => Err(idempotency::mismatch()),
+        Ok(Submitted::LegKey) => Err(idempotency::leg_key()),
         Err(SubmitError::Source(message)) => Err(ApiError::field("source", message)),
         Err(SubmitError::InsufficientFunds) => Err(ApiError::field(
             "amount",
@@ -404,13 +417,32 @@ pub async fn create(
     }
 }
 
+/// Why an Idempotency-Key that is not a UUID v4 is refused: a transfer
+/// leg's key of the caller's is a 409 that names it (a merchant reading a
+/// leg's key in a transfer may try it), anything else `malformed` (400).
+async fn leg_key_or(
+    state: &AppState,
+    caller: &Caller,
+    req: &HttpRequest,
+    malformed: ApiError,
+) -> ApiError {
+    let Some(raw) = idempotency::raw_idempotency_key(req) else {
+        return malformed;
+    };
+    match is_leg_key_of(&state.db, &caller.merchant_id, raw).await {
+        Ok(true) => idempotency::leg_key(),
+        Ok(false) => malformed,
+        Err(error) => error.into(),
+    }
+}
+
 /// List the merchant's settlements, newest first.
 #[utoipa::path(get, path = "/v1/settlements", operation_id = "list_settlements", tag = "settlements", params(ListQuery),
     security(("bearer" = []), ("api_key" = []), ("session" = [])),
     responses(
         (status = 200, body = ListResponse),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Missing scope settlements:read", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope settlements:read, or merchant suspended or disabled", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid status filter or limit", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Rate limited; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -420,6 +452,7 @@ pub async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("settlements:read")?;
+    caller.require_active()?;
     state.limits.check("settlement_read", caller.limit_key())?;
     let mut errors = FieldErrors::new();
     let limit = validate::list_limit(query.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, &mut errors);
@@ -458,7 +491,7 @@ pub async fn list(
     responses(
         (status = 200, body = Settlement),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Missing scope settlements:read", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope settlements:read, or merchant suspended or disabled", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such settlement for this merchant", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Rate limited; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -468,6 +501,7 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("settlements:read")?;
+    caller.require_active()?;
     state.limits.check("settlement_read", caller.limit_key())?;
     let key = settlement_id(&path.into_inner());
     let mut pooled = state.db.get().await?;

@@ -8,6 +8,7 @@ mod smtp_sink;
 
 mod api_keys;
 mod audit;
+mod audit_verify;
 mod auth;
 mod bench;
 mod binary;

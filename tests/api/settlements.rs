@@ -36,7 +36,7 @@ async fn accounts(app: &TestApp, merchant: &Merchant) -> Vec<Value> {
     body["data"].as_array().expect("accounts").clone()
 }
 
-async fn funding_account(app: &TestApp, merchant: &Merchant, currency: &str) -> String {
+pub(crate) async fn funding_account(app: &TestApp, merchant: &Merchant, currency: &str) -> String {
     accounts(app, merchant)
         .await
         .iter()

@@ -19,6 +19,7 @@ use tern_schema::{Db, DieselError, StoreError, Tx};
 use super::machine::{
     self, Accepted, Authorization, Channel, Decline, Limits, Operation, Refusal, Spend, Status,
 };
+use super::standing::StandingCache;
 use crate::ports::{
     CardIssuer, CardNetwork, IssueRequest, IssuedCard, IssuerStatus, ProviderError, Wallet,
     WalletOutcome, WalletRequest,
@@ -37,6 +38,8 @@ pub const ISSUE_RESUME_DELAY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 #[derive(Clone)]
 pub struct CardContext {
     pub issuer: Arc<dyn CardIssuer>,
+    /// Whether each card's merchant and user may spend, shared by all cards.
+    pub standing: Arc<StandingCache>,
 }
 
 /// Who asked, for the audit record.
@@ -836,16 +839,16 @@ async fn update(
     if let Err(refused) = machine::apply(status_of(&state.row), Operation::Update) {
         return refusal(state, refused);
     }
-    let limits = patch.merged(limits_of(&state.row));
-    let errors = machine::check_limits(&limits);
-    if !errors.is_empty() {
-        return answer(state, Err(CardFailure::InvalidLimits(errors)));
-    }
+    let (limits, limits_set) = match super::limits::patch_row(&state.row, &patch) {
+        Ok(patched) => patched,
+        Err(errors) => return answer(state, Err(CardFailure::InvalidLimits(errors))),
+    };
     let mut row = with_limits(successor(&state.row, utc_now()), limits);
+    row.limits_set = limits_set;
     if let Some(display_name) = display_name.clone() {
         row.display_name = display_name;
     }
-    let limits_changed = limits != limits_of(&state.row);
+    let limits_changed = limits != limits_of(&state.row) || row.limits_set != state.row.limits_set;
     let name_changed = row.display_name != state.row.display_name;
     if !limits_changed && !name_changed {
         let row = state.row.clone();
@@ -1160,6 +1163,7 @@ async fn authorize(
         state.spend,
         &asked,
     );
+    let decided = super::standing::screened(env, &state.row, decided).await?;
     if decided.is_ok() {
         let funding = funding_account(env, &mut state).await?;
         let entry = Entry {

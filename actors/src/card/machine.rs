@@ -322,6 +322,10 @@ pub enum Decline {
     MonthlyLimit,
     AtmDailyLimit,
     InsufficientFunds,
+    /// The card's merchant is suspended or disabled (decisions §1a).
+    MerchantInactive,
+    /// The card's user is disabled (decisions §1a).
+    UserDisabled,
 }
 
 impl Decline {
@@ -341,6 +345,8 @@ impl Decline {
             Decline::MonthlyLimit => "monthly_limit_exceeded",
             Decline::AtmDailyLimit => "atm_daily_limit_exceeded",
             Decline::InsufficientFunds => "insufficient_funds",
+            Decline::MerchantInactive => "merchant_inactive",
+            Decline::UserDisabled => "user_disabled",
         }
     }
 }

@@ -2,8 +2,10 @@
 //! decisions), its programs, and the actor that owns each card.
 
 pub mod kind;
+pub mod limits;
 pub mod machine;
 pub mod program;
+pub mod standing;
 
 pub use kind::{
     AuthorizationRequest, CardCommand, CardContext, CardFailure, CardKind, CardReply, CardResult,

@@ -5,17 +5,25 @@
 //! resolved; `ResponseActFuture` would interleave them and lose updates),
 //! reloads from the database after any failed handler, runs follow-up work,
 //! and passivates itself when idle.
+//!
+//! After a failed message the actor resumes the work its reloaded state says
+//! is pending, later and later while failures repeat. Work that keeps
+//! failing for a reason that will not pass by itself is not retried for
+//! ever: the kind is asked once for a message that ends it
+//! ([`EntityKind::on_permanent_failure`]), and if there is none, or it fails
+//! too, the work stops and the entity is listed stuck, with the reason, in
+//! the figures.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use chrono::NaiveDateTime;
 use tokio::sync::oneshot;
 
-use super::error::{RuntimeError, RuntimeResult};
-use super::figures::KindCounters;
+use super::error::{Persistence, RuntimeError, RuntimeResult};
+use super::figures::{KindCounters, Stopped};
 use super::kind::{EntityEnv, EntityKind, Transition};
 use super::registry::Shared;
 
@@ -33,6 +41,10 @@ const NOT_IN_FLIGHT: i64 = i64::MIN;
 /// not become a busy loop over every in-flight entity.
 pub const RESUME_AFTER_FAILURE: Duration = Duration::from_secs(1);
 pub const RESUME_AFTER_FAILURE_MAX: Duration = Duration::from_secs(60);
+/// Failures in a row after which a failure that may or may not pass by
+/// itself ([`Persistence::Unknown`]) is taken as one that will not: with
+/// the doubling waits, a few minutes of failing.
+pub const FAILURES_IN_A_ROW_MAX: u32 = 8;
 
 /// The wait before resuming after `failures` failed messages in a row.
 pub fn resume_delay(failures: u32) -> Duration {
@@ -51,6 +63,8 @@ pub(crate) struct ActorCell {
     /// `EntityKind::in_flight_since` of the current state, in µs since the
     /// epoch, or [`NOT_IN_FLIGHT`].
     in_flight_since_micros: AtomicI64,
+    /// Set while the entity's pending work is stopped (see the module doc).
+    stopped: Mutex<Option<Stopped>>,
 }
 
 impl ActorCell {
@@ -58,6 +72,7 @@ impl ActorCell {
         let cell = ActorCell {
             queued: AtomicU64::new(0),
             in_flight_since_micros: AtomicI64::new(NOT_IN_FLIGHT),
+            stopped: Mutex::new(None),
         };
         cell.publish(in_flight_since);
         cell
@@ -74,6 +89,18 @@ impl ActorCell {
             return None;
         }
         chrono::DateTime::from_timestamp_micros(micros).map(|at| at.naive_utc())
+    }
+
+    /// Why and since when the entity's work is stopped, if it is.
+    pub fn stopped(&self) -> Option<Stopped> {
+        self.stopped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_stopped(&self, stopped: Option<Stopped>) {
+        *self.stopped.lock().unwrap_or_else(PoisonError::into_inner) = stopped;
     }
 }
 
@@ -128,11 +155,24 @@ impl Drop for Ticket {
     }
 }
 
+/// Who sent a message, which decides what its failure means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// A caller, another entity, a timer: its failure goes back to it.
+    Sender,
+    /// The actor itself, resuming pending work or carrying a follow-up's
+    /// result: the entity's own work, which must not fail for ever.
+    Resume,
+    /// The actor itself, ending work that failed for good.
+    Ending,
+}
+
 /// One message for an entity; the reply, if anyone waits, goes back on `reply`.
 pub(crate) struct Deliver<K: EntityKind> {
     pub command: K::Command,
     pub reply: Option<oneshot::Sender<RuntimeResult<K::Reply>>>,
     pub ticket: Ticket,
+    pub origin: Origin,
 }
 
 impl<K: EntityKind> Message for Deliver<K> {
@@ -164,6 +204,9 @@ pub(crate) struct EntityActor<K: EntityKind> {
     last_active: Instant,
     /// Messages that failed since the last one that succeeded.
     failures_in_a_row: u32,
+    /// Why the pending work failed for good, while the kind's message that
+    /// ends it is under way.
+    ending: Option<String>,
 }
 
 enum Handled<K: EntityKind> {
@@ -188,6 +231,7 @@ impl<K: EntityKind> EntityActor<K> {
             follow_ups_pending: 0,
             last_active: Instant::now(),
             failures_in_a_row: 0,
+            ending: None,
         }
     }
 
@@ -197,27 +241,119 @@ impl<K: EntityKind> EntityActor<K> {
     }
 
     /// Sends a message to itself, counted in the backlog like any other.
-    fn enqueue_self(&mut self, command: K::Command, ctx: &mut Context<Self>) {
+    fn enqueue_self(&mut self, command: K::Command, origin: Origin, ctx: &mut Context<Self>) {
         let ticket = Ticket::admit(&self.cell, &self.shared.counters);
         ctx.notify(Deliver::<K> {
             command,
             reply: None,
             ticket,
+            origin,
         });
+    }
+
+    /// Sends a message to itself after `delay`.
+    fn enqueue_later(
+        &mut self,
+        command: K::Command,
+        origin: Origin,
+        delay: Duration,
+        ctx: &mut Context<Self>,
+    ) {
+        self.follow_ups_pending += 1;
+        ctx.run_later(delay, move |act, ctx| {
+            act.follow_ups_pending -= 1;
+            act.enqueue_self(command, origin, ctx);
+        });
+    }
+
+    /// A message succeeded: the entity moved on if its current work began
+    /// anew or ended, which lifts a stop; an ending that moved nothing
+    /// leaves the work stopped.
+    fn succeeded(&mut self, state: K::State, origin: Origin) {
+        let before = K::in_flight_since(&self.state);
+        self.failures_in_a_row = 0;
+        self.set_state(state);
+        let after = K::in_flight_since(&self.state);
+        if after.is_none() || after != before {
+            self.ending = None;
+            self.cell.set_stopped(None);
+        } else if origin == Origin::Ending {
+            if let Some(reason) = self.ending.take() {
+                self.stop(reason);
+            }
+        }
+    }
+
+    fn stop(&mut self, reason: String) {
+        tracing::error!(kind = K::NAME, id = %self.env.id, %reason, "pending work failed for good; stopped until an operator looks");
+        self.cell.set_stopped(Some(Stopped {
+            reason,
+            at: tern_schema::types::utc_now(),
+        }));
+    }
+
+    /// After a failed message, with the state reloaded: resume the pending
+    /// work later, or, when the entity's own work failed for a reason that
+    /// will not pass, end it through the kind or stop it.
+    fn after_failure(&mut self, error: &RuntimeError, origin: Origin, ctx: &mut Context<Self>) {
+        // The failed message may have been the only carrier of pending work
+        // (a provider's answer): resume from what the database says.
+        let Some(resume) = K::on_activate(&self.state) else {
+            return;
+        };
+        if self.cell.stopped().is_some() {
+            // Stopped work waits for a message that moves the entity.
+            return;
+        }
+        let for_good = match error.persistence() {
+            Persistence::Permanent => true,
+            Persistence::Unknown => self.failures_in_a_row >= FAILURES_IN_A_ROW_MAX,
+            Persistence::Transient => false,
+        };
+        let delay = resume_delay(self.failures_in_a_row);
+        if !for_good || origin == Origin::Sender {
+            // Again later: the work, or its ending if one is under way.
+            let next = match &self.ending {
+                Some(reason) => {
+                    K::on_permanent_failure(&self.state, reason).map(|end| (end, Origin::Ending))
+                }
+                None => Some((resume, Origin::Resume)),
+            };
+            match next {
+                Some((command, origin)) => self.enqueue_later(command, origin, delay, ctx),
+                None => {
+                    if let Some(reason) = self.ending.take() {
+                        self.stop(reason);
+                    }
+                }
+            }
+            return;
+        }
+        let reason = error.to_string();
+        if origin == Origin::Resume && self.ending.is_none() {
+            if let Some(end) = K::on_permanent_failure(&self.state, &reason) {
+                tracing::warn!(kind = K::NAME, id = %self.env.id, %reason, "pending work failed for good; ending it");
+                self.ending = Some(reason);
+                self.enqueue_later(end, Origin::Ending, RESUME_AFTER_FAILURE, ctx);
+                return;
+            }
+        }
+        self.ending = None;
+        self.stop(reason);
     }
 
     fn finish(
         &mut self,
         handled: Handled<K>,
         reply: Option<oneshot::Sender<RuntimeResult<K::Reply>>>,
+        origin: Origin,
         ctx: &mut Context<Self>,
     ) {
         self.busy = false;
         self.last_active = Instant::now();
         match handled {
             Handled::Done(transition) => {
-                self.failures_in_a_row = 0;
-                self.set_state(transition.state);
+                self.succeeded(transition.state, origin);
                 for work in transition.follow_ups {
                     self.follow_ups_pending += 1;
                     // A task of its own on the arbiter, not a future of the
@@ -235,32 +371,24 @@ impl<K: EntityKind> EntityActor<K> {
             Handled::Failed(error, reloaded) => {
                 self.failures_in_a_row = self.failures_in_a_row.saturating_add(1);
                 tracing::warn!(kind = K::NAME, id = %self.env.id, %error, failures_in_a_row = self.failures_in_a_row, "a message failed; state reloaded from the database");
-                answer(reply, Err(error));
                 match reloaded {
                     Ok(Some(state)) => {
                         self.set_state(state);
-                        // The failed message may have been the only carrier
-                        // of pending work (a provider's answer): resume from
-                        // what the database says, as on activation.
-                        if let Some(command) = K::on_activate(&self.state) {
-                            self.follow_ups_pending += 1;
-                            let delay = resume_delay(self.failures_in_a_row);
-                            ctx.run_later(delay, move |act, ctx| {
-                                act.follow_ups_pending -= 1;
-                                act.enqueue_self(command, ctx);
-                            });
-                        }
+                        self.after_failure(&error, origin, ctx);
+                        answer(reply, Err(error));
                     }
                     Ok(None) => {
+                        answer(reply, Err(error));
                         tracing::warn!(kind = K::NAME, id = %self.env.id, "entity vanished; stopping its actor");
                         self.shared.forget(&self.env.id, &self.cell);
                         ctx.stop();
                         return;
                     }
-                    Err(error) => {
+                    Err(reload) => {
+                        answer(reply, Err(error));
                         // Unknown state in memory: stop, and let the next
                         // message activate the entity from the database.
-                        tracing::warn!(kind = K::NAME, id = %self.env.id, %error, "reload failed; stopping");
+                        tracing::warn!(kind = K::NAME, id = %self.env.id, error = %reload, "reload failed; stopping");
                         self.shared.forget(&self.env.id, &self.cell);
                         ctx.stop();
                         return;
@@ -284,6 +412,10 @@ impl<K: EntityKind> EntityActor<K> {
     }
 
     fn check_idle(&mut self, ctx: &mut Context<Self>) {
+        // Stopped work stays in memory, where the figures show it.
+        if self.cell.stopped().is_some() {
+            return;
+        }
         if self.last_active.elapsed() >= self.shared.config.idle_timeout {
             self.try_passivate(ctx);
         }
@@ -305,7 +437,7 @@ impl<K: EntityKind> Actor for EntityActor<K> {
             .max(IDLE_CHECK_INTERVAL_MIN);
         ctx.run_interval(every, Self::check_idle);
         if let Some(command) = K::on_activate(&self.state) {
-            self.enqueue_self(command, ctx);
+            self.enqueue_self(command, Origin::Resume, ctx);
         }
     }
 }
@@ -318,6 +450,7 @@ impl<K: EntityKind> Handler<Deliver<K>> for EntityActor<K> {
             command,
             reply,
             mut ticket,
+            origin,
         } = message;
         // The state is read when this message's turn comes, not here: actix
         // can call `handle` for a mailbox message and then for a message the
@@ -340,7 +473,7 @@ impl<K: EntityKind> Handler<Deliver<K>> for EntityActor<K> {
             .into_actor(act)
         });
         AtomicResponse::new(Box::pin(
-            work.map(move |handled, act, ctx| act.finish(handled, reply, ctx)),
+            work.map(move |handled, act, ctx| act.finish(handled, reply, origin, ctx)),
         ))
     }
 }
@@ -351,7 +484,7 @@ impl<K: EntityKind> Handler<FollowUpDone<K>> for EntityActor<K> {
     fn handle(&mut self, done: FollowUpDone<K>, ctx: &mut Context<Self>) {
         self.follow_ups_pending = self.follow_ups_pending.saturating_sub(1);
         if let Some(command) = done.0 {
-            self.enqueue_self(command, ctx);
+            self.enqueue_self(command, Origin::Resume, ctx);
         }
     }
 }

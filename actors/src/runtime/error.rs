@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+pub use tern_schema::Persistence;
 use tern_schema::{DieselError, StoreError};
 
 /// How long a caller is told to wait after an overload (the edge's
@@ -49,6 +50,10 @@ pub enum RuntimeError {
     /// dropped with an error log rather than retried forever.
     #[error("invalid timer {id}: {reason}")]
     InvalidTimer { id: String, reason: String },
+    /// A transition the entity's rules, the ledger or the data refused, for
+    /// a reason that will not pass by itself: retrying it changes nothing.
+    #[error("refused: {0}")]
+    Refused(String),
     /// A database failure; `StoreError::Unavailable` is a 503, the rest 500.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -64,6 +69,21 @@ impl From<DieselError> for RuntimeError {
 }
 
 impl RuntimeError {
+    /// Whether the failure may pass by itself.
+    pub fn persistence(&self) -> Persistence {
+        match self {
+            RuntimeError::MailboxFull { .. }
+            | RuntimeError::Saturated { .. }
+            | RuntimeError::Conflict { .. }
+            | RuntimeError::Timeout { .. }
+            | RuntimeError::Unavailable(_)
+            | RuntimeError::TimerClaimLost { .. } => Persistence::Transient,
+            RuntimeError::InvalidTimer { .. } | RuntimeError::Refused(_) => Persistence::Permanent,
+            RuntimeError::NotFound { .. } | RuntimeError::Crashed { .. } => Persistence::Unknown,
+            RuntimeError::Store(error) => error.persistence(),
+        }
+    }
+
     /// Whether this is an overload or outage that clears by itself: the edge
     /// answers 503 with [`RuntimeError::retry_after`].
     pub fn is_unavailable(&self) -> bool {
@@ -94,6 +114,61 @@ impl RuntimeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failures_are_judged_by_whether_they_pass_by_themselves() {
+        use tern_schema::DatabaseErrorKind as Kind;
+        let database = |kind| {
+            RuntimeError::Store(StoreError::Query(DieselError::DatabaseError(
+                kind,
+                Box::new(String::from("detail")),
+            )))
+        };
+        let cases = [
+            (
+                RuntimeError::Store(StoreError::Unavailable("pool".into())),
+                Persistence::Transient,
+            ),
+            (
+                RuntimeError::Store(StoreError::Conflict("version".into())),
+                Persistence::Transient,
+            ),
+            (
+                RuntimeError::TimerClaimLost { id: "t".into() },
+                Persistence::Transient,
+            ),
+            (database(Kind::SerializationFailure), Persistence::Transient),
+            (
+                RuntimeError::Store(StoreError::UniqueViolation("key".into())),
+                Persistence::Permanent,
+            ),
+            (
+                RuntimeError::Store(StoreError::Refused(tern_schema::Refusal::KeyTaken)),
+                Persistence::Permanent,
+            ),
+            (database(Kind::ForeignKeyViolation), Persistence::Permanent),
+            (database(Kind::CheckViolation), Persistence::Permanent),
+            (
+                RuntimeError::Refused("ledger".into()),
+                Persistence::Permanent,
+            ),
+            (database(Kind::Unknown), Persistence::Unknown),
+            (
+                RuntimeError::Store(StoreError::Query(DieselError::NotFound)),
+                Persistence::Unknown,
+            ),
+            (
+                RuntimeError::Crashed {
+                    kind: "probe",
+                    id: "p1".into(),
+                },
+                Persistence::Unknown,
+            ),
+        ];
+        for (error, persistence) in cases {
+            assert_eq!(error.persistence(), persistence, "{error}");
+        }
+    }
 
     #[test]
     fn overloads_carry_a_retry_after_and_others_do_not() {

@@ -10,8 +10,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chrono::NaiveDateTime;
 use serde::Serialize;
 
-/// At most this many stuck entity ids are listed per kind; the count is exact.
+/// At most this many stuck entities are listed per kind; the count is exact.
 pub const STUCK_LISTED_MAX: usize = 20;
+/// A stuck entity's reason is cut to this many characters.
+pub const STUCK_REASON_CHARS_MAX: usize = 200;
+/// The reason of an entity stuck only by being slow.
+pub const SLOW_REASON: &str = "in flight for longer than stuck_after_ms";
 /// Consecutive failed timer polls after which the runtime reports unhealthy
 /// (the database is likely down: due work is not moving).
 pub const TIMER_POLL_FAILURES_UNHEALTHY: u64 = 3;
@@ -43,10 +47,38 @@ pub struct KindFigures {
     pub oldest_in_flight_ms: u64,
     /// Threshold of `oldest_in_flight_ms` past which an entity is stuck.
     pub stuck_after_ms: u64,
-    /// Live entities in flight for longer than `stuck_after_ms`.
+    /// Live entities in flight for longer than `stuck_after_ms`, or whose
+    /// work stopped on a failure that will not pass by itself.
     pub stuck_count: u64,
-    /// Ids of stuck entities, oldest first, at most [`STUCK_LISTED_MAX`].
-    pub stuck_entities: Vec<String>,
+    /// Stuck entities, longest stuck first, at most [`STUCK_LISTED_MAX`].
+    pub stuck_entities: Vec<StuckEntity>,
+}
+
+/// An entity an operator should look at.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StuckEntity {
+    pub id: String,
+    /// The failure that stopped its work, or [`SLOW_REASON`].
+    pub reason: String,
+    /// Since its work stopped, or since its current work began when slow.
+    pub age_ms: u64,
+}
+
+/// Work the runtime stopped resuming: it failed for a reason that will not
+/// pass by itself, and the kind could not end it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Stopped {
+    pub reason: String,
+    pub at: NaiveDateTime,
+}
+
+/// What the figures read of one live entity.
+#[derive(Clone, Debug)]
+pub(crate) struct LiveEntity {
+    pub id: String,
+    /// `None` when terminal.
+    pub in_flight_since: Option<NaiveDateTime>,
+    pub stopped: Option<Stopped>,
 }
 
 /// The timer service's figures on this node.
@@ -105,33 +137,51 @@ impl KindCounters {
     }
 }
 
-/// Oldest age, stuck count and stuck ids from the in-flight start times of
-/// the live entities (`None` = terminal). Pure, so it is tested directly.
+fn age_ms(now: NaiveDateTime, since: NaiveDateTime) -> u64 {
+    // A start in the future (clock step) counts as age 0.
+    u64::try_from((now - since).num_milliseconds()).unwrap_or(0)
+}
+
+fn cut(reason: &str) -> String {
+    reason.chars().take(STUCK_REASON_CHARS_MAX).collect()
+}
+
+/// Oldest in-flight age, stuck count and the listed stuck entities of the
+/// live ones. Pure, so it is tested directly.
 pub(crate) fn summarize_in_flight(
     now: NaiveDateTime,
-    entities: &[(String, Option<NaiveDateTime>)],
+    entities: &[LiveEntity],
     stuck_after_ms: u64,
-) -> (u64, u64, Vec<String>) {
-    let mut in_flight: Vec<(u64, &str)> = entities
+) -> (u64, u64, Vec<StuckEntity>) {
+    let oldest_ms = entities
         .iter()
-        .filter_map(|(id, since)| {
-            let since = (*since)?;
-            // A start in the future (clock step) counts as age 0.
-            let age_ms = u64::try_from((now - since).num_milliseconds()).unwrap_or(0);
-            Some((age_ms, id.as_str()))
+        .filter_map(|entity| entity.in_flight_since)
+        .map(|since| age_ms(now, since))
+        .max()
+        .unwrap_or(0);
+    let mut stuck: Vec<(u64, &str, &str)> = entities
+        .iter()
+        .filter_map(|entity| match (&entity.stopped, entity.in_flight_since) {
+            (Some(stopped), _) => Some((
+                age_ms(now, stopped.at),
+                entity.id.as_str(),
+                stopped.reason.as_str(),
+            )),
+            (None, Some(since)) if age_ms(now, since) > stuck_after_ms => {
+                Some((age_ms(now, since), entity.id.as_str(), SLOW_REASON))
+            }
+            (None, _) => None,
         })
         .collect();
-    in_flight.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    let oldest_ms = in_flight.first().map_or(0, |(age, _)| *age);
-    let stuck: Vec<&str> = in_flight
-        .iter()
-        .take_while(|(age, _)| *age > stuck_after_ms)
-        .map(|(_, id)| *id)
-        .collect();
+    stuck.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
     let listed = stuck
         .iter()
         .take(STUCK_LISTED_MAX)
-        .map(|id| (*id).to_owned())
+        .map(|(age_ms, id, reason)| StuckEntity {
+            id: (*id).to_owned(),
+            reason: cut(reason),
+            age_ms: *age_ms,
+        })
         .collect();
     (oldest_ms, stuck.len() as u64, listed)
 }
@@ -146,32 +196,64 @@ mod tests {
         NaiveDateTime::default() + Duration::milliseconds(ms)
     }
 
+    fn live(id: &str, since: Option<NaiveDateTime>) -> LiveEntity {
+        LiveEntity {
+            id: id.to_owned(),
+            in_flight_since: since,
+            stopped: None,
+        }
+    }
+
+    fn ids(stuck: &[StuckEntity]) -> Vec<&str> {
+        stuck.iter().map(|entity| entity.id.as_str()).collect()
+    }
+
     #[test]
     fn terminal_entities_are_neither_oldest_nor_stuck() {
         let now = at(100_000);
         let entities = vec![
-            ("done".to_owned(), None),
-            ("young".to_owned(), Some(at(99_000))),
-            ("old".to_owned(), Some(at(10_000))),
-            ("older".to_owned(), Some(at(5_000))),
+            live("done", None),
+            live("young", Some(at(99_000))),
+            live("old", Some(at(10_000))),
+            live("older", Some(at(5_000))),
         ];
         let (oldest_ms, stuck_count, stuck) = summarize_in_flight(now, &entities, 60_000);
         assert_eq!(oldest_ms, 95_000);
         assert_eq!(stuck_count, 2);
-        assert_eq!(stuck, vec!["older".to_owned(), "old".to_owned()]);
+        assert_eq!(ids(&stuck), ["older", "old"]);
+        assert_eq!(stuck[0].reason, SLOW_REASON);
+        assert_eq!(stuck[0].age_ms, 95_000);
+    }
+
+    #[test]
+    fn stopped_work_is_stuck_at_once_with_its_reason() {
+        let now = at(100_000);
+        let failed = LiveEntity {
+            stopped: Some(Stopped {
+                reason: "x".repeat(STUCK_REASON_CHARS_MAX + 10),
+                at: at(97_000),
+            }),
+            ..live("failed", Some(at(96_000)))
+        };
+        let entities = vec![failed, live("young", Some(at(99_000)))];
+        let (oldest_ms, stuck_count, stuck) = summarize_in_flight(now, &entities, 60_000);
+        assert_eq!((oldest_ms, stuck_count), (4_000, 1));
+        assert_eq!(ids(&stuck), ["failed"]);
+        assert_eq!(stuck[0].age_ms, 3_000, "since its work stopped");
+        assert_eq!(stuck[0].reason.chars().count(), STUCK_REASON_CHARS_MAX);
     }
 
     #[test]
     fn nothing_in_flight_is_zero_and_a_future_start_is_age_zero() {
         assert_eq!(summarize_in_flight(at(0), &[], 1), (0, 0, Vec::new()));
-        let ahead = vec![("clock".to_owned(), Some(at(5_000)))];
+        let ahead = vec![live("clock", Some(at(5_000)))];
         assert_eq!(summarize_in_flight(at(0), &ahead, 1), (0, 0, Vec::new()));
     }
 
     #[test]
     fn the_stuck_list_is_bounded_but_the_count_is_exact() {
         let entities: Vec<_> = (0..STUCK_LISTED_MAX + 5)
-            .map(|i| (format!("e{i}"), Some(at(0))))
+            .map(|i| live(&format!("e{i}"), Some(at(0))))
             .collect();
         let (_, stuck_count, stuck) = summarize_in_flight(at(10_000), &entities, 1_000);
         assert_eq!(stuck_count, (STUCK_LISTED_MAX + 5) as u64);

@@ -145,6 +145,18 @@ pub trait EntityKind: Sized + 'static {
         None
     }
 
+    /// A message that ends the entity's pending work when resuming it
+    /// ([`EntityKind::on_activate`]) keeps failing for `reason`, a reason
+    /// that will not pass by itself: fail what charged nothing, compensate
+    /// what did. Asked once per streak of failures. `None` (the default), or
+    /// a message that fails for good too, leaves the entity stuck: listed
+    /// with the reason in the figures for an operator, and not resumed again
+    /// until a message moves it or it is activated anew.
+    fn on_permanent_failure(state: &Self::State, reason: &str) -> Option<Self::Command> {
+        let _ = (state, reason);
+        None
+    }
+
     /// Whether the actor leaves memory as soon as its mailbox is empty after
     /// a message, instead of after the idle timeout. By default when the
     /// entity is terminal: nothing more will happen to it. A kind whose

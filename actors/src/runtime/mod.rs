@@ -29,9 +29,13 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use tern_schema::Db;
 
-pub use error::{RuntimeError, RuntimeResult, RETRY_AFTER_OVERLOAD, RETRY_AFTER_UNAVAILABLE};
+pub use actor::{FAILURES_IN_A_ROW_MAX, RESUME_AFTER_FAILURE, RESUME_AFTER_FAILURE_MAX};
+pub use error::{
+    Persistence, RuntimeError, RuntimeResult, RETRY_AFTER_OVERLOAD, RETRY_AFTER_UNAVAILABLE,
+};
 pub use figures::{
-    KindFigures, RuntimeFigures, TimerFigures, STUCK_LISTED_MAX, TIMER_POLL_FAILURES_UNHEALTHY,
+    KindFigures, RuntimeFigures, StuckEntity, TimerFigures, STUCK_LISTED_MAX,
+    TIMER_POLL_FAILURES_UNHEALTHY,
 };
 pub use kind::{EntityEnv, EntityKind, TimerFiring, Transition};
 pub use recovery::{paged, RecoveryReport, RECOVERY_PAGE_ROWS};

@@ -20,9 +20,9 @@ use tern_schema::types::utc_now;
 use tern_schema::Db;
 use tokio::sync::oneshot;
 
-use super::actor::{ActorCell, Deliver, EntityActor, Halt, Ticket};
+use super::actor::{ActorCell, Deliver, EntityActor, Halt, Origin, Ticket};
 use super::error::{RuntimeError, RuntimeResult};
-use super::figures::{summarize_in_flight, KindCounters, KindFigures};
+use super::figures::{summarize_in_flight, KindCounters, KindFigures, LiveEntity};
 use super::kind::{EntityEnv, EntityKind, TimerFiring};
 
 /// Messages one actor may hold unhandled before requests get `MailboxFull`.
@@ -416,14 +416,14 @@ impl<K: EntityKind> Registry<K> {
         let config = &self.shared.config;
         let (live, in_flight) = {
             let entries = lock(&self.shared.entries);
-            let in_flight: Vec<(String, Option<_>)> = entries
+            let in_flight: Vec<LiveEntity> = entries
                 .iter()
-                .filter_map(|(id, entry)| {
-                    entry
-                        .cell
-                        .in_flight_since()
-                        .map(|since| (id.to_string(), Some(since)))
+                .map(|(id, entry)| LiveEntity {
+                    id: id.to_string(),
+                    in_flight_since: entry.cell.in_flight_since(),
+                    stopped: entry.cell.stopped(),
                 })
+                .filter(|entity| entity.in_flight_since.is_some() || entity.stopped.is_some())
                 .collect();
             (entries.len() as u64, in_flight)
         };
@@ -471,6 +471,7 @@ impl<K: EntityKind> Registry<K> {
                 command,
                 reply: Some(reply),
                 ticket,
+                origin: Origin::Sender,
             };
             let sent = match admission {
                 Admission::Bounded => addr.try_send(message),

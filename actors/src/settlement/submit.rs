@@ -42,6 +42,8 @@ pub enum Submitted {
     InProgress,
     /// The key was used with a different request (422).
     Mismatch,
+    /// The key is a transfer's leg: a merchant's request never takes it (409).
+    LegKey,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -155,10 +157,16 @@ pub async fn submit(
     let key = (scope.0.as_str(), IDEMPOTENCY_SCOPE, scope.1.as_str());
     match written {
         // The unit wrote nothing and its batch has ended: the record read
-        // now is committed (or gone, which answers 409 and a retry).
-        Err(SubmitError::KeyTaken) => Ok(earlier_use(db, key, &digest)
-            .await?
-            .unwrap_or(Submitted::InProgress)),
+        // now is committed (or gone, which answers 409 and a retry). A row
+        // under the key without a record is a transfer's leg, which has
+        // none; on SQLite its row, not a record, refuses the insert.
+        Err(SubmitError::KeyTaken | SubmitError::Store(StoreError::UniqueViolation(_))) => {
+            match earlier_use(db, key, &digest).await? {
+                Some(earlier) => Ok(earlier),
+                None if is_settlement(db, key).await? => Ok(Submitted::LegKey),
+                None => Ok(Submitted::InProgress),
+            }
+        }
         // Judged before the key on PostgreSQL (the hold moves the balances
         // before the one statement that claims the key): a repeat of a
         // request that spent the funds, or the room, is still answered as
@@ -189,6 +197,18 @@ async fn earlier_use(
             None => None,
         },
     )
+}
+
+/// Whether a settlement holds the key (merchant, _, key).
+async fn is_settlement(
+    db: &Db,
+    (merchant_id, _, key): (&str, &str, &str),
+) -> Result<bool, SubmitError> {
+    let mut pooled = db.get().await?;
+    let mut tx = pooled.tx();
+    Ok(settlements::find(&mut tx, merchant_id, key)
+        .await?
+        .is_some())
 }
 
 /// `source` must be a funding account of the merchant in the intent's

@@ -11,7 +11,8 @@ use tern_schema::store::{quotes, transfers};
 use tern_schema::StoreError;
 use tern_schema::{Db, DieselError};
 
-use super::machine::{LegStatus, Status};
+use super::legs::leg_key;
+use super::machine::{Leg, LegStatus, Status};
 use super::record::new_id;
 use crate::ports::{Asset, Network};
 use crate::runtime::Versioned;
@@ -104,10 +105,14 @@ fn check_against_quote(new: &NewTransfer, quote: &QuoteRow) -> Result<(), Create
 }
 
 /// The transfer a request makes of its quote: the price is copied, the
-/// leg keys chosen now so that they never change.
+/// leg keys derived now from its id (see [`super::legs`]) so that they
+/// never change.
 fn transfer_of(new: &NewTransfer, quote: &QuoteRow, now: NaiveDateTime) -> TransferRow {
+    let id = new_id();
     TransferRow {
-        id: new_id(),
+        leg1_key: leg_key(&id, Leg::One),
+        leg2_key: leg_key(&id, Leg::Two),
+        id,
         merchant_id: new.merchant_id.clone(),
         idempotency_key: new.idempotency_key.clone(),
         flow: FLOW.to_owned(),
@@ -123,11 +128,9 @@ fn transfer_of(new: &NewTransfer, quote: &QuoteRow, now: NaiveDateTime) -> Trans
         platform_fee_minor: quote.platform_fee_minor,
         network_fee_minor: quote.network_fee_minor,
         status: Status::Pending.as_str().to_owned(),
-        leg1_key: uuid::Uuid::new_v4().to_string(),
         leg1_status: LegStatus::NotStarted.as_str().to_owned(),
         leg1_client_secret: None,
         leg1_next_action_type: None,
-        leg2_key: uuid::Uuid::new_v4().to_string(),
         leg2_status: LegStatus::NotStarted.as_str().to_owned(),
         failure_reason: None,
         conversion_transaction_id: None,

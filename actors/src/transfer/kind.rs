@@ -16,6 +16,7 @@ use tern_schema::{write_tx, Db, DieselError, Rollback, StoreError, Tx};
 use super::machine::{self, Effect, Event, Moved, Observed, Policy, Refund, Rejected, Resume};
 use super::postings;
 use super::record::{apply_state, state_of};
+use super::refusal;
 use crate::runtime::timers::{complete_in, schedule_in};
 use crate::runtime::{
     paged, EntityEnv, EntityKind, Registry, RuntimeError, RuntimeResult, TimerFiring, TimerSpec,
@@ -58,6 +59,10 @@ pub enum TransferCommand {
     /// The answer to a request for leg 1's refund.
     Refund(Refund),
     Timer(TimerFiring),
+    /// The transfer's pending work failed for good (see [`super::refusal`]).
+    GiveUp {
+        reason: String,
+    },
 }
 
 pub enum TransferReply {
@@ -94,9 +99,7 @@ impl From<StepError> for RuntimeError {
             StepError::Runtime(error) => error,
             StepError::Ledger(LedgerError::Store(error))
             | StepError::Leg(SubmitError::Store(error)) => error.into(),
-            other => RuntimeError::Store(StoreError::Unavailable(format!(
-                "a transfer transition was refused: {other}"
-            ))),
+            other => RuntimeError::Refused(format!("a transfer transition: {other}")),
         }
     }
 }
@@ -135,6 +138,7 @@ impl EntityKind for TransferKind {
                 advance(&env, row, Event::RetryDue, Some(firing)).await
             }
             TransferCommand::Resume => resume(&env, row).await,
+            TransferCommand::GiveUp { reason } => refusal::give_up(&env, row, &reason).await,
         }
     }
 
@@ -170,6 +174,10 @@ impl EntityKind for TransferKind {
             Resume::Start => Some(TransferCommand::Start),
             Resume::Observe | Resume::ObserveAndRefund => Some(TransferCommand::Resume),
         }
+    }
+
+    fn on_permanent_failure(row: &TransferRow, reason: &str) -> Option<TransferCommand> {
+        refusal::ending(row, reason)
     }
 }
 
@@ -240,7 +248,13 @@ async fn resume(
     };
     let mut row = row;
     let mut follow_ups = Vec::new();
-    for leg in &legs {
+    // A settlement under a leg's key that is not the leg (a legacy key a
+    // merchant took) says nothing about the transfer.
+    let transfer_id = row.id.clone();
+    let own = legs
+        .iter()
+        .filter(|leg| leg.transfer_id.as_deref() == Some(transfer_id.as_str()));
+    for leg in own {
         let observed = observe(leg);
         if observed == Observed::Succeeded && row.status == machine::Status::Compensating.as_str() {
             // Leg 1 with no refund under way: the request below asks for
@@ -254,7 +268,7 @@ async fn resume(
         row = transition.state;
         follow_ups.extend(transition.follow_ups);
     }
-    let state = state_of(&row).map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
+    let state = state_of(&row).map_err(|e| RuntimeError::Refused(e.to_string()))?;
     let mut transition = Transition::new(row.clone(), TransferReply::Ack);
     transition.follow_ups = follow_ups;
     if machine::resumption(&state) == Resume::ObserveAndRefund {
@@ -263,33 +277,43 @@ async fn resume(
     Ok(transition)
 }
 
-/// Applies one event and schedules the work its effects ask for.
-async fn advance(
+/// Applies one event and schedules the work its effects ask for. A move
+/// that fails because the leg it starts can never be created is replaced by
+/// that leg's refusal (see [`super::refusal`]), which starts no leg.
+pub(super) async fn advance(
     env: &EntityEnv<TransferContext>,
     row: TransferRow,
     event: Event,
     firing: Option<TimerFiring>,
 ) -> RuntimeResult<Transition<TransferKind>> {
-    let state = state_of(&row).map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
-    let label = format!("{event:?}");
-    let moved = match machine::transition(&state, event, &env.ctx.policy, Utc::now()) {
-        Ok(moved) => moved,
-        Err(rejected) => {
-            if rejected != Rejected::Unchanged {
-                tracing::debug!(transfer = %env.id, %rejected, event = %label, "event ignored");
+    let state = state_of(&row).map_err(|e| RuntimeError::Refused(e.to_string()))?;
+    let mut event = event;
+    loop {
+        let label = format!("{event:?}");
+        let moved = match machine::transition(&state, event, &env.ctx.policy, Utc::now()) {
+            Ok(moved) => moved,
+            Err(rejected) => {
+                if rejected != Rejected::Unchanged {
+                    tracing::debug!(transfer = %env.id, %rejected, event = %label, "event ignored");
+                }
+                // A stale timer is done with all the same.
+                if let Some(firing) = firing {
+                    let done: Result<(), RuntimeError> =
+                        write_tx!(env.db, |tx| complete_in(tx, &firing).await);
+                    done?;
+                }
+                return Ok(Transition::new(row, TransferReply::Ack));
             }
-            // A stale timer is done with all the same.
-            if let Some(firing) = firing {
-                let done: Result<(), RuntimeError> =
-                    write_tx!(env.db, |tx| complete_in(tx, &firing).await);
-                done?;
-            }
-            return Ok(Transition::new(row, TransferReply::Ack));
+        };
+        let effects = moved.effects.clone();
+        match step(env, &row, moved, firing.clone()).await {
+            Ok((next, legs)) => return Ok(follow_up(env, next, &effects, legs)),
+            Err(error) => match refusal::refused_leg(env, &row, &effects).await? {
+                Some(refused) => event = refused,
+                None => return Err(error.into()),
+            },
         }
-    };
-    let effects = moved.effects.clone();
-    let (next, legs) = step(env, &row, moved, firing).await?;
-    Ok(follow_up(env, next, &effects, legs))
+    }
 }
 
 fn follow_up(

@@ -170,6 +170,25 @@ pub enum Observed {
     Reversed,
 }
 
+/// One of a transfer's two legs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leg {
+    /// The card_charge of the send amount.
+    One,
+    /// The on_chain payout of the receive amount.
+    Two,
+}
+
+impl Leg {
+    /// The leg's `index` (decisions §1).
+    pub fn index(self) -> u8 {
+        match self {
+            Leg::One => 1,
+            Leg::Two => 2,
+        }
+    }
+}
+
 /// The answer to a request for leg 1's refund.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refund {
@@ -191,6 +210,14 @@ pub enum Event {
     Refund(Refund),
     /// The persisted refund retry timer fired.
     RetryDue,
+    /// The move that starts `leg` could not be written, for a reason that
+    /// will not pass by itself (its key belongs to another settlement): the
+    /// leg will never exist. Leg 2 is only ever started by leg 1's success,
+    /// so a refused leg 2 means the payer was charged.
+    LegRefused {
+        leg: Leg,
+        reason: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -240,6 +267,7 @@ fn event_name(event: &Event) -> &'static str {
         Event::Leg2(_) => "leg2",
         Event::Refund(_) => "refund",
         Event::RetryDue => "retry_due",
+        Event::LegRefused { .. } => "leg_refused",
     }
 }
 
@@ -260,6 +288,45 @@ pub fn transition(state: &State, event: Event, policy: &Policy, now: DateTime<Ut
             next.status = Status::Leg1InFlight;
             next.leg1 = LegStatus::InFlight;
             moved(next, vec![Effect::StartLeg1], vec![Status::Leg1InFlight])
+        }
+        (
+            Status::Pending,
+            Event::LegRefused {
+                leg: Leg::One,
+                reason,
+            },
+        ) => {
+            // Nothing was charged: the transfer fails as a declined card
+            // would, its statuses passing where a started leg's would.
+            next.leg1 = LegStatus::Failed;
+            next.status = Status::Failed;
+            next.failure_reason = Some(reason);
+            moved(next, vec![], vec![Status::Leg1InFlight, Status::Failed])
+        }
+        (
+            Status::Leg1InFlight,
+            Event::LegRefused {
+                leg: Leg::Two,
+                reason,
+            },
+        ) => {
+            // Leg 1 succeeded and nothing was converted (the refused move
+            // rolled back whole): refund it, as when leg 2 fails for good.
+            finish_challenge(&mut next);
+            next.leg1 = LegStatus::Reversing;
+            next.leg2 = LegStatus::Failed;
+            next.status = Status::Compensating;
+            next.failure_reason = Some(reason);
+            next.compensation_attempt = 1;
+            moved(
+                next,
+                vec![Effect::RequestRefund],
+                vec![
+                    Status::Leg1Succeeded,
+                    Status::Leg2InFlight,
+                    Status::Compensating,
+                ],
+            )
         }
         (Status::Leg1InFlight, Event::Leg1(observed)) => match observed {
             Observed::InFlight => Err(Rejected::Unchanged),
@@ -429,326 +496,4 @@ pub enum Resume {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn policy() -> Policy {
-        Policy {
-            refund_delays: vec![Duration::seconds(1), Duration::seconds(4)],
-        }
-    }
-
-    fn now() -> DateTime<Utc> {
-        DateTime::from_timestamp(1_800_000_000, 0).expect("time")
-    }
-
-    fn at(status: Status) -> State {
-        let (leg1, leg2) = match status {
-            Status::Pending => (LegStatus::NotStarted, LegStatus::NotStarted),
-            Status::Leg1InFlight => (LegStatus::InFlight, LegStatus::NotStarted),
-            Status::Leg1Succeeded => (LegStatus::Succeeded, LegStatus::NotStarted),
-            Status::Leg2InFlight => (LegStatus::Succeeded, LegStatus::InFlight),
-            Status::Succeeded => (LegStatus::Succeeded, LegStatus::Succeeded),
-            Status::Compensating => (LegStatus::Reversing, LegStatus::Failed),
-            Status::Failed => (LegStatus::Failed, LegStatus::NotStarted),
-        };
-        State {
-            status,
-            leg1,
-            leg2,
-            compensation_attempt: u32::from(status == Status::Compensating),
-            ..State::new()
-        }
-    }
-
-    fn challenge() -> Observed {
-        Observed::AwaitingChallenge {
-            client_secret: "ch_1_secret_x".into(),
-            next_action_type: "redirect_to_url".into(),
-        }
-    }
-
-    fn failed(reason: &str) -> Observed {
-        Observed::Failed {
-            reason: reason.into(),
-        }
-    }
-
-    fn not_made() -> Event {
-        Event::Refund(Refund::NotMade {
-            reason: "declined".into(),
-        })
-    }
-
-    fn all_events() -> Vec<Event> {
-        let mut events = vec![Event::Start, Event::RetryDue];
-        for observed in [
-            Observed::InFlight,
-            challenge(),
-            Observed::Succeeded,
-            failed("card_declined"),
-            Observed::Reversing,
-            Observed::Reversed,
-        ] {
-            events.push(Event::Leg1(observed.clone()));
-            events.push(Event::Leg2(observed));
-        }
-        events.push(Event::Refund(Refund::Completed));
-        events.push(Event::Refund(Refund::Pending));
-        events.push(not_made());
-        events
-    }
-
-    /// (status, event) -> (status after, leg1 after, leg2 after, effects,
-    /// statuses passed), or `None`: rejected.
-    type Row = (
-        Status,
-        Event,
-        Option<(Status, LegStatus, LegStatus, Vec<Effect>, Vec<Status>)>,
-    );
-
-    fn table() -> Vec<Row> {
-        use LegStatus as L;
-        use Status as S;
-        vec![
-            (
-                S::Pending,
-                Event::Start,
-                Some((
-                    S::Leg1InFlight,
-                    L::InFlight,
-                    L::NotStarted,
-                    vec![Effect::StartLeg1],
-                    vec![S::Leg1InFlight],
-                )),
-            ),
-            (S::Leg1InFlight, Event::Leg1(Observed::InFlight), None),
-            (
-                S::Leg1InFlight,
-                Event::Leg1(challenge()),
-                Some((S::Leg1InFlight, L::InFlight, L::NotStarted, vec![], vec![])),
-            ),
-            (
-                S::Leg1InFlight,
-                Event::Leg1(Observed::Succeeded),
-                Some((
-                    S::Leg2InFlight,
-                    L::Succeeded,
-                    L::InFlight,
-                    vec![Effect::Convert, Effect::StartLeg2],
-                    vec![S::Leg1Succeeded, S::Leg2InFlight],
-                )),
-            ),
-            (
-                S::Leg1InFlight,
-                Event::Leg1(failed("card_declined")),
-                Some((S::Failed, L::Failed, L::NotStarted, vec![], vec![S::Failed])),
-            ),
-            (
-                S::Leg2InFlight,
-                Event::Leg2(Observed::Succeeded),
-                Some((
-                    S::Succeeded,
-                    L::Succeeded,
-                    L::Succeeded,
-                    vec![],
-                    vec![S::Succeeded],
-                )),
-            ),
-            (
-                S::Leg2InFlight,
-                Event::Leg2(failed("card_declined")),
-                Some((
-                    S::Compensating,
-                    L::Reversing,
-                    L::Failed,
-                    vec![Effect::Unconvert, Effect::RequestRefund],
-                    vec![S::Compensating],
-                )),
-            ),
-            (
-                S::Compensating,
-                Event::Refund(Refund::Completed),
-                Some((S::Failed, L::Reversed, L::Failed, vec![], vec![S::Failed])),
-            ),
-            (
-                S::Compensating,
-                Event::Leg1(Observed::Reversed),
-                Some((S::Failed, L::Reversed, L::Failed, vec![], vec![S::Failed])),
-            ),
-            (S::Compensating, Event::Refund(Refund::Pending), None),
-            (S::Compensating, Event::Leg1(Observed::Reversing), None),
-            // The refund ended without being made while the saga waited.
-            (
-                S::Compensating,
-                Event::Leg1(Observed::Succeeded),
-                Some((
-                    S::Compensating,
-                    L::Reversing,
-                    L::Failed,
-                    vec![Effect::ScheduleRetry {
-                        at: now() + Duration::seconds(1),
-                    }],
-                    vec![],
-                )),
-            ),
-            (
-                S::Compensating,
-                not_made(),
-                Some((
-                    S::Compensating,
-                    L::Reversing,
-                    L::Failed,
-                    vec![Effect::ScheduleRetry {
-                        at: now() + Duration::seconds(1),
-                    }],
-                    vec![],
-                )),
-            ),
-            // No retry is scheduled: the timer is stale.
-            (S::Compensating, Event::RetryDue, None),
-        ]
-    }
-
-    #[test]
-    fn transition_table() {
-        for (status, event, expected) in table() {
-            let outcome = transition(&at(status), event.clone(), &policy(), now());
-            match (outcome, expected) {
-                (Ok(moved), Some((to, leg1, leg2, effects, statuses))) => {
-                    assert_eq!(
-                        (
-                            moved.state.status,
-                            moved.state.leg1,
-                            moved.state.leg2,
-                            moved.effects,
-                            moved.statuses
-                        ),
-                        (to, leg1, leg2, effects, statuses),
-                        "{status:?} + {event:?}"
-                    );
-                }
-                (Err(_), None) => {}
-                (outcome, expected) => {
-                    panic!("{status:?} + {event:?}: got {outcome:?}, expected {expected:?}")
-                }
-            }
-        }
-    }
-
-    /// Every pair not in the table is rejected: the table is the whole
-    /// machine, and terminal transfers never move again.
-    #[test]
-    fn everything_else_is_rejected() {
-        let table = table();
-        for status in Status::ALL {
-            for event in all_events() {
-                let listed = table.iter().any(|(s, e, _)| *s == status && *e == event);
-                if listed {
-                    continue;
-                }
-                assert!(
-                    transition(&at(status), event.clone(), &policy(), now()).is_err(),
-                    "{status:?} + {event:?} is not in the table but moved"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn refund_retries_then_gives_up_with_an_alert() {
-        let policy = policy();
-        let mut state = transition(
-            &at(Status::Leg2InFlight),
-            Event::Leg2(failed("invalid_destination")),
-            &policy,
-            now(),
-        )
-        .expect("compensates")
-        .state;
-        assert_eq!(state.failure_reason.as_deref(), Some("invalid_destination"));
-        let mut scheduled = Vec::new();
-        for _ in 1..policy.attempts_max() {
-            let moved = transition(&state, not_made(), &policy, now()).expect("schedules");
-            let [Effect::ScheduleRetry { at }] = moved.effects[..] else {
-                panic!("expected a retry: {:?}", moved.effects)
-            };
-            scheduled.push(at - now());
-            // A second answer before the timer changes nothing.
-            assert_eq!(
-                transition(&moved.state, not_made(), &policy, now()),
-                Err(Rejected::Unchanged)
-            );
-            let retried =
-                transition(&moved.state, Event::RetryDue, &policy, now()).expect("retries");
-            assert_eq!(retried.effects, vec![Effect::RequestRefund]);
-            state = retried.state;
-        }
-        assert_eq!(scheduled, policy.refund_delays);
-        assert_eq!(state.compensation_attempt, policy.attempts_max());
-        let gave_up = transition(&state, not_made(), &policy, now()).expect("gives up");
-        assert_eq!(gave_up.state.status, Status::Failed);
-        assert_eq!(gave_up.state.leg1, LegStatus::ReverseFailed);
-        assert!(gave_up.state.alert.is_some());
-        assert!(gave_up.effects.is_empty());
-    }
-
-    #[test]
-    fn a_challenge_is_shown_until_the_payer_finishes_it() {
-        let policy = policy();
-        let waiting = transition(
-            &at(Status::Leg1InFlight),
-            Event::Leg1(challenge()),
-            &policy,
-            now(),
-        )
-        .expect("shows the challenge")
-        .state;
-        let shown = waiting.challenge.clone().expect("challenge");
-        assert_eq!(shown.next_action_type.as_deref(), Some("redirect_to_url"));
-        assert_eq!(
-            transition(&waiting, Event::Leg1(challenge()), &policy, now()),
-            Err(Rejected::Unchanged),
-            "the same challenge twice is nothing new"
-        );
-        for outcome in [Observed::Succeeded, failed("authentication_failed")] {
-            let done = transition(&waiting, Event::Leg1(outcome), &policy, now())
-                .expect("finishes")
-                .state;
-            let kept = done.challenge.expect("the client secret stays");
-            assert_eq!(kept.client_secret, shown.client_secret);
-            assert_eq!(kept.next_action_type, None);
-        }
-    }
-
-    #[test]
-    fn resumption_by_status() {
-        let cases = [
-            (Status::Pending, Resume::Start),
-            (Status::Leg1InFlight, Resume::Observe),
-            (Status::Leg2InFlight, Resume::Observe),
-            (Status::Compensating, Resume::ObserveAndRefund),
-            (Status::Succeeded, Resume::Nothing),
-            (Status::Failed, Resume::Nothing),
-        ];
-        for (status, resume) in cases {
-            assert_eq!(resumption(&at(status)), resume, "{status:?}");
-        }
-        let waiting = State {
-            next_attempt_at: Some(now()),
-            ..at(Status::Compensating)
-        };
-        assert_eq!(resumption(&waiting), Resume::Observe);
-    }
-
-    #[test]
-    fn codes_read_back() {
-        for status in Status::ALL {
-            assert_eq!(Status::parse(status.as_str()), Some(status));
-        }
-        for leg in LegStatus::ALL {
-            assert_eq!(LegStatus::parse(leg.as_str()), Some(leg));
-        }
-        assert_eq!(Status::parse("lost"), None);
-    }
-}
+mod tests;

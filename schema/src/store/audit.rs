@@ -101,6 +101,41 @@ pub async fn events_after(
     Ok(rows)
 }
 
+/// Events with `after_seq` < seq <= `through_seq`, oldest first.
+pub async fn events_between(
+    tx: &mut Tx<'_>,
+    merchant_id: &str,
+    after_seq: i64,
+    through_seq: i64,
+    limit: i64,
+) -> StoreResult<Vec<AuditEventRow>> {
+    let rows = dispatch!(tx, conn => audit_events::table
+        .filter(audit_events::merchant_id.eq(merchant_id))
+        .filter(audit_events::seq.gt(after_seq))
+        .filter(audit_events::seq.le(through_seq))
+        .order(audit_events::seq.asc())
+        .limit(limit)
+        .select(AuditEventRow::as_select())
+        .load(conn)
+        .await)?;
+    Ok(rows)
+}
+
+/// The event at `seq`, if there is one.
+pub async fn event(
+    tx: &mut Tx<'_>,
+    merchant_id: &str,
+    seq: i64,
+) -> StoreResult<Option<AuditEventRow>> {
+    let row = dispatch!(tx, conn => audit_events::table
+        .find((merchant_id, seq))
+        .select(AuditEventRow::as_select())
+        .first(conn)
+        .await
+        .optional())?;
+    Ok(row)
+}
+
 /// Events with seq < `before_seq` (all when `None`), newest first.
 pub async fn events_before(
     tx: &mut Tx<'_>,

@@ -3,6 +3,7 @@
 
 pub mod api_keys;
 pub mod audit;
+pub mod audit_checkpoints;
 pub mod cached;
 pub mod cards;
 pub mod devices;

@@ -133,6 +133,42 @@ pub async fn with_work_left(tx: &mut Tx<'_>, after: &str, limit: i64) -> StoreRe
     Ok(ids)
 }
 
+/// The leg keys and leg statuses of a transfer with work left.
+#[derive(Clone, Debug, PartialEq, Eq, Queryable)]
+pub struct LegKeys {
+    pub id: String,
+    pub merchant_id: String,
+    pub leg1_key: String,
+    pub leg1_status: String,
+    pub leg2_key: String,
+    pub leg2_status: String,
+}
+
+/// [`LegKeys`] of transfers with work left, after `after` in id order: the
+/// legs not started yet among them may still be created.
+pub async fn leg_keys_with_work_left(
+    tx: &mut Tx<'_>,
+    after: &str,
+    limit: i64,
+) -> StoreResult<Vec<LegKeys>> {
+    let rows = dispatch!(tx, conn => transfers::table
+        .filter(transfers::status.ne_all(TERMINAL_STATUSES))
+        .filter(transfers::id.gt(after))
+        .order(transfers::id.asc())
+        .limit(limit)
+        .select((
+            transfers::id,
+            transfers::merchant_id,
+            transfers::leg1_key,
+            transfers::leg1_status,
+            transfers::leg2_key,
+            transfers::leg2_status,
+        ))
+        .load(conn)
+        .await)?;
+    Ok(rows)
+}
+
 /// Open operator alerts: (transfer id, merchant id, alert), oldest first.
 pub async fn open_alerts(
     tx: &mut Tx<'_>,

@@ -6,7 +6,7 @@ use diesel_async::RunQueryDsl;
 
 use crate::dispatch;
 use crate::models::UserRow;
-use crate::schema::users;
+use crate::schema::{merchants, users};
 use crate::{StoreResult, Tx};
 
 pub const STATUS_ACTIVE: &str = "active";
@@ -38,6 +38,20 @@ pub async fn find_in_merchant(
         .find(user_id)
         .filter(users::merchant_id.eq(merchant_id))
         .select(UserRow::as_select())
+        .first(conn)
+        .await
+        .optional())?;
+    Ok(row)
+}
+
+/// The user's status and its merchant's, read together: what decides
+/// whether the user's cards may spend (decisions §1a). `None` when there is
+/// no such user.
+pub async fn standing(tx: &mut Tx<'_>, user_id: &str) -> StoreResult<Option<(String, String)>> {
+    let row = dispatch!(tx, conn => users::table
+        .inner_join(merchants::table)
+        .filter(users::id.eq(user_id))
+        .select((users::status, merchants::status))
         .first(conn)
         .await
         .optional())?;

@@ -336,7 +336,7 @@ fn resolve(request: &CreateCardRequest, caller: &Caller) -> Result<NewCard, ApiE
         (status = 201, description = "Issued and active", body = Card),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Missing scope cards:write", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope cards:write, or merchant suspended or disabled (merchant-inactive)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such user for this merchant", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The user has an active or frozen virtual card (code ACTIVE_CARD_ALREADY_EXISTS)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown program, type or currency; bad text; user_id or cardholder from a session, or user_id missing for an API key", body = Problem, content_type = "application/problem+json"),
@@ -400,6 +400,7 @@ pub async fn create(
         created_at: now,
         updated_at: now,
         closed_at: None,
+        limits_set: String::new(),
     };
     // The intent first: the partial unique index refuses a second live
     // virtual card before any issuer call, whatever the concurrency.
@@ -529,7 +530,7 @@ pub async fn freeze(
     params(("id" = String, Path)),
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
     responses(
-        (status = 403, description = "Missing scope (cards:read to read, cards:write to change)", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope cards:write, or merchant suspended or disabled (merchant-inactive)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "Active", body = Card),
         (status = 404, body = Problem, content_type = "application/problem+json"),
@@ -542,6 +543,8 @@ pub async fn unfreeze(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
+    caller.require(SCOPE_WRITE)?;
+    caller.require_active()?;
     status_change(req, caller, state, &path, Operation::Unfreeze).await
 }
 
@@ -572,7 +575,7 @@ pub async fn close(
     request_body(content = Option<ReplaceRequest>, description = "Optional reason"),
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
     responses(
-        (status = 403, description = "Missing scope (cards:read to read, cards:write to change)", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope cards:write, or merchant suspended or disabled (merchant-inactive)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "The new card; the old one is blocked", body = Card),
         (status = 404, body = Problem, content_type = "application/problem+json"),
@@ -587,6 +590,7 @@ pub async fn replace(
     body: Result<OptionalJsonBody<ReplaceRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_WRITE)?;
+    caller.require_active()?;
     let row = owned_card(&state, &caller, &path).await?;
     let request = body?.0.unwrap_or_default();
     let mut errors = crate::http::problem::FieldErrors::new();
@@ -629,12 +633,12 @@ pub async fn limits(
     params(("id" = String, Path)), request_body = LimitsPatch,
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
     responses(
-        (status = 403, description = "Missing scope (cards:read to read, cards:write to change)", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope cards:write, or merchant suspended or disabled (merchant-inactive)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
         (status = 200, body = Limits),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_CLOSED", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "An amount outside 0 to 10^12, or per_transaction > daily > monthly", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An amount outside 0 to 10^12, or the values the merchant set out of order (per_transaction <= daily <= monthly); program defaults never fail", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn update_limits(
     req: HttpRequest,
@@ -644,6 +648,7 @@ pub async fn update_limits(
     body: Result<JsonBody<LimitsPatch>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_WRITE)?;
+    caller.require_active()?;
     let row = owned_card(&state, &caller, &path).await?;
     let JsonBody(patch) = body?;
     let command = CardCommand::Update {

@@ -282,7 +282,7 @@ async fn embed(
         (status = 200, description = "Revealed for ttl_seconds (mode demo or embed), or enabled false with code SECURE_DETAILS_NOT_ENABLED", body = SecureDetails),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid credential; for a session, a missing or wrong password", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Missing scope cards:write", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope cards:write, or merchant suspended or disabled (merchant-inactive)", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The card is closed (CARD_CLOSED) or still being issued (CARD_NOT_ISSUED)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown field; target_origin missing or not an https origin in mode embed", body = Problem, content_type = "application/problem+json"),
@@ -296,6 +296,7 @@ pub async fn reveal(
     body: Result<OptionalJsonBody<SecureDetailsRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_WRITE)?;
+    caller.require_active()?;
     let request = body?.0.unwrap_or_default();
     let reveal = match state.config.secure_details_mode {
         SecureDetailsMode::Disabled => Reveal::Off,

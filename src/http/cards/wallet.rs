@@ -85,6 +85,7 @@ async fn provision(
     wallet: Wallet,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_WRITE)?;
+    caller.require_active()?;
     let request = body?.0.unwrap_or_default();
     let mut errors = FieldErrors::new();
     check_text(
@@ -124,7 +125,7 @@ async fn provision(
     responses(
         (status = 200, description = "Requested; the issuer's webhook makes it active or failed", body = WalletProvisionResponse),
         (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Missing scope cards:write", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope cards:write, or merchant suspended or disabled (merchant-inactive)", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_CLOSED, CARD_BLOCKED, CARD_NOT_ISSUED or WALLET_TOKEN_LIMIT_REACHED", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown field, or a device_id that is not 1 to 128 printable characters", body = Problem, content_type = "application/problem+json"),
@@ -149,7 +150,7 @@ pub async fn provision_apple_pay(
     responses(
         (status = 200, description = "Requested; the issuer's webhook makes it active or failed", body = WalletProvisionResponse),
         (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Missing scope cards:write", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Missing scope cards:write, or merchant suspended or disabled (merchant-inactive)", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_CLOSED, CARD_BLOCKED, CARD_NOT_ISSUED or WALLET_TOKEN_LIMIT_REACHED", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown field, or a device_id that is not 1 to 128 printable characters", body = Problem, content_type = "application/problem+json"),

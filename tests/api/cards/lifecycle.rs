@@ -493,6 +493,73 @@ async fn limits_merge_and_out_of_order_or_out_of_bounds_limits_are_422() {
     assert_eq!(unchanged, equal);
 }
 
+/// Decisions §10: a program default never makes a PATCH fail; the order
+/// rule holds among the values the merchant set, and the effective
+/// per-transaction limit is never above the daily one.
+#[actix_web::test]
+async fn program_default_limits_never_make_a_limits_patch_fail() {
+    let app = TestApp::spawn().await;
+    let (merchant, card) = super::authorizations::funded_card(&app, "1000.00").await;
+    let id = card.as_str();
+    let before = get_card(&app, &merchant, id).await["limits"].clone();
+    assert!(
+        before["per_transaction_minor"].as_i64() > Some(50_000),
+        "the program's default is above the new daily limit: {before}"
+    );
+
+    let limits = json_of(
+        patch_limits(
+            &app,
+            &merchant,
+            id,
+            json!({"daily_spend_minor": 50000, "monthly_spend_minor": 500000}),
+        )
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(limits["daily_spend_minor"], 50_000, "{limits}");
+    assert_eq!(limits["monthly_spend_minor"], 500_000, "{limits}");
+    assert_eq!(limits["per_transaction_minor"], 50_000, "{limits}");
+    assert_eq!(limits["atm_daily_minor"], before["atm_daily_minor"]);
+    // What authorizations are decided against is what GET shows.
+    let declined = super::authorize(&app, id, 50_001).await;
+    assert_eq!(
+        declined["reason"], "per_transaction_limit_exceeded",
+        "{declined}"
+    );
+    assert_eq!(super::authorize(&app, id, 50_000).await["approved"], true);
+
+    // The merchant's own values still must be in order.
+    let problem = assert_problem(
+        patch_limits(&app, &merchant, id, json!({"per_transaction_minor": 60000})).await,
+        422,
+        "validation-error",
+    )
+    .await;
+    assert!(
+        problem["errors"].get("per_transaction_minor").is_some(),
+        "{problem}"
+    );
+    // A higher daily limit lets the default per-transaction one back up to
+    // its own value, never above the new daily.
+    let raised = json_of(
+        patch_limits(&app, &merchant, id, json!({"daily_spend_minor": 200000})).await,
+        200,
+    )
+    .await;
+    assert_eq!(raised["per_transaction_minor"], 200_000, "{raised}");
+    let raised = json_of(
+        patch_limits(&app, &merchant, id, json!({"daily_spend_minor": 500000})).await,
+        200,
+    )
+    .await;
+    assert_eq!(
+        raised["per_transaction_minor"], before["per_transaction_minor"],
+        "{raised}"
+    );
+}
+
 #[actix_web::test]
 async fn bad_card_requests_get_their_problem_and_store_nothing() {
     let app = TestApp::spawn().await;

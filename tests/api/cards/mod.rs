@@ -6,6 +6,7 @@ mod authorizations;
 mod lifecycle;
 mod on_session;
 mod secure;
+mod standing;
 mod wallet;
 
 use reqwest::Response;

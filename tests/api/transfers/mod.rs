@@ -2,9 +2,11 @@
 //! the saga against the real sandbox (`saga`: card charge, conversion,
 //! on-chain payout, 3DS, retries, compensation and its alert) and the
 //! request side (`requests`: validation, idempotency, lists, isolation,
-//! scopes). Every test that moves money ends by checking the ledger and the
+//! scopes), and `leg_keys`: a leg's key is never a merchant's to take.
+//! Every test that moves money ends by checking the ledger and the
 //! simulator's execution log: one execution per provider operation.
 
+mod leg_keys;
 mod requests;
 mod saga;
 

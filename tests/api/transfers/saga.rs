@@ -45,7 +45,11 @@ async fn public_json(app: &TestApp, path: &str) -> Value {
 }
 
 /// The `to` of each audited status change of the transfer, oldest first.
-async fn audited_statuses(app: &TestApp, merchant: &Merchant, transfer_id: &str) -> Vec<String> {
+pub(super) async fn audited_statuses(
+    app: &TestApp,
+    merchant: &Merchant,
+    transfer_id: &str,
+) -> Vec<String> {
     let events = json_of(app, merchant, "/v1/audit/events?limit=200").await;
     let mut statuses: Vec<String> = events["data"]
         .as_array()
@@ -205,7 +209,7 @@ async fn a_declined_card_fails_the_transfer_before_any_payout() {
 }
 
 /// Waits for leg 1's open challenge; answers the transfer then.
-async fn challenged(app: &TestApp, merchant: &Merchant, transfer_id: &str) -> Value {
+pub(super) async fn challenged(app: &TestApp, merchant: &Merchant, transfer_id: &str) -> Value {
     let open = until(app, merchant, transfer_id, |t| {
         leg(t, 1)["next_action_type"].is_string() || t["status"] == "failed"
     })
@@ -219,14 +223,14 @@ async fn challenged(app: &TestApp, merchant: &Merchant, transfer_id: &str) -> Va
     open
 }
 
-fn client_secret(transfer: &Value) -> String {
+pub(super) fn client_secret(transfer: &Value) -> String {
     leg(transfer, 1)["client_secret"]
         .as_str()
         .expect("client_secret")
         .to_owned()
 }
 
-async fn answer_challenge(app: &TestApp, secret: &str, decision: &str) {
+pub(super) async fn answer_challenge(app: &TestApp, secret: &str, decision: &str) {
     let response = app
         .client
         .post(sandbox(app, &format!("/3ds/{secret}/{decision}")))

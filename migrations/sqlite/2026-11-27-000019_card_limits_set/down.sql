@@ -1,0 +1,1 @@
+ALTER TABLE cards DROP COLUMN limits_set;
