@@ -326,6 +326,8 @@ fn card_runtime(
             RegistryConfig::default(),
             CardContext {
                 issuer: issuer.clone(),
+                hold_ttl: chrono::Duration::from_std(config.card_hold_ttl)
+                    .context("TERN_CARD_HOLD_TTL is out of range")?,
             },
         )
         .context("registering the card actors")?;

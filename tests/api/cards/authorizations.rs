@@ -11,14 +11,14 @@ use crate::helpers::{assert_problem, Merchant, TestApp};
 use crate::settlements::{assert_ledger_balanced, funded};
 
 /// A merchant funded with `amount` USD and a card of one of its users.
-async fn funded_card(app: &TestApp, amount: &str) -> (Merchant, String) {
+pub(super) async fn funded_card(app: &TestApp, amount: &str) -> (Merchant, String) {
     let (merchant, _) = funded(app, amount).await;
     let user = app.user(&merchant).await;
     let card = issue(app, &merchant, &user, json!({})).await;
     (merchant, card["id"].as_str().expect("id").to_owned())
 }
 
-async fn balance(app: &TestApp, merchant: &Merchant, card: &str) -> Value {
+pub(super) async fn balance(app: &TestApp, merchant: &Merchant, card: &str) -> Value {
     json_of(
         send(
             app,
@@ -33,7 +33,7 @@ async fn balance(app: &TestApp, merchant: &Merchant, card: &str) -> Value {
     .await
 }
 
-async fn transactions(app: &TestApp, merchant: &Merchant, card: &str) -> Vec<Value> {
+pub(super) async fn transactions(app: &TestApp, merchant: &Merchant, card: &str) -> Vec<Value> {
     let body = json_of(
         send(
             app,
