@@ -184,6 +184,9 @@ pub struct Config {
     pub mail_from: String,
     pub cookie_secure: bool,
     pub session_ttl: Duration,
+    /// How long an uncleared card authorization holds its funds before it
+    /// is voided (TERN_CARD_HOLD_TTL, decisions §10).
+    pub card_hold_ttl: Duration,
     /// Origins besides TERN_PUBLIC_URL's own that a cookie-authenticated
     /// unsafe request may come from (CSRF, decisions §9):
     /// TERN_ALLOWED_ORIGINS.
@@ -201,6 +204,10 @@ pub struct Config {
     /// Never read from the environment.
     pub fault_routes: bool,
 }
+
+/// Longest card hold: networks keep an authorization open for days to
+/// weeks (hotels, car rentals), never this long.
+pub const CARD_HOLD_TTL_MAX: Duration = Duration::from_secs(365 * 86_400);
 
 /// A configuration error names the variable and what is wrong with it.
 #[derive(Debug, thiserror::Error)]
@@ -376,6 +383,13 @@ impl Config {
             .map_err(|m| error("TERN_RATE_LIMITS", m))?;
         let quote_rates = RateTable::with_overrides(&parsed("TERN_QUOTE_RATES", ""))
             .map_err(|m| error("TERN_QUOTE_RATES", m))?;
+        let card_hold_ttl = duration("TERN_CARD_HOLD_TTL", "7d")?;
+        if card_hold_ttl > CARD_HOLD_TTL_MAX {
+            return Err(error(
+                "TERN_CARD_HOLD_TTL",
+                format!("at most {} days", CARD_HOLD_TTL_MAX.as_secs() / 86_400),
+            ));
+        }
         let log = parsed("TERN_LOG", "info");
         tracing_subscriber::EnvFilter::try_new(&log)
             .map_err(|e| error("TERN_LOG", e.to_string()))?;
@@ -407,6 +421,7 @@ impl Config {
             mail_from,
             cookie_secure,
             session_ttl: duration("TERN_SESSION_TTL", "24h")?,
+            card_hold_ttl,
             allowed_origins,
             password_hashers,
             secure_details_mode,
@@ -447,7 +462,7 @@ fn check_socket_addr(variable: &'static str, value: &str) -> Result<(), ConfigEr
     })
 }
 
-/// Parses `500ms`, `5s`, `5m`, `2h`: a positive whole number and one unit.
+/// Parses `500ms`, `5s`, `5m`, `2h`, `7d`: a positive whole number and one unit.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
@@ -456,15 +471,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let (digits, unit) = text.split_at(split);
     let value: u64 = digits
         .parse()
-        .map_err(|_| format!("`{text}` is not a duration like 500ms, 5s, 5m or 2h"))?;
+        .map_err(|_| format!("`{text}` is not a duration like 500ms, 5s, 5m, 2h or 7d"))?;
     let millis_per_unit = match unit {
         "ms" => 1,
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
+        "d" => 86_400_000,
         _ => {
             return Err(format!(
-                "`{text}` is not a duration like 500ms, 5s, 5m or 2h"
+                "`{text}` is not a duration like 500ms, 5s, 5m, 2h or 7d"
             ))
         }
     };
@@ -512,6 +528,7 @@ mod tests {
         assert_eq!(config.bind, "127.0.0.1:8080");
         assert_eq!(config.sandbox_bind.as_deref(), Some("127.0.0.1:8081"));
         assert_eq!(config.quote_ttl, Duration::from_secs(60));
+        assert_eq!(config.card_hold_ttl, Duration::from_secs(7 * 86_400));
         assert_eq!(config.settlement_retry_schedule.len(), 5);
         assert_eq!(
             config.webhook_retry_schedule[6],
@@ -536,15 +553,19 @@ mod tests {
         assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7_200)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604_800)));
         for bad in [
             "",
             "5",
             "s",
             "0s",
+            "0d",
             "-1s",
             "1.5s",
-            "5d",
+            "5w",
+            "1D",
             "99999999999999999999h",
+            "999999999999999999d",
         ] {
             assert!(parse_duration(bad).is_err(), "{bad} should be rejected");
         }
@@ -557,6 +578,9 @@ mod tests {
             ("TERN_DATABASE_URL", "mysql://x"),
             ("TERN_QUOTE_TTL", "soon"),
             ("TERN_QUOTE_TTL", "0s"),
+            ("TERN_CARD_HOLD_TTL", "a week"),
+            ("TERN_CARD_HOLD_TTL", "0d"),
+            ("TERN_CARD_HOLD_TTL", "366d"),
             ("TERN_QUOTE_RATES", "EUR/USDC=0"),
             ("TERN_QUOTE_RATES", "EUR/USDC=1.08e0"),
             ("TERN_QUOTE_RATES", "XXX/USDT=1"),

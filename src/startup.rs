@@ -341,6 +341,8 @@ fn card_runtime(
             CardContext {
                 issuer: issuer.clone(),
                 standing: Arc::new(StandingCache::new()),
+                hold_ttl: chrono::Duration::from_std(config.card_hold_ttl)
+                    .context("TERN_CARD_HOLD_TTL is out of range")?,
             },
         )
         .context("registering the card actors")?;

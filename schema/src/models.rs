@@ -567,9 +567,11 @@ pub struct CardTransactionRow {
     pub merchant_id: String,
     pub provider_event_id: String,
     pub authorization_id: String,
-    /// `authorization`, `clear` or `refund`.
+    /// `authorization`, `clear`, `refund`, `reversal` or `expiry`.
     pub kind: String,
-    /// `approved`, `declined`, `cleared`, `voided` or `posted`.
+    /// authorization: `approved` (hold open), `declined`, `cleared`,
+    /// `reversed` or `expired`; clear and refund: `posted`; reversal and
+    /// expiry: `released`.
     pub status: String,
     pub amount_minor: i64,
     pub currency: String,
@@ -581,6 +583,9 @@ pub struct CardTransactionRow {
     pub ledger_transaction_id: Option<String>,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
+    /// What an open authorization still holds (its amount less what partial
+    /// reversals released); 0 once it ended, and for every other kind.
+    pub hold_minor: i64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]

@@ -426,7 +426,8 @@ diesel::table! {
 }
 
 diesel::table! {
-    /// Authorizations, clearings and refunds of cards, one per provider event.
+    /// Authorizations, clearings, refunds, reversals and expiries of cards,
+    /// one per provider event (an expiry is Tern's own).
     card_transactions (id) {
         id -> Text,
         card_id -> Text,
@@ -445,6 +446,7 @@ diesel::table! {
         ledger_transaction_id -> Nullable<Text>,
         created_at -> Timestamp,
         updated_at -> Timestamp,
+        hold_minor -> BigInt,
     }
 }
 

@@ -1,13 +1,14 @@
 //! Card events of the card provider's webhook (decisions §10, §15), after
 //! its signature checked out: authorization requests are decided by the
-//! card's actor and answered in the response; clearings and refunds move
-//! the card's ledger entries; wallet token updates move its wallet status.
+//! card's actor and answered in the response; clearings, reversals and
+//! refunds move the card's ledger entries; wallet token updates move its
+//! wallet status.
 //! The card's actor deduplicates by the provider's event id.
 
 use actix_web::HttpResponse;
 use serde::{Deserialize, Serialize};
 use tern_actors::card::machine::Channel;
-use tern_actors::card::{AuthorizationRequest, CardCommand, CardReply, RefundRequest};
+use tern_actors::card::{AuthorizationRequest, CardCommand, CardReply, RefundRequest, Reversal};
 use tern_actors::runtime::RuntimeError;
 use utoipa::ToSchema;
 
@@ -53,6 +54,14 @@ struct AuthorizationData {
 
 #[derive(Debug, Deserialize)]
 struct ClearingData {
+    card_id: String,
+    authorization_id: String,
+    amount_minor: Option<i64>,
+}
+
+/// `amount_minor` absent releases the rest of the hold (decisions §10).
+#[derive(Debug, Deserialize)]
+struct ReversalData {
     card_id: String,
     authorization_id: String,
     amount_minor: Option<i64>,
@@ -181,6 +190,18 @@ pub async fn clear(state: &AppState, event: ProviderEvent) -> Result<HttpRespons
         authorization_id: data.authorization_id,
         amount_minor: data.amount_minor,
     };
+    received(registry(state)?.call(&data.card_id, command).await)
+}
+
+pub async fn reverse(state: &AppState, event: ProviderEvent) -> Result<HttpResponse, ApiError> {
+    let data: ReversalData = data(&event)?;
+    bounded("card_id", &data.card_id)?;
+    bounded("authorization_id", &data.authorization_id)?;
+    let command = CardCommand::Reverse(Reversal {
+        event_id: event.id,
+        authorization_id: data.authorization_id,
+        amount_minor: data.amount_minor,
+    });
     received(registry(state)?.call(&data.card_id, command).await)
 }
 

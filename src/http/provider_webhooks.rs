@@ -36,6 +36,7 @@ pub const SETTLEMENT_EVENT_TYPES: [&str; 4] = [
 ];
 pub const AUTHORIZATION_REQUEST: &str = "authorization.request";
 pub const AUTHORIZATION_CLEARING: &str = "authorization.clearing";
+pub const AUTHORIZATION_REVERSAL: &str = "authorization.reversal";
 pub const REFUND_SUCCEEDED: &str = "refund.succeeded";
 pub const WALLET_TOKEN_UPDATED: &str = "wallet_token.updated";
 /// The suffix of a reversal's provider key (see `record::reversal_key`).
@@ -120,6 +121,7 @@ pub async fn receive(
     match event.event_type.as_str() {
         AUTHORIZATION_REQUEST => return card_events::authorize(&state, event).await,
         AUTHORIZATION_CLEARING => return card_events::clear(&state, event).await,
+        AUTHORIZATION_REVERSAL => return card_events::reverse(&state, event).await,
         REFUND_SUCCEEDED if event.data.get("card_id").is_some() => {
             return card_events::refund(&state, event).await
         }

@@ -5,6 +5,8 @@
 //!
 //! - `POST /control/authorizations` sends `authorization.request`;
 //! - `POST /control/clearings` sends `authorization.clearing`;
+//! - `POST /control/reversals` sends `authorization.reversal`, releasing
+//!   `amount_minor` of the hold, or the rest of it when omitted;
 //! - `POST /control/refunds` sends `refund.succeeded` whose data carries
 //!   `card_id` (the webhook types have no card refund of their own; the card
 //!   id is what tells it from an acquirer refund).
@@ -40,7 +42,8 @@ const MCC_DEFAULT: &str = "5999";
 pub(super) fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route(wire::PATH_CONTROL_AUTHORIZATIONS, web::post().to(authorize))
         .route(wire::PATH_CONTROL_CLEARINGS, web::post().to(clear))
-        .route(wire::PATH_CONTROL_REFUNDS, web::post().to(refund));
+        .route(wire::PATH_CONTROL_REFUNDS, web::post().to(refund))
+        .route(wire::PATH_CONTROL_REVERSALS, web::post().to(reverse));
 }
 
 /// The amounts of the authorizations played, by authorization id.
@@ -165,6 +168,35 @@ async fn clear(
         "currency": body.currency,
     });
     let (event_id, answer) = play(&sandbox, "authorization.clearing", data).await?;
+    Ok(HttpResponse::Ok().json(wire::CardEventSent {
+        event_id,
+        authorization_id: Some(body.authorization_id),
+        refund_id: None,
+        status: answer.status,
+        decision: answer.body,
+    }))
+}
+
+#[tracing::instrument(skip_all, fields(authorization_id))]
+async fn reverse(
+    sandbox: web::Data<Sandbox>,
+    body: web::Json<wire::ReversalControl>,
+) -> Result<HttpResponse, SandboxError> {
+    let body = body.into_inner();
+    tracing::Span::current().record("authorization_id", body.authorization_id.as_str());
+    check_text("authorization_id", &body.authorization_id)?;
+    check_text("card_id", &body.card_id)?;
+    let mut data = json!({
+        "authorization_id": body.authorization_id,
+        "card_id": body.card_id,
+    });
+    if let Some(amount_minor) = body.amount_minor {
+        if amount_minor <= 0 {
+            return Err(invalid("amount_minor must be positive"));
+        }
+        data["amount_minor"] = json!(amount_minor);
+    }
+    let (event_id, answer) = play(&sandbox, "authorization.reversal", data).await?;
     Ok(HttpResponse::Ok().json(wire::CardEventSent {
         event_id,
         authorization_id: Some(body.authorization_id),

@@ -1,6 +1,7 @@
 //! A card whose issue was under way when the process died is finished by
 //! the next process, with one issue at the issuer: the intent was durable
-//! before the call and the retry reuses its key.
+//! before the call and the retry reuses its key. A hold whose expiry fell
+//! due while no process ran is released by the next one.
 
 use std::time::{Duration, Instant};
 
@@ -42,9 +43,8 @@ async fn cards(cluster: &Cluster, cookie: &str) -> Value {
         .expect("json")
 }
 
-#[actix_web::test]
-async fn a_card_being_issued_when_the_process_dies_is_issued_once_after_restart() {
-    let mut cluster = Cluster::start("1s").await;
+/// Signs up a person; answers their session cookie and user id.
+async fn sign_up(cluster: &Cluster) -> (String, String) {
     let email = format!("c{}@crash.example", uuid::Uuid::new_v4().simple());
     let registered = cluster
         .client
@@ -65,6 +65,13 @@ async fn a_card_being_issued_when_the_process_dies_is_issued_once_after_restart(
         .to_owned();
     let user: Value = registered.json().await.expect("json");
     let user_id = user["user_id"].as_str().expect("user_id").to_owned();
+    (cookie, user_id)
+}
+
+#[actix_web::test]
+async fn a_card_being_issued_when_the_process_dies_is_issued_once_after_restart() {
+    let mut cluster = Cluster::start("1s").await;
+    let (cookie, user_id) = sign_up(&cluster).await;
 
     // The issuer issues the card, then holds its answer past the kill.
     cluster
@@ -120,4 +127,119 @@ async fn a_card_being_issued_when_the_process_dies_is_issued_once_after_restart(
             .map(Vec::len),
         Some(1)
     );
+}
+
+async fn get_json(cluster: &Cluster, cookie: &str, path: &str) -> Value {
+    cluster
+        .client
+        .get(format!("{}{path}", cluster.base))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("json")
+}
+
+/// Funds the person's merchant with a 50.00 USD card charge.
+async fn fund(cluster: &Cluster, cookie: &str) {
+    let accounts = get_json(cluster, cookie, "/v1/ledger/accounts").await;
+    let usd = accounts["data"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["currency"] == "USD"))
+        .and_then(|a| a["id"].as_str())
+        .expect("USD account")
+        .to_owned();
+    let key = uuid::Uuid::new_v4().to_string();
+    let created = cluster
+        .client
+        .post(format!("{}/v1/settlements", cluster.base))
+        .header("cookie", cookie)
+        .header("Idempotency-Key", &key)
+        .json(
+            &json!({"method": "card_charge", "amount": {"amount": "50.00", "currency": "USD"},
+            "source": usd, "destination": "pm_card_visa", "recipient_name": "Ada Lovelace"}),
+        )
+        .send()
+        .await
+        .expect("charge");
+    assert_eq!(created.status(), 201);
+    let started = Instant::now();
+    loop {
+        let settlement = get_json(cluster, cookie, &format!("/v1/settlements/{key}")).await;
+        if settlement["status"] == "succeeded" {
+            return;
+        }
+        assert!(started.elapsed() < WAIT_MAX, "never funded: {settlement}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[actix_web::test]
+async fn a_hold_that_fell_due_while_the_process_was_down_expires_after_restart() {
+    let mut cluster = Cluster::start_with("1s", &[("TERN_CARD_HOLD_TTL", "3s".to_owned())]).await;
+    let (cookie, _) = sign_up(&cluster).await;
+    fund(&cluster, &cookie).await;
+    let issued = cluster
+        .client
+        .post(format!("{}/v1/cards", cluster.base))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("issue");
+    assert_eq!(issued.status(), 201);
+    let card: Value = issued.json().await.expect("json");
+    let card_id = card["id"].as_str().expect("id").to_owned();
+    let swiped: Value = cluster
+        .client
+        .post(format!("{}/control/authorizations", cluster.sandbox_url))
+        .json(&json!({"card_id": card_id, "amount_minor": 2_000, "currency": "USD"}))
+        .send()
+        .await
+        .expect("swipe")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(swiped["decision"]["approved"], true, "{swiped}");
+    let balance_path = format!("/v1/cards/{card_id}/balance");
+    assert_eq!(
+        get_json(&cluster, &cookie, &balance_path).await["hold_minor"],
+        2_000
+    );
+
+    cluster.kill();
+    // Past the hold's lifetime with no process to fire its timer.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    cluster.restart().await;
+    let started = Instant::now();
+    let balance = loop {
+        let balance = get_json(&cluster, &cookie, &balance_path).await;
+        if balance["hold_minor"] == 0 {
+            break balance;
+        }
+        assert!(
+            started.elapsed() < WAIT_MAX,
+            "the hold was never released: {balance}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(balance["available_minor"], 5_000, "{balance}");
+    assert_eq!(balance["balance_minor"], 5_000, "{balance}");
+    let listed = get_json(
+        &cluster,
+        &cookie,
+        &format!("/v1/cards/{card_id}/transactions"),
+    )
+    .await;
+    assert_eq!(listed["data"][0]["status"], "expired", "{listed}");
+    let events = get_json(&cluster, &cookie, &format!("/v1/cards/{card_id}/events")).await;
+    let types: Vec<&str> = events["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .collect();
+    assert_eq!(types, ["expiry", "authorization"], "released once");
+    cluster.assert_ledger_balances();
 }

@@ -583,6 +583,49 @@ async fn played_card_events_reach_tern_signed_and_answer_its_decision() {
         "the authorized amount"
     );
 
+    let partial = sim
+        .control
+        .reverse(&wire::ReversalControl {
+            authorization_id: authorization_id.clone(),
+            card_id: "card_play".into(),
+            amount_minor: Some(250),
+        })
+        .await
+        .expect("reversal");
+    assert_eq!(partial.status, 200);
+    assert_eq!(
+        partial.authorization_id.as_deref(),
+        Some(authorization_id.as_str())
+    );
+    let event = tern
+        .wait_for(
+            "authorization.reversal",
+            "authorization_id",
+            &authorization_id,
+        )
+        .await;
+    assert_eq!(event["id"], partial.event_id.as_str());
+    assert_eq!(
+        event["data"],
+        json!({"authorization_id": authorization_id, "card_id": "card_play", "amount_minor": 250})
+    );
+    sim.control
+        .reverse(&wire::ReversalControl {
+            authorization_id: "auth_rest".into(),
+            card_id: "card_play".into(),
+            amount_minor: None,
+        })
+        .await
+        .expect("reversal of the rest");
+    let event = tern
+        .wait_for("authorization.reversal", "authorization_id", "auth_rest")
+        .await;
+    assert_eq!(
+        event["data"],
+        json!({"authorization_id": "auth_rest", "card_id": "card_play"}),
+        "no amount: the rest of the hold"
+    );
+
     let refunded = sim
         .control
         .refund_to_card(&wire::CardRefundControl {

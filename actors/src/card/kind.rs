@@ -16,6 +16,7 @@ use tern_schema::store::ledger as ledger_store;
 use tern_schema::types::utc_now;
 use tern_schema::{Db, DieselError, StoreError, Tx};
 
+use super::holds::{self, Reversal};
 use super::machine::{
     self, Accepted, Authorization, Channel, Decline, Limits, Operation, Refusal, Spend, Status,
 };
@@ -40,6 +41,8 @@ pub struct CardContext {
     pub issuer: Arc<dyn CardIssuer>,
     /// Whether each card's merchant and user may spend, shared by all cards.
     pub standing: Arc<StandingCache>,
+    /// How long an uncleared authorization holds its funds (TERN_CARD_HOLD_TTL).
+    pub hold_ttl: chrono::TimeDelta,
 }
 
 /// Who asked, for the audit record.
@@ -168,7 +171,11 @@ pub enum CardCommand {
         amount_minor: Option<i64>,
     },
     Refund(RefundRequest),
+    /// The issuer's `authorization.reversal`.
+    Reverse(Reversal),
     Timer(TimerFiring),
+    /// An authorization's hold reached its lifetime.
+    ExpireHold(TimerFiring),
 }
 
 /// The answer to an authorization request.
@@ -218,7 +225,7 @@ pub struct CardKind;
 
 /// Errors inside a write: the store's, the ledger's, or a lost version race.
 #[derive(Debug, thiserror::Error)]
-enum WriteError {
+pub(super) enum WriteError {
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     #[error(transparent)]
@@ -250,7 +257,7 @@ impl From<WriteError> for RuntimeError {
 }
 
 impl WriteError {
-    fn is_unique_violation(&self) -> bool {
+    pub(super) fn is_unique_violation(&self) -> bool {
         matches!(
             self,
             WriteError::Runtime(RuntimeError::Store(StoreError::UniqueViolation(_)))
@@ -266,9 +273,9 @@ impl WriteError {
     }
 }
 
-type Step = RuntimeResult<Transition<CardKind>>;
+pub(super) type Step = RuntimeResult<Transition<CardKind>>;
 
-fn answer(state: CardState, reply: CardResult) -> Step {
+pub(super) fn answer(state: CardState, reply: CardResult) -> Step {
     Ok(Transition::new(state, reply))
 }
 
@@ -344,6 +351,8 @@ impl EntityKind for CardKind {
                 amount_minor,
             } => clear(&env, state, event_id, authorization_id, amount_minor).await,
             CardCommand::Refund(request) => refund(&env, state, request).await,
+            CardCommand::Reverse(reversal) => holds::reverse(&env, state, reversal).await,
+            CardCommand::ExpireHold(firing) => holds::expire(&env, state, firing).await,
         }
     }
 
@@ -364,6 +373,8 @@ impl EntityKind for CardKind {
     fn timer_command(firing: TimerFiring) -> RuntimeResult<CardCommand> {
         if firing.payload == TIMER_RESUME_ISSUE {
             Ok(CardCommand::Timer(firing))
+        } else if holds::expiring(&firing.payload).is_some() {
+            Ok(CardCommand::ExpireHold(firing))
         } else {
             Err(RuntimeError::InvalidTimer {
                 reason: format!("unknown payload `{}`", firing.payload),
@@ -589,7 +600,7 @@ async fn schedule_resume_in(tx: &mut Tx<'_>, card_id: &str) -> RuntimeResult<()>
     .await
 }
 
-async fn complete_timer(db: &Db, firing: TimerFiring) -> RuntimeResult<()> {
+pub(super) async fn complete_timer(db: &Db, firing: TimerFiring) -> RuntimeResult<()> {
     db.write(move |tx| Box::pin(async move { complete_in(tx, &firing).await }))
         .await
         .or_else(|error| match error {
@@ -1047,7 +1058,7 @@ async fn wallet_updated(
 }
 
 /// The merchant's funding account in the card's currency.
-async fn funding_account(
+pub(super) async fn funding_account(
     env: &EntityEnv<CardContext>,
     state: &mut CardState,
 ) -> RuntimeResult<String> {
@@ -1070,7 +1081,7 @@ async fn funding_account(
     Ok(account)
 }
 
-fn transaction_row(
+pub(super) fn transaction_row(
     card: &CardRow,
     event_id: &str,
     authorization_id: &str,
@@ -1098,6 +1109,7 @@ fn transaction_row(
         ledger_transaction_id: None,
         created_at: now,
         updated_at: now,
+        hold_minor: 0,
     }
 }
 
@@ -1111,7 +1123,7 @@ fn decision_of(row: &CardTransactionRow, duplicate: bool) -> Decision {
     }
 }
 
-async fn replayed(db: &Db, event_id: &str) -> RuntimeResult<Option<CardTransactionRow>> {
+pub(super) async fn replayed(db: &Db, event_id: &str) -> RuntimeResult<Option<CardTransactionRow>> {
     let mut pooled = db.get().await?;
     let mut tx = pooled.tx();
     Ok(store::transaction_by_event(&mut tx, event_id).await?)
@@ -1189,6 +1201,7 @@ async fn authorize(
             ],
         };
         let approved = row.clone();
+        let ttl = env.ctx.hold_ttl;
         let held = env
             .db
             .write(move |tx| {
@@ -1196,6 +1209,7 @@ async fn authorize(
                     let mut approved = approved;
                     let hold = ledger::record(tx, &entry, Phase::Pending).await?;
                     approved.ledger_transaction_id = Some(hold);
+                    holds::open_in(tx, &mut approved, ttl).await?;
                     store::insert_transaction(tx, &approved).await?;
                     Ok::<_, WriteError>(approved)
                 })
@@ -1249,7 +1263,7 @@ async fn duplicate_decision(
     }
 }
 
-fn recorded(duplicate: bool, ignored: bool) -> CardResult {
+pub(super) fn recorded(duplicate: bool, ignored: bool) -> CardResult {
     Ok(CardReply::Recorded { duplicate, ignored })
 }
 
@@ -1284,7 +1298,7 @@ async fn clear(
         tracing::info!(card = %state.row.id, %authorization_id, status = %authorization.status, "clearing for an authorization not open; ignored");
         return answer(state, recorded(false, true));
     };
-    let held = authorization.amount_minor;
+    let held = authorization.hold_minor;
     let amount = amount_minor.unwrap_or(held).clamp(0, held);
     if amount_minor.is_some_and(|asked| asked > held) {
         tracing::warn!(card = %state.row.id, %authorization_id, asked = ?amount_minor, held, "clearing above the hold cleared at the hold");
@@ -1334,14 +1348,7 @@ async fn clear(
                         clearing.ledger_transaction_id = Some(posted);
                     }
                 }
-                store::transition_transaction(
-                    tx,
-                    &authorization.id,
-                    store::TX_APPROVED,
-                    store::TX_CLEARED,
-                    clearing.created_at,
-                )
-                .await?;
+                holds::end_in(tx, &authorization, store::TX_CLEARED, clearing.created_at).await?;
                 store::insert_transaction(tx, &clearing).await?;
                 Ok::<_, WriteError>(())
             })

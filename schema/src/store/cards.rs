@@ -26,11 +26,28 @@ pub const WALLET_TOKENS_PER_CARD_MAX: i64 = 50;
 pub const KIND_AUTHORIZATION: &str = "authorization";
 pub const KIND_CLEAR: &str = "clear";
 pub const KIND_REFUND: &str = "refund";
+/// The network released part or all of an authorization's hold.
+pub const KIND_REVERSAL: &str = "reversal";
+/// Nothing cleared an authorization within the hold's lifetime: Tern
+/// released it.
+pub const KIND_EXPIRY: &str = "expiry";
+/// The kinds `GET /v1/cards/{id}/transactions` answers (the interface's
+/// Transaction.kind); reversals and expiries show as their authorization's
+/// status and in the card's events.
+pub const LISTED_TRANSACTION_KINDS: [&str; 3] = [KIND_AUTHORIZATION, KIND_CLEAR, KIND_REFUND];
 pub const TX_APPROVED: &str = "approved";
 pub const TX_DECLINED: &str = "declined";
 pub const TX_CLEARED: &str = "cleared";
 pub const TX_VOIDED: &str = "voided";
 pub const TX_POSTED: &str = "posted";
+/// An authorization the network reversed in full.
+pub const TX_REVERSED: &str = "reversed";
+/// An authorization whose hold expired.
+pub const TX_EXPIRED: &str = "expired";
+/// A reversal or expiry: the amount went back to the funding account.
+pub const TX_RELEASED: &str = "released";
+/// Statuses of an authorization that was approved, whatever became of it.
+pub const APPROVED_STATUSES: [&str; 4] = [TX_APPROVED, TX_CLEARED, TX_REVERSED, TX_EXPIRED];
 
 pub async fn insert(tx: &mut Tx<'_>, row: &CardRow) -> StoreResult<()> {
     dispatch!(tx, conn => diesel::insert_into(cards::table).values(row).execute(conn).await)?;
@@ -178,23 +195,63 @@ pub async fn authorization(
     Ok(row)
 }
 
-/// Moves a transaction from `from` to `to`; answers whether it was in `from`.
-pub async fn transition_transaction(
+/// The card's transaction `id`.
+pub async fn transaction(
     tx: &mut Tx<'_>,
+    card_id: &str,
     id: &str,
-    from: &str,
-    to: &str,
-    at: NaiveDateTime,
-) -> StoreResult<bool> {
+) -> StoreResult<Option<CardTransactionRow>> {
+    let row = dispatch!(tx, conn => card_transactions::table
+        .find(id)
+        .filter(card_transactions::card_id.eq(card_id))
+        .select(CardTransactionRow::as_select())
+        .first(conn)
+        .await
+        .optional())?;
+    Ok(row)
+}
+
+/// Ends an open authorization's hold: its status becomes `to` (cleared,
+/// reversed or expired) and it holds nothing more. Answers whether it was
+/// open.
+pub async fn end_hold(tx: &mut Tx<'_>, id: &str, to: &str, at: NaiveDateTime) -> StoreResult<bool> {
     let changed = dispatch!(tx, conn => Cached(diesel::update(
             card_transactions::table
                 .filter(card_transactions::id.eq(id))
-                .filter(card_transactions::status.eq(from)),
+                .filter(card_transactions::status.eq(TX_APPROVED)),
         )
         .set((
             card_transactions::status.eq(to),
+            card_transactions::hold_minor.eq(0),
             card_transactions::updated_at.eq(at),
         )))
+        .execute(conn)
+        .await)?;
+    Ok(changed == 1)
+}
+
+/// Points an open authorization at the hold that replaced `old_hold` (a
+/// partial reversal voids the hold and holds the rest anew: holds are never
+/// edited). Answers whether the authorization was open on `old_hold`.
+pub async fn renew_hold(
+    tx: &mut Tx<'_>,
+    id: &str,
+    old_hold: &str,
+    new_hold: &str,
+    hold_minor: i64,
+    at: NaiveDateTime,
+) -> StoreResult<bool> {
+    let changed = dispatch!(tx, conn => diesel::update(
+            card_transactions::table
+                .filter(card_transactions::id.eq(id))
+                .filter(card_transactions::status.eq(TX_APPROVED))
+                .filter(card_transactions::ledger_transaction_id.eq(old_hold)),
+        )
+        .set((
+            card_transactions::ledger_transaction_id.eq(new_hold),
+            card_transactions::hold_minor.eq(hold_minor),
+            card_transactions::updated_at.eq(at),
+        ))
         .execute(conn)
         .await)?;
     Ok(changed == 1)
@@ -216,9 +273,28 @@ pub async fn transactions(
     Ok(rows)
 }
 
-/// What the card's authorizations approved since `since` (open or cleared:
-/// a clearing does not give the room back), on every channel or on `channel`
-/// only. What the daily and monthly limits count.
+/// The card's transactions of these kinds, newest first.
+pub async fn transactions_of_kinds(
+    tx: &mut Tx<'_>,
+    card_id: &str,
+    kinds: &[&str],
+    limit: i64,
+) -> StoreResult<Vec<CardTransactionRow>> {
+    let rows = dispatch!(tx, conn => card_transactions::table
+        .filter(card_transactions::card_id.eq(card_id))
+        .filter(card_transactions::kind.eq_any(kinds))
+        .order((card_transactions::created_at.desc(), card_transactions::id.desc()))
+        .limit(limit)
+        .select(CardTransactionRow::as_select())
+        .load(conn)
+        .await)?;
+    Ok(rows)
+}
+
+/// What the card's authorizations approved since `since` (open or ended:
+/// neither a clearing nor a released hold gives the room back, which is
+/// also what the card's actor counts in memory), on every channel or on
+/// `channel` only. What the daily and monthly limits count.
 pub async fn approved_since(
     tx: &mut Tx<'_>,
     card_id: &str,
@@ -229,7 +305,7 @@ pub async fn approved_since(
         let mut query = card_transactions::table
             .filter(card_transactions::card_id.eq(card_id))
             .filter(card_transactions::kind.eq(KIND_AUTHORIZATION))
-            .filter(card_transactions::status.eq_any([TX_APPROVED, TX_CLEARED]))
+            .filter(card_transactions::status.eq_any(APPROVED_STATUSES))
             .filter(card_transactions::created_at.ge(since))
             .into_boxed();
         if let Some(channel) = channel {
@@ -250,7 +326,7 @@ pub async fn held(tx: &mut Tx<'_>, card_id: &str) -> StoreResult<i64> {
         .filter(card_transactions::card_id.eq(card_id))
         .filter(card_transactions::kind.eq(KIND_AUTHORIZATION))
         .filter(card_transactions::status.eq(TX_APPROVED))
-        .select(sql::<BigInt>("CAST(COALESCE(SUM(amount_minor), 0) AS BIGINT)"))
+        .select(sql::<BigInt>("CAST(COALESCE(SUM(hold_minor), 0) AS BIGINT)"))
         .first::<i64>(conn)
         .await)?;
     Ok(held)

@@ -153,6 +153,18 @@ pub async fn release(
     Ok(released == 1)
 }
 
+/// Deletes one timer whatever its claim (what it would do is already done
+/// or moot); answers whether it was there. A claimant that fires it anyway
+/// finds it gone when it completes.
+pub async fn delete(tx: &mut Tx<'_>, timer_id: &str) -> StoreResult<bool> {
+    let deleted = dispatch!(tx, conn => Cached(diesel::delete(
+            actor_timers::table.filter(actor_timers::id.eq(timer_id)),
+        )
+        ).execute(conn)
+        .await)?;
+    Ok(deleted == 1)
+}
+
 /// Deletes every timer of one entity (it reached a terminal state); answers
 /// how many were deleted.
 pub async fn cancel_for_entity(tx: &mut Tx<'_>, kind: &str, entity_id: &str) -> StoreResult<usize> {

@@ -721,7 +721,9 @@ pub async fn events(
     }))
 }
 
-/// Authorizations, clearings and refunds of the card, newest first.
+/// Authorizations, clearings and refunds of the card, newest first. A
+/// reversed or expired hold shows as its authorization's status (and in
+/// the card's events).
 #[utoipa::path(get, path = "/v1/cards/{id}/transactions", operation_id = "list_card_transactions", tag = "cards",
     params(("id" = String, Path), ActivityQuery),
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
@@ -741,7 +743,13 @@ pub async fn transactions(
     let row = owned_card(&state, &caller, &path).await?;
     let limit = activity_limit(&query?.0)?;
     let mut pooled = state.db.get().await?;
-    let rows = store::transactions(&mut pooled.tx(), &row.id, limit).await?;
+    let rows = store::transactions_of_kinds(
+        &mut pooled.tx(),
+        &row.id,
+        &store::LISTED_TRANSACTION_KINDS,
+        limit,
+    )
+    .await?;
     Ok(HttpResponse::Ok().json(TransactionList {
         data: rows.into_iter().map(view::transaction).collect(),
     }))

@@ -201,12 +201,14 @@ pub struct CardEvent {
     #[schema(example = "evt_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
     pub id: String,
     pub card_id: String,
-    /// `authorization`, `clearing` or `refund`.
+    /// `authorization`, `clearing`, `refund`, `reversal` (the network
+    /// released part or all of a hold) or `expiry` (nothing cleared the
+    /// authorization within the hold's lifetime).
     #[serde(rename = "type")]
     #[schema(example = "authorization")]
     pub event_type: String,
-    /// authorization: approved, declined, cleared or voided; clearing and
-    /// refund: posted.
+    /// authorization: approved, declined, cleared, reversed or expired;
+    /// clearing and refund: posted; reversal and expiry: released.
     #[schema(example = "approved")]
     pub status: String,
     pub currency: String,
@@ -226,8 +228,9 @@ pub struct Transaction {
     #[schema(example = "ctx_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
     pub id: String,
     pub card_id: String,
-    /// authorization: approved, declined, cleared or voided; clear and
-    /// refund: posted.
+    /// authorization: approved (its hold open), declined, cleared, reversed
+    /// (the network released all of it) or expired (nothing cleared it in
+    /// time); clear and refund: posted.
     pub status: String,
     pub currency: String,
     pub merchant: String,
@@ -239,6 +242,9 @@ pub struct Transaction {
     pub authorization_id: String,
     /// *extension*: why a declined authorization was declined.
     pub decline_reason: Option<String>,
+    /// *extension*: what an approved authorization still holds (its amount
+    /// less what reversals released); 0 once it ended, and for other kinds.
+    pub hold_minor: i64,
     pub created_at: DateTime<Utc>,
 }
 
@@ -340,6 +346,8 @@ fn event_type(kind: &str) -> &'static str {
     match kind {
         store::KIND_CLEAR => "clearing",
         store::KIND_REFUND => "refund",
+        store::KIND_REVERSAL => "reversal",
+        store::KIND_EXPIRY => "expiry",
         _ => "authorization",
     }
 }
@@ -374,6 +382,7 @@ pub fn transaction(row: CardTransactionRow) -> Transaction {
         amount_minor: row.amount_minor,
         authorization_id: row.authorization_id,
         decline_reason: row.decline_reason,
+        hold_minor: row.hold_minor,
         created_at: as_utc(row.created_at),
     }
 }

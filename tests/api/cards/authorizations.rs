@@ -33,7 +33,7 @@ pub(super) async fn balance(app: &TestApp, merchant: &Merchant, card: &str) -> V
     .await
 }
 
-async fn transactions(app: &TestApp, merchant: &Merchant, card: &str) -> Vec<Value> {
+pub(super) async fn transactions(app: &TestApp, merchant: &Merchant, card: &str) -> Vec<Value> {
     let body = json_of(
         send(
             app,

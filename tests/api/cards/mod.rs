@@ -3,6 +3,7 @@
 //! through signed provider webhooks.
 
 mod authorizations;
+mod holds;
 mod lifecycle;
 mod on_session;
 mod secure;

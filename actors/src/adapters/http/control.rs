@@ -85,6 +85,17 @@ impl SandboxControl {
             .await
     }
 
+    /// Plays the network's reversal of an authorization
+    /// (`authorization.reversal`).
+    pub async fn reverse(
+        &self,
+        reversal: &wire::ReversalControl,
+    ) -> Result<wire::CardEventSent, ProviderError> {
+        self.client
+            .post(wire::PATH_CONTROL_REVERSALS, reversal)
+            .await
+    }
+
     /// Plays a merchant refund to a card (`refund.succeeded` with `card_id`).
     pub async fn refund_to_card(
         &self,

@@ -417,6 +417,7 @@ pub struct ReceivedPushList {
 pub const PATH_CONTROL_AUTHORIZATIONS: &str = "/control/authorizations";
 pub const PATH_CONTROL_CLEARINGS: &str = "/control/clearings";
 pub const PATH_CONTROL_REFUNDS: &str = "/control/refunds";
+pub const PATH_CONTROL_REVERSALS: &str = "/control/reversals";
 
 /// A card swipe: sent to Tern as `authorization.request`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -449,6 +450,18 @@ pub struct ClearingControl {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amount_minor: Option<i64>,
     pub currency: String,
+}
+
+/// Sent to Tern as `authorization.reversal` (decisions §15).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReversalControl {
+    pub authorization_id: String,
+    pub card_id: String,
+    /// What the reversal releases; omitted, it releases the rest of the
+    /// hold (the event then carries no amount).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount_minor: Option<i64>,
 }
 
 /// A merchant refund to a card: sent to Tern as `refund.succeeded` whose
