@@ -62,6 +62,10 @@ impl Deliverer {
             .timeout(config.timeout.unwrap_or(DELIVERY_TIMEOUT))
             .connect_timeout(config.timeout.unwrap_or(DELIVERY_TIMEOUT))
             .redirect(redirect::Policy::none())
+            // Through a proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY) the proxy
+            // resolves the name and connects, so the guard would never see
+            // the address: deliveries always connect themselves.
+            .no_proxy()
             .dns_resolver(GuardedResolver {
                 allow_private: config.allow_private,
             });
@@ -116,6 +120,7 @@ impl Deliverer {
         };
         if let Some(host) = parsed.host() {
             if let Err(refused) = guard::check_host(&host, self.allow_private) {
+                tracing::warn!(detail = %refused.detail(), "webhook target refused");
                 return failed(refused.to_string());
             }
         }

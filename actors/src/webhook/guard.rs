@@ -29,6 +29,8 @@ fn refusal_v4(ip: Ipv4Addr) -> Option<&'static str> {
         // Shared address space, where 100.100.100.200 is a metadata service.
         (100, 64..=127, _) => "shared (carrier-grade NAT)",
         (192, 0, 0) => "IETF protocol assignment",
+        (192, 0, 2) | (198, 51, 100) | (203, 0, 113) => "documentation",
+        (192, 88, 99) => "6to4 relay anycast",
         (198, 18..=19, _) => "benchmarking",
         _ if ip.is_multicast() => "multicast",
         _ if ip.is_broadcast() || a >= 240 => "reserved",
@@ -37,25 +39,66 @@ fn refusal_v4(ip: Ipv4Addr) -> Option<&'static str> {
 }
 
 fn refusal_v6(ip: Ipv6Addr) -> Option<&'static str> {
-    if let Some(v4) = ip.to_ipv4_mapped() {
-        return refusal_v4(v4);
+    if let Some(carried) = embedded_v4(ip) {
+        // A relay or the host's own tunnel sends such a packet to the IPv4
+        // address it carries, so that address is what is judged. Teredo
+        // carries two (its server's and, inverted, its client's): both are.
+        return carried.into_iter().flatten().find_map(refusal_v4);
     }
     let segments = ip.segments();
-    // NAT64 (64:ff9b::/96) reaches the IPv4 address in its low bits.
-    if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-        let [.., hi, lo] = segments;
-        return refusal_v4(Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo)));
-    }
     Some(match segments[0] {
         _ if ip.is_loopback() => "loopback",
         _ if ip.is_unspecified() => "unspecified",
         // fc00::/7, where fd00:ec2::254 is a metadata service.
         first if first & 0xfe00 == 0xfc00 => "unique-local",
         first if first & 0xffc0 == 0xfe80 => "link-local",
+        // fec0::/10, deprecated site-local, still routed inside some sites.
+        first if first & 0xffc0 == 0xfec0 => "site-local",
         first if first & 0xff00 == 0xff00 => "multicast",
+        // 100::/64, the discard prefix.
+        0x0100 if segments[1..4] == [0, 0, 0] => "discard",
+        // 2001:db8::/32, documentation; 2001:2::/48, benchmarking;
+        // 2001:10::/28 and 2001:20::/28, ORCHID identifiers.
+        0x2001 if segments[1] == 0x0db8 => "documentation",
+        0x2001 if segments[1] == 0x0002 && segments[2] == 0 => "benchmarking",
+        0x2001 if segments[1] & 0xfff0 == 0x0010 || segments[1] & 0xfff0 == 0x0020 => "ORCHID",
+        // 64:ff9b:1::/48, local-use NAT64 (RFC 8215): where it puts the IPv4
+        // address depends on a prefix length only its site knows.
+        0x0064 if segments[1] == 0xff9b && segments[2] == 1 => "local-use NAT64",
         _ => return None,
     })
 }
+
+/// The IPv4 addresses an IPv6 address carries and hands to IPv4 on the way:
+/// IPv4-mapped and IPv4-compatible (::/96), IPv4-translated
+/// (::ffff:0:0/96), NAT64 (64:ff9b::/96), 6to4 (2002::/16), Teredo
+/// (2001::/32: server, and client with its bits inverted) and ISATAP
+/// (an interface id of `0:5efe` or `200:5efe`).
+fn embedded_v4(ip: Ipv6Addr) -> Option<[Option<Ipv4Addr>; 2]> {
+    let s = ip.segments();
+    let v4 = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+    let one = |addr: Ipv4Addr| Some([Some(addr), None]);
+    if let Some(mapped) = ip.to_ipv4_mapped() {
+        return one(mapped);
+    }
+    match s {
+        // ::1 and :: are judged as themselves, not as 0.0.0.1 and 0.0.0.0.
+        [0, 0, 0, 0, 0, 0, 0, 0 | 1] => None,
+        [0, 0, 0, 0, 0, 0, hi, lo] => one(v4(hi, lo)),
+        [0, 0, 0, 0, 0xffff, 0, hi, lo] => one(v4(hi, lo)),
+        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => one(v4(hi, lo)),
+        [0x2002, hi, lo, ..] => one(v4(hi, lo)),
+        [0x2001, 0, server_hi, server_lo, _, _, client_hi, client_lo] => Some([
+            Some(v4(server_hi, server_lo)),
+            Some(v4(!client_hi, !client_lo)),
+        ]),
+        [_, _, _, _, 0 | 0x0200, 0x5efe, hi, lo] => one(v4(hi, lo)),
+        _ => None,
+    }
+}
+
+/// The text a refused delivery or endpoint URL records.
+pub const REFUSED_TEXT: &str = "refused: private or reserved address";
 
 /// A target refused by the guard.
 #[derive(Debug)]
@@ -65,17 +108,22 @@ pub struct Refused {
     pub reason: &'static str,
 }
 
+/// What a merchant reads: nothing of which address a name resolved to, or
+/// why it is internal, since that would map the network behind Tern.
 impl fmt::Display for Refused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.host == self.ip.to_string() {
-            write!(f, "refused: {} is a {} address", self.ip, self.reason)
-        } else {
-            write!(
-                f,
-                "refused: {} resolves to {}, a {} address",
-                self.host, self.ip, self.reason
-            )
-        }
+        f.write_str(REFUSED_TEXT)
+    }
+}
+
+impl Refused {
+    /// What an operator reads in the log: the name, the address it
+    /// resolved to, and why that address is refused.
+    pub fn detail(&self) -> String {
+        format!(
+            "{} resolved to {}, a {} address",
+            self.host, self.ip, self.reason
+        )
     }
 }
 
@@ -132,6 +180,7 @@ pub fn refused_in(error: &(dyn StdError + 'static)) -> Option<String> {
     let mut current = Some(error);
     while let Some(error) = current {
         if let Some(refused) = error.downcast_ref::<Refused>() {
+            tracing::warn!(detail = %refused.detail(), "webhook target refused");
             return Some(refused.to_string());
         }
         current = error.source();
@@ -175,6 +224,21 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:10.1.2.3",
             "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::1",
+            "2002:7f00:1::1",
+            "2002:a00:1::",
+            "2002:a9fe:a9fe::1",
+            "2001:0:4136:e378:8000:63bf:80ff:fffe",
+            "2001:0:a00:1:8000:63bf:f7f7:f7f7",
+            "2001:4860::5efe:a00:1",
+            "2001:4860::200:5efe:c0a8:101",
+            "::a00:1",
+            "::2",
+            "::ffff:0:a00:1",
+            "fec0::1",
+            "100::1",
+            "2001:db8::1",
+            "192.0.2.1",
         ] {
             assert!(refused(ip), "{ip} must be refused");
         }
@@ -190,6 +254,10 @@ mod tests {
             "2606:4700::1111",
             "::ffff:93.184.216.34",
             "64:ff9b::808:808",
+            "2002:808:808::1",
+            "2001:0:4136:e378:8000:63bf:f7f7:f7f7",
+            "2001:4860::5efe:808:808",
+            "::808:808",
         ] {
             assert!(!refused(ip), "{ip} must pass");
         }
@@ -201,10 +269,7 @@ mod tests {
         let host = url.as_ref().and_then(|url| url.host());
         let host = host.unwrap_or(url::Host::Domain("x"));
         let refused = check_host(&host, false).err().map(|e| e.to_string());
-        assert_eq!(
-            refused.as_deref(),
-            Some("refused: 127.0.0.1 is a loopback address")
-        );
+        assert_eq!(refused.as_deref(), Some(REFUSED_TEXT));
         assert!(check_host(&host, true).is_ok());
         assert!(check_host(&url::Host::Domain("localhost"), false).is_ok());
     }
@@ -223,7 +288,10 @@ mod tests {
             Err(error) => error,
         };
         let text = refused_in(error.as_ref()).unwrap_or_default();
-        assert!(text.starts_with("refused: localhost resolves to"), "{text}");
+        assert_eq!(
+            text, REFUSED_TEXT,
+            "no resolved address in what merchants read"
+        );
         let allowed = GuardedResolver {
             allow_private: true,
         };

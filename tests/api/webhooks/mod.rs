@@ -5,6 +5,7 @@
 
 mod delivery;
 mod endpoint;
+mod ssrf;
 
 use std::time::{Duration, Instant};
 
