@@ -810,11 +810,13 @@ async fn establish_sqlite(path: String) -> diesel::ConnectionResult<SqliteConn> 
 /// more than its statements did. A sub-journal never outlives its
 /// transaction, so memory holds it for a batch at most. For
 /// `wal_autocheckpoint` see [`SQLITE_WAL_AUTOCHECKPOINT_PAGES`].
+/// `recursive_triggers = ON`: a REPLACE's implicit delete then fires the
+/// append-only ledger's DELETE triggers too.
 async fn sqlite_pragmas(conn: &mut SqliteConn) -> diesel::ConnectionResult<()> {
     let pragmas = format!(
         "PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}; PRAGMA journal_mode = WAL; \
          PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY; \
-         PRAGMA wal_autocheckpoint = {SQLITE_WAL_AUTOCHECKPOINT_PAGES};"
+         PRAGMA recursive_triggers = ON; PRAGMA wal_autocheckpoint = {SQLITE_WAL_AUTOCHECKPOINT_PAGES};"
     );
     conn.batch_execute(&pragmas)
         .await

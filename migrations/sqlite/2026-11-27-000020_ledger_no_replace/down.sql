@@ -1,0 +1,2 @@
+DROP TRIGGER ledger_transactions_no_replace;
+DROP TRIGGER ledger_entries_no_replace;
