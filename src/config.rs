@@ -196,10 +196,17 @@ pub struct Config {
     pub password_hashers: usize,
     pub secure_details_mode: SecureDetailsMode,
     pub dispatch_secret: Option<String>,
+    /// TERN_OPERATOR_TOKEN: the bearer token that shows operators the
+    /// details of /health and /health/actors; `None`: details are off.
+    pub operator_token: Option<String>,
     pub card_provider_webhook_secret: Option<String>,
     pub rate_limits: RateLimits,
     pub log: String,
     pub self_service_registration: bool,
+    /// Largest amount of one settlement, in minor units
+    /// ([`SETTLEMENT_AMOUNT_MAX_MINOR`]). Never read from the environment:
+    /// tests raise it to reach the ledger's int64 guard.
+    pub settlement_amount_max_minor: i64,
     /// Test-only routes that exercise failure paths (a handler that panics).
     /// Never read from the environment.
     pub fault_routes: bool,
@@ -208,6 +215,17 @@ pub struct Config {
 /// Longest card hold: networks keep an authorization open for days to
 /// weeks (hotels, car rentals), never this long.
 pub const CARD_HOLD_TTL_MAX: Duration = Duration::from_secs(365 * 86_400);
+
+/// Largest amount of one settlement, in minor units (10^12: ten billion
+/// dollars, euros or pounds). Far beyond any real card or payout, it keeps
+/// the ledger's shared system accounts, whose side totals only grow, from
+/// being filled to the int64 limit by a few settlements of one merchant:
+/// that would refuse every merchant's next entry in the currency.
+pub const SETTLEMENT_AMOUNT_MAX_MINOR: i64 = 1_000_000_000_000;
+
+/// Shortest operator token: it guards ids and error text of every
+/// merchant, so it must be worth an HMAC key.
+pub const OPERATOR_TOKEN_LENGTH_MIN: usize = 24;
 
 /// A configuration error names the variable and what is wrong with it.
 #[derive(Debug, thiserror::Error)]
@@ -390,6 +408,19 @@ impl Config {
                 format!("at most {} days", CARD_HOLD_TTL_MAX.as_secs() / 86_400),
             ));
         }
+        let operator_token = get("TERN_OPERATOR_TOKEN");
+        if let Some(token) = &operator_token {
+            if token.chars().count() < OPERATOR_TOKEN_LENGTH_MIN
+                || token.chars().any(|c| c.is_control() || c.is_whitespace())
+            {
+                return Err(error(
+                    "TERN_OPERATOR_TOKEN",
+                    format!(
+                        "must be at least {OPERATOR_TOKEN_LENGTH_MIN} characters, without spaces"
+                    ),
+                ));
+            }
+        }
         let log = parsed("TERN_LOG", "info");
         tracing_subscriber::EnvFilter::try_new(&log)
             .map_err(|e| error("TERN_LOG", e.to_string()))?;
@@ -426,10 +457,12 @@ impl Config {
             password_hashers,
             secure_details_mode,
             dispatch_secret: get("TERN_DISPATCH_SECRET"),
+            operator_token,
             card_provider_webhook_secret: get("TERN_CARD_PROVIDER_WEBHOOK_SECRET"),
             rate_limits,
             log,
             self_service_registration: boolean("TERN_SELF_SERVICE_REGISTRATION", true)?,
+            settlement_amount_max_minor: SETTLEMENT_AMOUNT_MAX_MINOR,
             fault_routes: false,
         })
     }
@@ -581,6 +614,11 @@ mod tests {
             ("TERN_CARD_HOLD_TTL", "a week"),
             ("TERN_CARD_HOLD_TTL", "0d"),
             ("TERN_CARD_HOLD_TTL", "366d"),
+            ("TERN_OPERATOR_TOKEN", "short"),
+            (
+                "TERN_OPERATOR_TOKEN",
+                "a token of enough length but with spaces",
+            ),
             ("TERN_QUOTE_RATES", "EUR/USDC=0"),
             ("TERN_QUOTE_RATES", "EUR/USDC=1.08e0"),
             ("TERN_QUOTE_RATES", "XXX/USDT=1"),

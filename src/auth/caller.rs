@@ -3,12 +3,13 @@
 
 use actix_web::dev::Payload;
 use actix_web::http::header::{HeaderMap, AUTHORIZATION};
-use actix_web::{web, FromRequest, HttpRequest};
+use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use futures_util::future::LocalBoxFuture;
 use tern_schema::audit::AuditActor;
 use tern_schema::types::{utc_now, MerchantStatus};
 
 use crate::auth::api_key;
+use crate::auth::operator::Authenticated;
 use crate::auth::scopes::Scopes;
 use crate::auth::session::{self, SessionUser};
 use crate::http::extract::request_id;
@@ -150,18 +151,22 @@ impl FromRequest for Caller {
             _ => Ok(()),
         };
         let request_id = request_id(req);
+        let req = req.clone();
         Box::pin(async move {
             let state =
                 state.ok_or_else(|| ApiError::Internal("application state missing".into()))?;
-            if let Some(token) = session {
+            let caller = if let Some(token) = session {
                 csrf?;
                 let human = session::authenticate(&state, &token, request_id).await?;
-                return Ok(Caller::for_session(human));
-            }
-            let presented = presented.ok_or(ApiError::Unauthorized(
-                "an API key or a session is required",
-            ))?;
-            authenticate(&state, &presented, request_id).await
+                Caller::for_session(human)
+            } else {
+                let presented = presented.ok_or(ApiError::Unauthorized(
+                    "an API key or a session is required",
+                ))?;
+                authenticate(&state, &presented, request_id).await?
+            };
+            req.extensions_mut().insert(Authenticated);
+            Ok(caller)
         })
     }
 }

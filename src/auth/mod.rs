@@ -5,6 +5,7 @@ pub mod caller;
 pub mod email_token;
 pub mod key_cache;
 pub mod mails;
+pub mod operator;
 pub mod password;
 pub mod scopes;
 pub mod session;

@@ -1,14 +1,17 @@
 //! Operational endpoints (decisions §12): public, unauthenticated, cheap.
+//! /health and /health/actors show strangers aggregate figures only; ids,
+//! reasons and error text need the operator token ([`crate::auth::operator`]).
 
 use std::time::{Duration, Instant};
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
 use tern_schema::store::transfers;
 
+use crate::auth::operator::{self, Viewer};
 use crate::http::problem::{ApiError, Problem};
 use crate::state::{AppState, BUILD, VERSION};
 
@@ -82,9 +85,11 @@ pub async fn live() -> HttpResponse {
     (status = 503, description = "A component is unavailable", body = Problem, content_type = "application/problem+json"),
 ))]
 pub async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    check_database(&state)
-        .await
-        .map_err(|cause| ApiError::NotReady(format!("database: {cause}")))?;
+    // The component is named; its error text goes to the log only.
+    check_database(&state).await.map_err(|cause| {
+        tracing::warn!(%cause, "not ready: database");
+        ApiError::NotReady("database: unavailable".into())
+    })?;
     Ok(HttpResponse::Ok().json(StatusBody { status: "ready" }))
 }
 
@@ -104,8 +109,15 @@ pub async fn version(state: web::Data<AppState>) -> HttpResponse {
 }
 
 /// Aggregate health of the database and the actor runtime.
-#[utoipa::path(get, path = "/health", tag = "ops", responses((status = 200, body = HealthBody)))]
-pub async fn health(state: web::Data<AppState>) -> HttpResponse {
+#[utoipa::path(get, path = "/health", tag = "ops", responses(
+    (status = 200, body = HealthBody, description = "Health; ids and error text only with the operator token"),
+    (status = 401, description = "An Authorization header that is not the operator token", body = Problem, content_type = "application/problem+json"),
+))]
+pub async fn health(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let viewer = operator::viewer(&req, state.config.operator_token.as_deref())?;
     let started = Instant::now();
     let database = match check_database(&state).await {
         Ok(()) => {
@@ -139,23 +151,60 @@ pub async fn health(state: web::Data<AppState>) -> HttpResponse {
         (true, false) => "degraded",
         (true, true) => "ok",
     };
-    HttpResponse::Ok().json(HealthBody {
+    let mut components = serde_json::Value::Object(components);
+    if viewer == Viewer::Stranger {
+        for component in components
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|c| c.values_mut())
+        {
+            redact(component);
+        }
+    }
+    Ok(HttpResponse::Ok().json(HealthBody {
         status,
         version: VERSION,
         environment: state.config.environment.as_str(),
-        components: serde_json::Value::Object(components),
-    })
+        components,
+    }))
 }
 
 /// The actor runtime's figures per kind: live, backlog, restarts, oldest
 /// in-flight age, stuck entities.
-#[utoipa::path(get, path = "/health/actors", tag = "ops", responses((status = 200, description = "Figures per actor kind", body = Object)))]
-pub async fn actors(state: web::Data<AppState>) -> HttpResponse {
+#[utoipa::path(get, path = "/health/actors", tag = "ops", responses(
+    (status = 200, description = "Figures per actor kind; stuck entities and alerts by id only with the operator token", body = Object),
+    (status = 401, description = "An Authorization header that is not the operator token", body = Problem, content_type = "application/problem+json"),
+))]
+pub async fn actors(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let viewer = operator::viewer(&req, state.config.operator_token.as_deref())?;
     let mut body = serde_json::to_value(state.runtime.figures()).unwrap_or_else(|_| json!({}));
     if let Some(body) = body.as_object_mut() {
         body.insert("alerts".into(), open_alerts(&state).await);
     }
-    HttpResponse::Ok().json(body)
+    if viewer == Viewer::Stranger {
+        redact(&mut body);
+    }
+    Ok(HttpResponse::Ok().json(body))
+}
+
+/// What a stranger may not read of a health component, at any depth:
+/// entity ids and merchant ids (stuck entities, alerting transfers), and
+/// error text (the database's, a provider's, a stuck entity's reason).
+/// Counts and statuses stay.
+const DETAIL_FIELDS: [&str; 4] = ["stuck_entities", "entities", "error", "last_failure"];
+
+fn redact(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            map.retain(|key, _| !DETAIL_FIELDS.contains(&key.as_str()));
+            map.values_mut().for_each(redact);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(redact),
+        _ => {}
+    }
 }
 
 /// Open operator alerts (transfers whose refund could not be made), until

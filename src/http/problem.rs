@@ -523,9 +523,11 @@ impl From<tern_actors::card::CardFailure> for ApiError {
                 detail: "the user already has an active or frozen virtual card".into(),
             },
             CardFailure::Issuer(cause) => ApiError::BadGateway(cause),
-            CardFailure::WalletNotSupported(reason) => ApiError::NotImplemented(format!(
-                "the issuer cannot provision this wallet: {reason}"
-            )),
+            CardFailure::WalletNotSupported(reason) => {
+                // The issuer's words stay in the log, as with BadGateway.
+                tracing::info!(%reason, "wallet provisioning not supported");
+                ApiError::NotImplemented("the issuer cannot provision this wallet".into())
+            }
             CardFailure::InvalidLimits(errors) => ApiError::Validation(
                 errors
                     .into_iter()

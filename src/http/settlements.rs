@@ -211,6 +211,7 @@ fn validate_submit(
     request: &SubmitRequest,
     key: Uuid,
     caller: &Caller,
+    amount_max_minor: i64,
 ) -> Result<NewSettlement, ApiError> {
     let mut errors = FieldErrors::new();
     if let Some(body_key) = &request.idempotency_key {
@@ -229,6 +230,18 @@ fn validate_submit(
         );
     }
     let amount = request.amount.parse_fiat("amount", &mut errors);
+    if let Some((currency, amount_minor)) = amount {
+        if amount_minor > amount_max_minor {
+            errors.insert(
+                "amount".into(),
+                format!(
+                    "must be at most {} {}",
+                    canonical_amount(currency.code, amount_max_minor),
+                    currency.code
+                ),
+            );
+        }
+    }
     if method == Some(Method::OnChain) {
         if let Some((currency, amount_minor)) = amount {
             if currency.code != "USD" {
@@ -362,7 +375,12 @@ pub async fn create(
         Err(malformed) => return Err(leg_key_or(&state, &caller, &req, malformed).await),
     };
     let registry = registry(&state)?.clone();
-    let new = validate_submit(&request, key, &caller)?;
+    let new = validate_submit(
+        &request,
+        key,
+        &caller,
+        state.config.settlement_amount_max_minor,
+    )?;
     // A legacy leg's key is a UUID: only the set read at start knows it
     // before the leg's row exists.
     if state
@@ -582,17 +600,25 @@ pub async fn reverse(
         ReverseOutcome::Pending(_) => Err(ApiError::ReversalPending(
             "the provider accepted the reversal and finishes it later; GET the settlement for its outcome".into(),
         )),
-        ReverseOutcome::Declined { row, detail } => Err(ApiError::Conflict {
-            code: Some("REVERSAL_DECLINED"),
-            detail: match &row.action_code {
-                Some(code) => format!("the provider declined the reversal (action code {code}): {detail}"),
-                None => format!("the provider declined the reversal: {detail}"),
-            },
-        }),
-        ReverseOutcome::Unavailable(detail) => Err(ApiError::Overloaded {
-            detail: format!("the provider could not be reached; nothing was reversed: {detail}"),
-            retry_after_s: 5,
-        }),
+        // What the provider said may carry its internals (a transport
+        // error, its response body): the log keeps it with the request id.
+        ReverseOutcome::Declined { row, detail } => {
+            tracing::warn!(settlement = %row.idempotency_key, %detail, "reversal declined");
+            Err(ApiError::Conflict {
+                code: Some("REVERSAL_DECLINED"),
+                detail: match &row.action_code {
+                    Some(code) => format!("the provider declined the reversal (action code {code})"),
+                    None => "the provider declined the reversal".to_owned(),
+                },
+            })
+        }
+        ReverseOutcome::Unavailable(detail) => {
+            tracing::warn!(%detail, "reversal provider unavailable");
+            Err(ApiError::Overloaded {
+                detail: "the provider could not be reached; nothing was reversed".into(),
+                retry_after_s: 5,
+            })
+        }
         ReverseOutcome::Refused(rejected) => Err(ApiError::Conflict {
             code: Some("NOT_REVERSIBLE"),
             detail: rejected.to_string(),

@@ -38,8 +38,12 @@ pub fn test_config(database_url: &str, data_dir: &std::path::Path) -> Config {
         RateLimits::parse("m2m_register=10000/1s,register=10000/1s,login=10000/1s")
             .expect("valid limits");
     config.fault_routes = true;
+    config.operator_token = Some(OPERATOR_TOKEN.into());
     config
 }
+
+/// TERN_OPERATOR_TOKEN of every TestApp.
+pub const OPERATOR_TOKEN: &str = "operator-token-for-tests-0123456789";
 
 impl TestApp {
     pub async fn spawn() -> TestApp {
@@ -91,6 +95,18 @@ impl TestApp {
 
     pub fn post(&self, path: &str) -> RequestBuilder {
         self.client.post(self.url(path))
+    }
+
+    /// A GET with the operator token, for the details of /health.
+    pub async fn operator_json(&self, path: &str) -> Value {
+        let response = self
+            .get(path)
+            .bearer_auth(OPERATOR_TOKEN)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(response.status(), 200, "{path}");
+        response.json().await.expect("json")
     }
 
     pub fn delete(&self, path: &str) -> RequestBuilder {

@@ -276,11 +276,33 @@ async fn a_card_clearing_posts_a_new_transaction_and_a_partial_one_voids_the_hol
 async fn the_database_refuses_to_edit_or_delete_a_ledger_entry() {
     let app = TestApp::spawn().await;
     let (merchant, usd) = funded(&app, "10.00").await;
+    let columns = "id, transaction_id, account_id, direction, amount_minor, currency, created_at";
+    let rewritten = "id, transaction_id, account_id, direction, 999999, currency, created_at";
+    let transaction_columns = "id, 'voided', merchant_id, settlement_key, description, \
+        created_at, updated_at, pending_id";
+    // Rewrites by insert: SQLite's REPLACE deletes the old row without its
+    // DELETE triggers, PostgreSQL's upsert updates it.
+    let upserts = match app.state.db.backend() {
+        tern_schema::db::Backend::Sqlite => vec![
+            format!("REPLACE INTO ledger_entries SELECT {rewritten} FROM ledger_entries"),
+            format!(
+                "INSERT OR REPLACE INTO ledger_transactions SELECT {transaction_columns} \
+                 FROM ledger_transactions"
+            ),
+        ],
+        tern_schema::db::Backend::Postgres => vec![format!(
+            "INSERT INTO ledger_entries ({columns}) SELECT {rewritten} FROM ledger_entries \
+             ON CONFLICT (id) DO UPDATE SET amount_minor = excluded.amount_minor"
+        )],
+    };
     for sql in [
         format!("UPDATE ledger_entries SET amount_minor = 1000000 WHERE account_id = '{usd}'"),
         format!("DELETE FROM ledger_entries WHERE account_id = '{usd}'"),
         "UPDATE ledger_transactions SET status = 'voided'".to_owned(),
-    ] {
+    ]
+    .into_iter()
+    .chain(upserts)
+    {
         let mut pooled = app.state.db.get().await.expect("connection");
         let tx = &mut pooled.tx();
         let refused = tern_schema::dispatch!(tx, conn =>
@@ -300,7 +322,13 @@ async fn the_database_refuses_to_edit_or_delete_a_ledger_entry() {
 
 #[actix_web::test]
 async fn an_amount_no_balance_can_hold_is_a_422_and_nothing_is_stored() {
-    let app = app().await;
+    // The per-settlement cap keeps amounts far below the int64 limit; it is
+    // lifted here to reach the ledger's own guard.
+    let app = TestApp::spawn_with(|config| {
+        config.settlement_amount_max_minor = i64::MAX;
+        config.settlement_retry_schedule = vec![std::time::Duration::from_millis(100); 3];
+    })
+    .await;
     // i64::MAX - 100 minor units: the funding account is then 1.00 short
     // of the int64 limit.
     let (merchant, usd) = funded(&app, "92233720368547757.07").await;
@@ -378,5 +406,38 @@ async fn an_amount_no_balance_can_hold_is_a_422_and_nothing_is_stored() {
     .await;
     let problem = assert_problem(response, 422, "validation-error").await;
     assert!(problem["errors"]["amount"].is_string(), "{problem}");
+    assert_ledger_balanced(&app).await;
+}
+
+#[actix_web::test]
+async fn one_settlement_is_capped_so_no_merchant_can_fill_a_shared_account() {
+    let app = app().await;
+    let (merchant, usd) = funded(&app, "10.00").await;
+    for (method, body) in [
+        (
+            "card_charge",
+            charge(&usd, "10000000000.01", "pm_card_visa"),
+        ),
+        ("card_push", push(&usd, "10000000000.01", "tok_visa")),
+    ] {
+        let key = Uuid::new_v4().to_string();
+        let response = post_with_key(&app, &merchant.api_key, &key, &body).await;
+        let problem = assert_problem(response, 422, "validation-error").await;
+        assert_eq!(
+            problem["errors"]["amount"], "must be at most 10000000000.00 USD",
+            "{method}: {problem}"
+        );
+        assert!(executions(&app, &key).await.is_empty(), "nothing executed");
+    }
+    let at_cap = create(
+        &app,
+        &merchant,
+        charge(&usd, "10000000000.00", "pm_card_visa"),
+    )
+    .await;
+    assert_eq!(
+        settled(&app, &merchant, &at_cap).await["status"],
+        "succeeded"
+    );
     assert_ledger_balanced(&app).await;
 }

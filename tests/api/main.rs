@@ -35,6 +35,7 @@ mod providers;
 mod quotes;
 mod settlements;
 mod settlements_on_session;
+mod strangers;
 mod transfers;
 mod webhook_receiver;
 mod webhooks;

@@ -93,6 +93,18 @@ async fn ready_is_503_naming_the_database_when_it_is_unreachable() {
         .expect("json");
     assert_eq!(health["status"], "down");
     assert_eq!(health["components"]["database"]["status"], "down");
+    // The database's own words are for the operator only.
+    assert_eq!(
+        health["components"]["database"]["error"],
+        Value::Null,
+        "{health}"
+    );
+    assert_eq!(body["detail"], "database: unavailable", "{body}");
+    let detailed = app.operator_json("/health").await;
+    assert!(
+        detailed["components"]["database"]["error"].is_string(),
+        "{detailed}"
+    );
     // Liveness does not depend on the database.
     assert_eq!(app.get("/live").send().await.expect("req").status(), 200);
 }

@@ -431,7 +431,18 @@ async fn a_refund_that_keeps_failing_ends_reverse_failed_with_an_operator_alert(
     assert_executions(&app, &leg2, &[("custodian", "payout")]).await;
     assert_ledger_balanced(&app).await;
 
-    let health = public_json(&app, "/health").await;
+    // A stranger sees that something is alerting, and nothing of what.
+    let public = public_json(&app, "/health").await;
+    assert_eq!(public["status"], "degraded", "{public}");
+    assert_eq!(public["components"]["alerts"]["open"], 1, "{public}");
+    let text = public.to_string() + &public_json(&app, "/health/actors").await.to_string();
+    for secret in [transfer_id.as_str(), merchant.merchant_id.as_str()] {
+        assert!(
+            !text.contains(secret),
+            "{secret} shown to a stranger: {text}"
+        );
+    }
+    let health = app.operator_json("/health").await;
     assert_eq!(health["status"], "degraded", "{health}");
     let alerts = &health["components"]["alerts"];
     assert_eq!(alerts["status"], "alerting", "{health}");
@@ -446,7 +457,7 @@ async fn a_refund_that_keeps_failing_ends_reverse_failed_with_an_operator_alert(
         merchant.merchant_id.as_str()
     );
     assert!(alerts["entities"][0]["alert"].is_string(), "{health}");
-    let actors = public_json(&app, "/health/actors").await;
+    let actors = app.operator_json("/health/actors").await;
     let entities = actors["alerts"]["entities"].as_array().expect("entities");
     let ids: Vec<&str> = entities.iter().filter_map(|e| e["id"].as_str()).collect();
     assert_eq!(ids, [transfer_id.as_str()], "{actors}");
