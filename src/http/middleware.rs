@@ -49,10 +49,19 @@ pub async fn edge(
     let span = tracing::info_span!("request", request_id = %request_id, method = %req.method(), path = %path);
     let started = Instant::now();
 
-    let outcome = AssertUnwindSafe(next.call(req))
-        .catch_unwind()
-        .instrument(span.clone())
-        .await;
+    // The handler runs to its end on a task of its own, even when the
+    // client goes away: dropping it midway would drop a database future
+    // whose blocking half still holds its connection (SQLite answers the
+    // next user of that connection with a panic) and cut a unit of work in
+    // two. A panic inside is caught there and answered as a 500.
+    let handler = async move { next.call(req).await };
+    let outcome = actix_web::rt::spawn(
+        AssertUnwindSafe(handler)
+            .catch_unwind()
+            .instrument(span.clone()),
+    )
+    .await
+    .unwrap_or_else(|_| Err(Box::new("the handler's task was cancelled")));
     // The request was moved into the call (routing needs it unshared), so a
     // failure past this point answers a problem rendered without it.
     let public_url = state
