@@ -73,13 +73,18 @@ pub async fn verify_email(
         (status = 204, description = "A new link is on its way, if the address is unverified"),
         (status = 401, description = "No live session", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Cross-site request refused", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Per-user limit; see Retry-After", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Per-user or per-address limit; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "Internal error", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn resend(
+    req: actix_web::HttpRequest,
     human: SessionUser,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
+    state.limits.check(
+        "resend_ip",
+        &crate::http::client_address::client_ip_key(&req),
+    )?;
     let user = human.user;
     state.limits.check("resend", &user.id)?;
     if user.email_verified_at.is_some() {
