@@ -50,7 +50,7 @@ pub struct RateLimits {
 /// protecting a shared resource (the database, a provider) counts per
 /// merchant, so minting API keys does not multiply it; settlement submission
 /// stays per key (decisions §13).
-pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 24] = [
+pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 25] = [
     ("login", 10, Duration::from_secs(60)),
     ("register", 10, Duration::from_secs(60)),
     ("m2m_register", 5, Duration::from_secs(3_600)),
@@ -85,6 +85,8 @@ pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 24] = [
     // Per client address, for requests and confirmations: one address
     // cannot walk through many emails or guess tokens.
     ("password_reset_ip", 20, Duration::from_secs(3_600)),
+    // Per client address: each verification attempt is a write transaction.
+    ("verify_email_ip", 20, Duration::from_secs(3_600)),
     // Per session user: each step-up (the password asked again before card
     // details are revealed) is a password guess, so it is bounded like login.
     ("step_up", 10, Duration::from_secs(60)),

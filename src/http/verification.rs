@@ -30,12 +30,19 @@ pub struct VerifyEmailRequest {
         (status = 204, description = "Email verified; the token is used up"),
         (status = 400, description = "Malformed JSON or missing token", body = Problem, content_type = "application/problem+json"),
         (status = 410, description = "Token invalid, expired or already used", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many attempts from this address; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn verify_email(
     req: actix_web::HttpRequest,
     state: web::Data<AppState>,
     body: Result<JsonBody<VerifyEmailRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
+    // Each attempt is a write transaction, and no credential names the
+    // caller: bounded per client address.
+    state.limits.check(
+        "verify_email_ip",
+        &crate::http::client_address::client_ip_key(&req),
+    )?;
     let JsonBody(body) = body?;
     let token = body
         .token

@@ -112,6 +112,24 @@ async fn password_reset_is_limited_per_address_whatever_the_email() {
 }
 
 #[actix_web::test]
+async fn email_verification_guesses_are_limited_per_address() {
+    let app = TestApp::spawn_with(|config| {
+        config.rate_limits = RateLimits::parse("verify_email_ip=2/1h").expect("valid limits");
+    })
+    .await;
+    let guess = |n: usize| {
+        app.post("/v1/auth/verify-email")
+            .json(&json!({"token": format!("guess-{n}")}))
+            .send()
+    };
+    assert_problem(guess(0).await.expect("request"), 410, "gone").await;
+    assert_problem(guess(1).await.expect("request"), 410, "gone").await;
+    let refused = guess(2).await.expect("request");
+    assert!(retry_after_s(&refused) >= 1);
+    assert_problem(refused, 429, "rate-limited").await;
+}
+
+#[actix_web::test]
 async fn a_spoofed_forwarded_header_from_an_untrusted_peer_is_ignored() {
     let app = TestApp::spawn_with(|config| {
         config.rate_limits = RateLimits::parse("password_reset_ip=2/1h").expect("valid limits");
