@@ -46,41 +46,59 @@ pub struct RateLimits {
     pub limits: Option<BTreeMap<String, RateLimit>>,
 }
 
-/// The limit names TERN_RATE_LIMITS accepts, with their defaults.
-pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 19] = [
+/// The limit names TERN_RATE_LIMITS accepts, with their defaults. A limit
+/// protecting a shared resource (the database, a provider) counts per
+/// merchant, so minting API keys does not multiply it; settlement submission
+/// stays per key (decisions §13).
+pub const RATE_LIMIT_DEFAULTS: [(&str, u32, Duration); 25] = [
     ("login", 10, Duration::from_secs(60)),
     ("register", 10, Duration::from_secs(60)),
     ("m2m_register", 5, Duration::from_secs(3_600)),
     ("settlement_submit", 100, Duration::from_secs(1)),
-    // Reads and lists per key; reversals per key (each one calls a provider).
+    // Reads and lists per merchant; reversals per merchant (each one calls
+    // a provider).
     ("settlement_read", 1_000, Duration::from_secs(1)),
     ("settlement_reverse", 20, Duration::from_secs(1)),
-    // Per key: each quote is a stored row, so creation is bounded like
+    // Per merchant: each quote is a stored row, so creation is bounded like
     // submission, at the pace a transfer load needs.
     ("quote_create", 1_000, Duration::from_secs(1)),
     ("quote_read", 1_000, Duration::from_secs(1)),
-    // Per key, like quotes: a transfer load creates one per quote.
+    // Per merchant, like quotes: a transfer load creates one per quote.
     ("transfer_create", 1_000, Duration::from_secs(1)),
     ("transfer_read", 1_000, Duration::from_secs(1)),
-    // Per key: endpoint changes and replays (each replay sends deliveries).
+    // Per merchant: endpoint changes and replays (each replay sends
+    // deliveries).
     ("webhook_write", 100, Duration::from_secs(1)),
     ("webhook_read", 1_000, Duration::from_secs(1)),
-    // Per key or user: registrations and revocations, and device lists.
+    // Per merchant: registrations and revocations, and device lists.
     ("device_write", 100, Duration::from_secs(1)),
     ("device_read", 1_000, Duration::from_secs(1)),
     // Per client address: the dispatch has no key, and each one fans out
     // to up to 100 devices.
     ("push_dispatch", 1_000, Duration::from_secs(1)),
     ("resend", 3, Duration::from_secs(3_600)),
-    // Per submitted email, whether or not it is registered: each request
-    // for a registered one sends a mail.
+    // Per client address, beside the per-user one: each resend sends a mail.
+    ("resend_ip", 20, Duration::from_secs(3_600)),
+    // Per submitted (valid) email, whether or not it is registered: each
+    // request for a registered one sends a mail.
     ("password_reset", 5, Duration::from_secs(3_600)),
+    // Per client address, for requests and confirmations: one address
+    // cannot walk through many emails or guess tokens.
+    ("password_reset_ip", 20, Duration::from_secs(3_600)),
+    // Per client address: each verification attempt is a write transaction.
+    ("verify_email_ip", 20, Duration::from_secs(3_600)),
     // Per session user: each step-up (the password asked again before card
     // details are revealed) is a password guess, so it is bounded like login.
     ("step_up", 10, Duration::from_secs(60)),
     // Per merchant, not per key (minting keys must not multiply it): each
     // verification hashes up to a few thousand events again.
     ("audit_verify", 10, Duration::from_secs(60)),
+    // Per merchant: card issue and replace each call the issuer and make a
+    // card; secure details call the issuer and reveal a PAN; wallet
+    // provisioning calls the issuer.
+    ("card_issue", 30, Duration::from_secs(60)),
+    ("card_secure", 30, Duration::from_secs(60)),
+    ("wallet_provision", 30, Duration::from_secs(60)),
 ];
 
 impl RateLimits {
@@ -201,6 +219,9 @@ pub struct Config {
     pub operator_token: Option<String>,
     pub card_provider_webhook_secret: Option<String>,
     pub rate_limits: RateLimits,
+    /// TERN_TRUSTED_PROXIES: peers whose `X-Forwarded-For` / `Forwarded`
+    /// name the client (see `http::client_address`); empty trusts none.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     pub log: String,
     pub self_service_registration: bool,
     /// Largest amount of one settlement, in minor units
@@ -399,6 +420,8 @@ impl Config {
             .map_err(|e| error("TERN_MAIL_FROM", e.to_string()))?;
         let rate_limits = RateLimits::parse(&parsed("TERN_RATE_LIMITS", ""))
             .map_err(|m| error("TERN_RATE_LIMITS", m))?;
+        let trusted_proxies = parse_trusted_proxies(&parsed("TERN_TRUSTED_PROXIES", ""))
+            .map_err(|m| error("TERN_TRUSTED_PROXIES", m))?;
         let quote_rates = RateTable::with_overrides(&parsed("TERN_QUOTE_RATES", ""))
             .map_err(|m| error("TERN_QUOTE_RATES", m))?;
         let card_hold_ttl = duration("TERN_CARD_HOLD_TTL", "7d")?;
@@ -460,6 +483,7 @@ impl Config {
             operator_token,
             card_provider_webhook_secret: get("TERN_CARD_PROVIDER_WEBHOOK_SECRET"),
             rate_limits,
+            trusted_proxies,
             log,
             self_service_registration: boolean("TERN_SELF_SERVICE_REGISTRATION", true)?,
             settlement_amount_max_minor: SETTLEMENT_AMOUNT_MAX_MINOR,
@@ -480,6 +504,21 @@ fn origin_of(url: &str) -> Option<String> {
     let parsed = url::Url::parse(url).ok()?;
     let origin = parsed.origin();
     origin.is_tuple().then(|| origin.ascii_serialization())
+}
+
+/// Parses a comma-separated list of CIDRs (`10.0.0.0/8, ::1/128`); a bare
+/// address stands for itself alone.
+pub fn parse_trusted_proxies(spec: &str) -> Result<Vec<ipnet::IpNet>, String> {
+    spec.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            item.parse::<ipnet::IpNet>()
+                .or_else(|_| item.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                .map(|net| net.trunc())
+                .map_err(|_| format!("`{item}` is not a CIDR such as 10.0.0.0/8 or an address"))
+        })
+        .collect()
 }
 
 fn error(variable: &'static str, message: String) -> ConfigError {
@@ -689,5 +728,22 @@ mod tests {
         );
         assert_eq!(limits.get("resend").map(|l| l.burst), Some(3));
         assert_eq!(RateLimits::parse("off").expect("valid").get("login"), None);
+    }
+
+    #[test]
+    fn trusted_proxies_default_to_none_and_bad_ones_stop_the_start() {
+        assert!(config(&[]).expect("valid").trusted_proxies.is_empty());
+        let config_ok =
+            config(&[("TERN_TRUSTED_PROXIES", "10.0.0.0/8, 192.168.1.7,fd00::/8")]).expect("valid");
+        let shown: Vec<String> = config_ok
+            .trusted_proxies
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(shown, ["10.0.0.0/8", "192.168.1.7/32", "fd00::/8"]);
+        for bad in ["10.0.0.0/33", "proxy.internal", "10.0.0.0/8;1.2.3.4"] {
+            let err = config(&[("TERN_TRUSTED_PROXIES", bad)]).expect_err(bad);
+            assert_eq!(err.variable, "TERN_TRUSTED_PROXIES");
+        }
     }
 }

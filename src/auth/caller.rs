@@ -72,7 +72,10 @@ impl Caller {
         }
     }
 
-    /// What per-caller rate limits count against: the key, or the user.
+    /// What per-credential limits count against: the key, or the user. Only
+    /// settlement submission counts this way (decisions §13); limits on
+    /// shared resources count the merchant, which minting keys cannot
+    /// multiply.
     pub fn limit_key(&self) -> &str {
         match &self.credential {
             Credential::ApiKey { api_key_id } => api_key_id,

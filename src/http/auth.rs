@@ -19,7 +19,8 @@ use crate::auth::password::check_strength;
 use crate::auth::session::{
     check_csrf, cleared_cookie, new_token, presented_token, session_cookie, token_digest,
 };
-use crate::http::extract::{client_ip_key, request_id, JsonBody};
+use crate::http::client_address::client_ip_key;
+use crate::http::extract::{request_id, JsonBody};
 use crate::http::m2m::open_merchant;
 use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;

@@ -135,7 +135,7 @@ pub async fn register(
     JsonBody(request): JsonBody<DeviceRequest>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("devices:write")?;
-    state.limits.check("device_write", caller.limit_key())?;
+    state.limits.check("device_write", &caller.merchant_id)?;
     let mut errors = FieldErrors::new();
     let platform = check::platform(&request.platform)
         .map_err(|message| errors.insert("platform".into(), message))
@@ -256,7 +256,7 @@ pub async fn list(
     Query(query): Query<DeviceQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("devices:read")?;
-    state.limits.check("device_read", caller.limit_key())?;
+    state.limits.check("device_read", &caller.merchant_id)?;
     let mut errors = FieldErrors::new();
     let limit = validate::list_limit(query.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, &mut errors);
     if !errors.is_empty() {
@@ -299,7 +299,7 @@ pub async fn revoke(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("devices:write")?;
-    state.limits.check("device_write", caller.limit_key())?;
+    state.limits.check("device_write", &caller.merchant_id)?;
     let device_id = path.into_inner();
     if !device_id.starts_with(DEVICE_ID_PREFIX) || device_id.len() > check::DEVICE_ID_CHARS_MAX {
         return Err(ApiError::NotFound("no such device".into()));

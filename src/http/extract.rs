@@ -1,8 +1,6 @@
 //! Request extractors with Tern's error rules: JSON bodies (415 wrong type,
 //! 413 over 64 KiB, 400 not JSON, 422 wrong shape with field errors), query
-//! strings (422), request ids and client addresses.
-
-use std::net::IpAddr;
+//! strings (422) and request ids.
 
 use actix_web::dev::Payload;
 use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
@@ -201,17 +199,6 @@ pub fn request_id(req: &HttpRequest) -> String {
         .get::<RequestId>()
         .map(|id| id.0.clone())
         .unwrap_or_default()
-}
-
-/// The peer address rate limits key on. Tern does not trust forwarding
-/// headers: behind a proxy, limits apply to the proxy's address.
-pub fn client_ip(req: &HttpRequest) -> Option<IpAddr> {
-    req.peer_addr().map(|addr| addr.ip())
-}
-
-/// The client address as a rate-limit key (per-IP limits).
-pub fn client_ip_key(req: &HttpRequest) -> String {
-    client_ip(req).map(|ip| ip.to_string()).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -46,7 +46,10 @@ pub async fn edge(
     req.extensions_mut().insert(RequestId(request_id.clone()));
     let state = req.app_data::<web::Data<AppState>>().cloned();
     let path = req.path().to_owned();
-    let span = tracing::info_span!("request", request_id = %request_id, method = %req.method(), path = %path);
+    let client = crate::http::client_address::client_ip(req.request())
+        .map(|ip| ip.to_string())
+        .unwrap_or_default();
+    let span = tracing::info_span!("request", request_id = %request_id, method = %req.method(), path = %path, client = %client);
     let started = Instant::now();
 
     // The handler runs to its end on a task of its own, even when the

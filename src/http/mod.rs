@@ -5,6 +5,7 @@ pub mod audit;
 pub mod auth;
 pub mod card_events;
 pub mod cards;
+pub mod client_address;
 pub mod devices;
 pub mod docs;
 pub mod extract;

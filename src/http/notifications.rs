@@ -17,7 +17,8 @@ use tern_schema::types::utc_now;
 use tern_schema::write_tx;
 use utoipa::ToSchema;
 
-use crate::http::extract::{check_json_headers, client_ip_key, parse_json, request_id};
+use crate::http::client_address::client_ip_key;
+use crate::http::extract::{check_json_headers, parse_json, request_id};
 use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
 use crate::validate::device as check;

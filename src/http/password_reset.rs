@@ -14,6 +14,7 @@ use crate::auth::email_token::{self, Purpose};
 use crate::auth::mails;
 use crate::auth::password::check_strength;
 use crate::http::auth::{normalise_email, user_event};
+use crate::http::client_address::client_ip_key;
 use crate::http::extract::{request_id, JsonBody};
 use crate::http::problem::{ApiError, Problem};
 use crate::http::verification::dead_token;
@@ -44,21 +45,25 @@ pub struct PasswordResetConfirmRequest {
     responses(
         (status = 202, description = "Accepted; a link is mailed if the email is registered"),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many requests for this email; see Retry-After", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many requests for this email or from this address; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn request(
     req: HttpRequest,
     state: web::Data<AppState>,
     body: Result<JsonBody<PasswordResetRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
+    state
+        .limits
+        .check("password_reset_ip", &client_ip_key(&req))?;
     let JsonBody(body) = body?;
-    let email = normalise_email(&body.email);
+    // No registration could have stored an invalid address: the same 202,
+    // and nothing unbounded ever becomes a limiter key.
+    let Ok(email) = validate::email(&body.email).map(|email| normalise_email(&email)) else {
+        return Ok(HttpResponse::Accepted().finish());
+    };
     // Counted per submitted email, registered or not, so the limit tells
     // nothing either.
     state.limits.check("password_reset", &email)?;
-    if email.len() > validate::EMAIL_LENGTH_MAX {
-        return Ok(HttpResponse::Accepted().finish());
-    }
     let request_id = request_id(&req);
     let now = utc_now();
     let issued: Result<Option<(tern_schema::models::UserRow, String)>, ApiError> =
@@ -95,12 +100,16 @@ pub async fn request(
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 410, description = "Token invalid, expired or already used", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Weak password", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many requests from this address; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn confirm(
     req: HttpRequest,
     state: web::Data<AppState>,
     body: Result<JsonBody<PasswordResetConfirmRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
+    state
+        .limits
+        .check("password_reset_ip", &client_ip_key(&req))?;
     let JsonBody(body) = body?;
     check_strength(&body.new_password)
         .map_err(|message| ApiError::field("new_password", message))?;

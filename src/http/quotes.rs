@@ -181,7 +181,7 @@ pub async fn create(
     let JsonBody(request) = body?;
     caller.require("quotes:write")?;
     caller.require_active()?;
-    state.limits.check("quote_create", caller.limit_key())?;
+    state.limits.check("quote_create", &caller.merchant_id)?;
     let request = validate(&request, &caller)?;
     let row = quote::create(
         &state.db,
@@ -215,7 +215,7 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("quotes:read")?;
-    state.limits.check("quote_read", caller.limit_key())?;
+    state.limits.check("quote_read", &caller.merchant_id)?;
     let id = path.into_inner();
     let found = if id.starts_with(quote::ID_PREFIX) && id.len() <= QUOTE_ID_LENGTH_MAX {
         let mut pooled = state.db.get().await?;

@@ -471,7 +471,7 @@ pub async fn list(
 ) -> Result<HttpResponse, ApiError> {
     caller.require("settlements:read")?;
     caller.require_active()?;
-    state.limits.check("settlement_read", caller.limit_key())?;
+    state.limits.check("settlement_read", &caller.merchant_id)?;
     let mut errors = FieldErrors::new();
     let limit = validate::list_limit(query.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, &mut errors);
     if let Some(status) = &query.status {
@@ -520,7 +520,7 @@ pub async fn get(
 ) -> Result<HttpResponse, ApiError> {
     caller.require("settlements:read")?;
     caller.require_active()?;
-    state.limits.check("settlement_read", caller.limit_key())?;
+    state.limits.check("settlement_read", &caller.merchant_id)?;
     let key = settlement_id(&path.into_inner());
     let mut pooled = state.db.get().await?;
     let found = store::find(&mut pooled.tx(), &caller.merchant_id, &key).await?;
@@ -555,7 +555,7 @@ pub async fn reverse(
     caller.require_active()?;
     state
         .limits
-        .check("settlement_reverse", caller.limit_key())?;
+        .check("settlement_reverse", &caller.merchant_id)?;
     let mut errors = FieldErrors::new();
     let reason = text("reason", &request.reason, &mut errors);
     let key = settlement_id(&path.into_inner());

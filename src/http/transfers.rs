@@ -296,7 +296,7 @@ pub async fn create(
     let JsonBody(request) = body?;
     caller.require("transfers:write")?;
     caller.require_active()?;
-    state.limits.check("transfer_create", caller.limit_key())?;
+    state.limits.check("transfer_create", &caller.merchant_id)?;
     let key = idempotency_key(&req)?;
     let registry = registry(&state)?.clone();
     let new = validate_create(&request, key, &caller)?;
@@ -376,7 +376,7 @@ pub async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("transfers:read")?;
-    state.limits.check("transfer_read", caller.limit_key())?;
+    state.limits.check("transfer_read", &caller.merchant_id)?;
     let mut errors = FieldErrors::new();
     let limit = validate::list_limit(query.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, &mut errors);
     let offset = query.offset.unwrap_or(0);
@@ -434,7 +434,7 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("transfers:read")?;
-    state.limits.check("transfer_read", caller.limit_key())?;
+    state.limits.check("transfer_read", &caller.merchant_id)?;
     let id = path.into_inner();
     let found = if id.starts_with(ID_PREFIX) && id.len() <= TRANSFER_ID_LENGTH_MAX {
         let mut pooled = state.db.get().await?;

@@ -30,12 +30,19 @@ pub struct VerifyEmailRequest {
         (status = 204, description = "Email verified; the token is used up"),
         (status = 400, description = "Malformed JSON or missing token", body = Problem, content_type = "application/problem+json"),
         (status = 410, description = "Token invalid, expired or already used", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many attempts from this address; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn verify_email(
     req: actix_web::HttpRequest,
     state: web::Data<AppState>,
     body: Result<JsonBody<VerifyEmailRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
+    // Each attempt is a write transaction, and no credential names the
+    // caller: bounded per client address.
+    state.limits.check(
+        "verify_email_ip",
+        &crate::http::client_address::client_ip_key(&req),
+    )?;
     let JsonBody(body) = body?;
     let token = body
         .token
@@ -73,13 +80,18 @@ pub async fn verify_email(
         (status = 204, description = "A new link is on its way, if the address is unverified"),
         (status = 401, description = "No live session", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Cross-site request refused", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Per-user limit; see Retry-After", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Per-user or per-address limit; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "Internal error", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn resend(
+    req: actix_web::HttpRequest,
     human: SessionUser,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
+    state.limits.check(
+        "resend_ip",
+        &crate::http::client_address::client_ip_key(&req),
+    )?;
     let user = human.user;
     state.limits.check("resend", &user.id)?;
     if user.email_verified_at.is_some() {

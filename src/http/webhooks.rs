@@ -150,7 +150,7 @@ pub async fn put_endpoint(
     let JsonBody(request) = body?;
     caller.require("webhooks:write")?;
     caller.require_active()?;
-    state.limits.check("webhook_write", caller.limit_key())?;
+    state.limits.check("webhook_write", &caller.merchant_id)?;
     let mut errors = FieldErrors::new();
     let url = validate::webhook::url(&request.url, state.config.webhook_allow_private)
         .map_err(|message| errors.insert("url".into(), message))
@@ -186,7 +186,7 @@ pub async fn get_endpoint(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("webhooks:read")?;
-    state.limits.check("webhook_read", caller.limit_key())?;
+    state.limits.check("webhook_read", &caller.merchant_id)?;
     let mut pooled = state.db.get().await?;
     let mut tx = pooled.tx();
     match store::endpoint(&mut tx, &caller.merchant_id).await? {
@@ -208,7 +208,7 @@ pub async fn delete_endpoint(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("webhooks:write")?;
-    state.limits.check("webhook_write", caller.limit_key())?;
+    state.limits.check("webhook_write", &caller.merchant_id)?;
     let command = EndpointCommand::Delete {
         actor: caller.actor(),
         request_id: caller.request_id.clone(),
@@ -240,7 +240,7 @@ pub async fn replay(
     let JsonBody(request) = body?;
     caller.require("webhooks:write")?;
     caller.require_active()?;
-    state.limits.check("webhook_write", caller.limit_key())?;
+    state.limits.check("webhook_write", &caller.merchant_id)?;
     let transfer_id = match request.transfer_id {
         Some(id) if !id.trim().is_empty() => id,
         _ => {
@@ -325,7 +325,7 @@ pub async fn deliveries(
     Query(query): Query<DeliveriesQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("webhooks:read")?;
-    state.limits.check("webhook_read", caller.limit_key())?;
+    state.limits.check("webhook_read", &caller.merchant_id)?;
     let mut errors = FieldErrors::new();
     let limit = validate::list_limit(
         query.limit,

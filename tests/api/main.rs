@@ -33,6 +33,7 @@ mod provider_health;
 mod provider_webhooks;
 mod providers;
 mod quotes;
+mod rate_limits;
 mod settlements;
 mod settlements_on_session;
 mod strangers;

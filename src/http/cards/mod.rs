@@ -41,6 +41,8 @@ pub const ACTIVITY_LIMIT_DEFAULT: i64 = 50;
 
 pub const SCOPE_READ: &str = "cards:read";
 pub const SCOPE_WRITE: &str = "cards:write";
+/// Issues and replacements per merchant (each makes a card at the issuer).
+pub const ISSUE_LIMIT: &str = "card_issue";
 
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -340,6 +342,7 @@ fn resolve(request: &CreateCardRequest, caller: &Caller) -> Result<NewCard, ApiE
         (status = 404, description = "No such user for this merchant", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The user has an active or frozen virtual card (code ACTIVE_CARD_ALREADY_EXISTS)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown program, type or currency; bad text; user_id or cardholder from a session, or user_id missing for an API key", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many issues and replacements for this merchant; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; nothing was made", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create(
@@ -352,6 +355,7 @@ pub async fn create(
     caller.require_active()?;
     let request = body?.0.unwrap_or_default();
     let new = resolve(&request, &caller)?;
+    state.limits.check(ISSUE_LIMIT, &caller.merchant_id)?;
     let registry = registry(&state)?.clone();
     let user = acting_user(
         &state,
@@ -580,6 +584,7 @@ pub async fn close(
         (status = 200, description = "The new card; the old one is blocked", body = Card),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_CLOSED, or another live card exists (ACTIVE_CARD_ALREADY_EXISTS)", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many issues and replacements for this merchant; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; the old card is as it was", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn replace(
@@ -593,6 +598,8 @@ pub async fn replace(
     caller.require_active()?;
     let row = owned_card(&state, &caller, &path).await?;
     let request = body?.0.unwrap_or_default();
+    // A replacement is an issue: the issuer makes a card.
+    state.limits.check(ISSUE_LIMIT, &caller.merchant_id)?;
     let mut errors = crate::http::problem::FieldErrors::new();
     check_text(
         &mut errors,

@@ -40,6 +40,8 @@ pub const TARGET_ORIGIN_CHARS_MAX: usize = 255;
 pub const NOT_ENABLED_CODE: &str = "SECURE_DETAILS_NOT_ENABLED";
 /// The rate limit counting step-up password checks, per session user.
 pub const STEP_UP_LIMIT: &str = "step_up";
+/// Secure-detail reveals per merchant.
+pub const SECURE_LIMIT: &str = "card_secure";
 /// Hosts a plain-http origin may name: a developer's own machine. Anywhere
 /// else an iframe showing a PAN must come over TLS.
 const LOOPBACK_HOSTS: [&str; 2] = ["localhost", "127.0.0.1"];
@@ -286,7 +288,7 @@ async fn embed(
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The card is closed (CARD_CLOSED) or still being issued (CARD_NOT_ISSUED)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown field; target_origin missing or not an https origin in mode embed", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many password checks; see Retry-After", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many reveals for this merchant, or too many password checks; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; nothing was revealed", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn reveal(
@@ -304,6 +306,9 @@ pub async fn reveal(
         SecureDetailsMode::Embed => Reveal::Embed(check_origin(request.target_origin.as_deref())?),
     };
     let card = owned_card(&state, &caller, &path).await?;
+    // Per merchant, whatever the credential: each reveal calls the issuer
+    // and shows a PAN, and minting keys must not multiply that.
+    state.limits.check(SECURE_LIMIT, &caller.merchant_id)?;
     step_up(&state, &caller, &card, request.password).await?;
     machine::apply(status_of(&card), Operation::RevealDetails)
         .map_err(|refused| ApiError::from(CardFailure::Refused(refused)))?;

@@ -22,6 +22,8 @@ use crate::state::AppState;
 pub const TOKEN_ID_PREFIX: &str = "wtk_";
 /// Longest `device_id`: wallet device ids are short opaque strings.
 pub const DEVICE_ID_CHARS_MAX: usize = 128;
+/// Wallet provisionings per merchant (each calls the issuer).
+pub const PROVISION_LIMIT: &str = "wallet_provision";
 
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -98,6 +100,8 @@ async fn provision(
         return Err(ApiError::Validation(errors));
     }
     let card = owned_card(&state, &caller, card_id).await?;
+    // Per merchant: each provisioning calls the issuer.
+    state.limits.check(PROVISION_LIMIT, &caller.merchant_id)?;
     let command = CardCommand::ProvisionWallet {
         wallet,
         device_id: request.device_id.map(|id| id.trim().to_owned()),
@@ -128,6 +132,7 @@ async fn provision(
         (status = 403, description = "Missing scope cards:write, or merchant suspended or disabled (merchant-inactive)", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_CLOSED, CARD_BLOCKED, CARD_NOT_ISSUED or WALLET_TOKEN_LIMIT_REACHED", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many provisionings for this merchant; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown field, or a device_id that is not 1 to 128 printable characters", body = Problem, content_type = "application/problem+json"),
         (status = 501, description = "The issuer cannot provision this wallet; nothing was stored", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; nothing was stored", body = Problem, content_type = "application/problem+json"),
@@ -153,6 +158,7 @@ pub async fn provision_apple_pay(
         (status = 403, description = "Missing scope cards:write, or merchant suspended or disabled (merchant-inactive)", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_CLOSED, CARD_BLOCKED, CARD_NOT_ISSUED or WALLET_TOKEN_LIMIT_REACHED", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many provisionings for this merchant; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown field, or a device_id that is not 1 to 128 printable characters", body = Problem, content_type = "application/problem+json"),
         (status = 501, description = "The issuer cannot provision this wallet; nothing was stored", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; nothing was stored", body = Problem, content_type = "application/problem+json"),
