@@ -522,6 +522,8 @@ pub async fn get(
         (status = 403, description = "Missing scope settlements:reverse, or merchant suspended or disabled", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such settlement for this merchant", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not reversible (method, status, already reversed or under way, a transfer's leg: code TRANSFER_LEG), declined by the provider, or a refund beyond the available funds", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Missing or empty reason", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Rate limited; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The provider is unreachable; nothing was reversed", body = Problem, content_type = "application/problem+json"),
