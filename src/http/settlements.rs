@@ -26,7 +26,7 @@ use uuid::Uuid;
 use crate::auth::{Caller, MerchantOwned};
 use crate::http::extract::{JsonBody, Query};
 use crate::http::idempotency::{self, idempotency_key};
-use crate::http::money::{canonical_amount, Money};
+use crate::http::money::{canonical_amount, Money, SettlementAmount};
 use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
 use crate::validate;
@@ -63,7 +63,7 @@ pub struct Settlement {
     /// Also the settlement's identifier in paths.
     pub idempotency_key: String,
     pub method: String,
-    pub amount: Money,
+    pub amount: SettlementAmount,
     /// on_chain only: the stablecoin paid out.
     pub asset: Option<String>,
     pub source: String,
@@ -137,7 +137,7 @@ impl MerchantOwned for SettlementRow {
 }
 
 pub fn view(row: &SettlementRow) -> Settlement {
-    let amount = Money {
+    let amount = SettlementAmount {
         amount: canonical_amount(&row.currency, row.amount_minor),
         currency: row.currency.clone(),
     };
