@@ -107,6 +107,8 @@ pub async fn list(caller: Caller, state: web::Data<AppState>) -> Result<HttpResp
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Missing scope api_keys:write, scopes the creator lacks, or merchant not active", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The merchant holds the most keys allowed", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown scopes, empty name or past expiry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create(

@@ -71,6 +71,8 @@ const INVALID_CREDENTIALS: &str = "the email or password is not correct";
         (status = 201, description = "User, merchant and session created; `svc_session` cookie set", body = LoginResponse),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Email already registered", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Empty name, invalid email or weak password", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Per-IP limit; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "Internal error", body = Problem, content_type = "application/problem+json"),
@@ -155,6 +157,8 @@ pub async fn register(
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Invalid credentials (no email enumeration)", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Account disabled", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Missing or mistyped fields", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Per-IP limit; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]

@@ -126,6 +126,8 @@ enum Registration {
         (status = 403, description = "Missing scope devices:write, or a session naming another user", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such user for this merchant", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The user holds the most active devices allowed (100; code DEVICE_LIMIT_REACHED)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid platform or token, unknown field, or user_id missing for an API-key caller", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Rate limited; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]

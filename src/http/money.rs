@@ -13,10 +13,22 @@ pub struct Money {
     /// Major-unit decimal string with at most the currency's decimals.
     #[schema(example = "25.00")]
     pub amount: String,
-    /// ISO 4217 alpha-3. Exception: the on-chain leg of a transfer is a
-    /// settlement in the transfer's asset and shows its code (`USDT`, `USDC`,
-    /// six decimals).
+    /// ISO 4217 alpha-3.
     #[schema(example = "USD", pattern = "^[A-Z]{3}$")]
+    pub currency: String,
+}
+
+/// The amount of a settlement as answered. The on-chain leg of a transfer
+/// is a settlement in the transfer's asset (decisions §7), so its code is
+/// `USDT` or `USDC` (six decimals), which [`Money`]'s ISO 4217 pattern,
+/// kept for requests, does not admit.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct SettlementAmount {
+    /// Major-unit decimal string with exactly the currency's decimals.
+    #[schema(example = "25.00")]
+    pub amount: String,
+    /// ISO 4217 alpha-3, or the asset of a transfer's on-chain leg.
+    #[schema(example = "USD", pattern = "^([A-Z]{3}|USDT|USDC)$")]
     pub currency: String,
 }
 

@@ -45,6 +45,9 @@ pub struct PasswordResetConfirmRequest {
     responses(
         (status = 202, description = "Accepted; a link is mailed if the email is registered"),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Missing, mistyped or unknown fields", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Too many requests for this email or from this address; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn request(
@@ -99,6 +102,8 @@ pub async fn request(
         (status = 204, description = "Password changed; the token is used up and every session revoked"),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 410, description = "Token invalid, expired or already used", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Weak password", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Too many requests from this address; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]

@@ -66,8 +66,11 @@ pub async fn me(human: SessionUser) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(patch, path = "/v1/auth/me", tag = "auth", security(("session" = [])), request_body = MeUpdateRequest,
     responses(
         (status = 200, description = "The refreshed profile", body = MeResponse),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No live session", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Account disabled, or cross-site request refused", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Empty name", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn update_me(
@@ -113,8 +116,11 @@ pub async fn profile(human: SessionUser) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(patch, path = "/v1/profile", tag = "auth", operation_id = "update_profile", security(("session" = [])), request_body = MeUpdateRequest,
     responses(
         (status = 200, description = "The refreshed profile", body = MeResponse),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No live session", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Account disabled, or cross-site request refused", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Empty name", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn update_profile(

@@ -26,7 +26,7 @@ use uuid::Uuid;
 use crate::auth::{Caller, MerchantOwned};
 use crate::http::extract::{JsonBody, Query};
 use crate::http::idempotency::{self, idempotency_key};
-use crate::http::money::{canonical_amount, Money};
+use crate::http::money::{canonical_amount, Money, SettlementAmount};
 use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
 use crate::validate;
@@ -63,7 +63,7 @@ pub struct Settlement {
     /// Also the settlement's identifier in paths.
     pub idempotency_key: String,
     pub method: String,
-    pub amount: Money,
+    pub amount: SettlementAmount,
     /// on_chain only: the stablecoin paid out.
     pub asset: Option<String>,
     pub source: String,
@@ -137,7 +137,7 @@ impl MerchantOwned for SettlementRow {
 }
 
 pub fn view(row: &SettlementRow) -> Settlement {
-    let amount = Money {
+    let amount = SettlementAmount {
         amount: canonical_amount(&row.currency, row.amount_minor),
         currency: row.currency.clone(),
     };
@@ -540,6 +540,8 @@ pub async fn get(
         (status = 403, description = "Missing scope settlements:reverse, or merchant suspended or disabled", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such settlement for this merchant", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not reversible (method, status, already reversed or under way, a transfer's leg: code TRANSFER_LEG), declined by the provider, or a refund beyond the available funds", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Missing or empty reason", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Rate limited; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The provider is unreachable; nothing was reversed", body = Problem, content_type = "application/problem+json"),

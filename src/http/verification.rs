@@ -30,6 +30,9 @@ pub struct VerifyEmailRequest {
         (status = 204, description = "Email verified; the token is used up"),
         (status = 400, description = "Malformed JSON or missing token", body = Problem, content_type = "application/problem+json"),
         (status = 410, description = "Token invalid, expired or already used", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Missing, mistyped or unknown fields", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Too many attempts from this address; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn verify_email(

@@ -139,6 +139,8 @@ fn endpoint_view(row: &WebhookEndpointRow) -> WebhookEndpointResponse {
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing, unknown, revoked or expired key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Missing scope webhooks:write, no merchant context, or merchant suspended or disabled", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid URL (not https, credentials, too long, internal address) or secret (under 24 characters)", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Rate limited; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -229,6 +231,8 @@ pub async fn delete_endpoint(
         (status = 403, description = "Missing scope webhooks:write, or merchant suspended or disabled", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such transfer for this merchant", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "No endpoint configured to deliver to (code WEBHOOK_ENDPOINT_NOT_CONFIGURED)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Missing transfer_id", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Rate limited; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]

@@ -370,6 +370,43 @@ mod tests {
         }
     }
 
+    /// The JSON body and query extractors (`crate::http::extract`) answer
+    /// these before a handler runs, so every operation that takes a JSON body
+    /// or a query string can answer them; a client generated from the
+    /// document must know them (schemathesis' status_code_conformance).
+    #[test]
+    fn operations_document_their_extractors_rejections() {
+        let docs = documents("http://tern.test");
+        let doc: Value = serde_json::from_str(&docs.aggregated_json()).expect("json");
+        // A provider signs raw bytes whatever their Content-Type; its
+        // handler verifies them first and answers any bad body 400.
+        let raw_signed = ["/v1/webhooks/{provider}"];
+        let mut missing = Vec::new();
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            for (method, operation) in item.as_object().expect("item") {
+                let responses = operation["responses"].as_object().expect("responses");
+                let mut expected = Vec::new();
+                let json_body = !operation["requestBody"]["content"]["application/json"].is_null();
+                if json_body && !raw_signed.contains(&path.as_str()) {
+                    expected.extend(["400", "413", "415", "422"]);
+                }
+                let has_query = operation["parameters"]
+                    .as_array()
+                    .is_some_and(|params| params.iter().any(|p| p["in"] == "query"));
+                if has_query {
+                    expected.push("422");
+                }
+                for code in expected {
+                    if !responses.contains_key(code) {
+                        missing.push(format!("{method} {path} {code}"));
+                    }
+                }
+            }
+        }
+        missing.dedup();
+        assert!(missing.is_empty(), "undocumented: {missing:#?}");
+    }
+
     #[test]
     fn allowed_methods_match_templates() {
         let docs = documents("http://tern.test");

@@ -110,3 +110,68 @@ async fn llms_txt_describes_every_operation() {
         assert!(text.contains(line), "{line}");
     }
 }
+
+/// Follows `$ref` (and a one-member `allOf`, as the 3.0 downgrade writes a
+/// described reference) to the schema it names.
+fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
+    if let Some(reference) = schema["$ref"].as_str() {
+        let name = reference.trim_start_matches("#/components/schemas/");
+        return resolve(doc, &doc["components"]["schemas"][name]);
+    }
+    match schema["allOf"].as_array().map(Vec::as_slice) {
+        Some([only]) => resolve(doc, only),
+        _ => schema,
+    }
+}
+
+/// A transfer's on-chain leg is a settlement in the quote's asset (USDC):
+/// its amount must match the pattern the served document gives a
+/// settlement's currency (schemathesis' response_schema_conformance found
+/// GET /v1/settlements answering "USDC" against `^[A-Z]{3}$`).
+#[actix_web::test]
+async fn an_on_chain_leg_matches_the_documented_settlement_amount() {
+    use crate::transfers;
+    let app = transfers::app().await;
+    let merchant = app.merchant().await;
+    let created = transfers::create(&app, &merchant, "pm_card_visa").await;
+    let done = transfers::finished(&app, &merchant, &transfers::id(&created)).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let leg = transfers::settlement(&app, &merchant, &transfers::leg_key(&created, 2)).await;
+    assert_eq!(leg["amount"]["currency"], "USDC", "{leg}");
+
+    let doc: Value = app
+        .get("/openapi.json")
+        .send()
+        .await
+        .expect("req")
+        .json()
+        .await
+        .expect("json");
+    let settlement = resolve(&doc, &doc["components"]["schemas"]["Settlement"]);
+    let amount = resolve(&doc, &settlement["properties"]["amount"]);
+    let pattern = amount["properties"]["currency"]["pattern"]
+        .as_str()
+        .expect("a currency pattern");
+    let pattern = regex::Regex::new(pattern).expect("pattern");
+    let listed: Value = app
+        .get("/v1/settlements")
+        .bearer_auth(&merchant.api_key)
+        .send()
+        .await
+        .expect("req")
+        .json()
+        .await
+        .expect("json");
+    let items = listed["items"].as_array().expect("items");
+    assert_eq!(items.len(), 2, "{listed}");
+    for settlement in items.iter().chain([&leg]) {
+        let currency = settlement["amount"]["currency"].as_str().expect("currency");
+        assert!(
+            pattern.is_match(currency),
+            "{currency} does not match {pattern}"
+        );
+    }
+    // Requests still take only ISO 4217 codes.
+    let money = resolve(&doc, &doc["components"]["schemas"]["Money"]);
+    assert_eq!(money["properties"]["currency"]["pattern"], "^[A-Z]{3}$");
+}

@@ -189,6 +189,7 @@ pub async fn card_art() -> HttpResponse {
         (status = 401, description = "No session, and no user_id from an API-key caller", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Missing scope cards:read, or a session naming another user", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such user for this merchant", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A query parameter of the wrong type or out of range", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list(
     caller: Caller,
@@ -341,6 +342,8 @@ fn resolve(request: &CreateCardRequest, caller: &Caller) -> Result<NewCard, ApiE
         (status = 403, description = "Missing scope cards:write, or merchant suspended or disabled (merchant-inactive)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such user for this merchant", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The user has an active or frozen virtual card (code ACTIVE_CARD_ALREADY_EXISTS)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown program, type or currency; bad text; user_id or cardholder from a session, or user_id missing for an API key", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Too many issues and replacements for this merchant; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; nothing was made", body = Problem, content_type = "application/problem+json"),
@@ -455,11 +458,14 @@ pub async fn get(
     params(("id" = String, Path)), request_body = UpdateCardRequest,
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
     responses(
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Missing scope (cards:read to read, cards:write to change)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
         (status = 200, body = Card),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The card is closed (code CARD_CLOSED)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn update(
@@ -579,11 +585,15 @@ pub async fn close(
     request_body(content = Option<ReplaceRequest>, description = "Optional reason"),
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
     responses(
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Missing scope cards:write, or merchant suspended or disabled (merchant-inactive)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "The new card; the old one is blocked", body = Card),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_CLOSED, or another live card exists (ACTIVE_CARD_ALREADY_EXISTS)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Missing, mistyped or unknown fields", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Too many issues and replacements for this merchant; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; the old card is as it was", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -640,11 +650,14 @@ pub async fn limits(
     params(("id" = String, Path)), request_body = LimitsPatch,
     security(("session" = []), ("bearer" = []), ("api_key" = [])),
     responses(
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Missing scope cards:write, or merchant suspended or disabled (merchant-inactive)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
         (status = 200, body = Limits),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_CLOSED", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "An amount outside 0 to 10^12, or the values the merchant set out of order (per_transaction <= daily <= monthly); program defaults never fail", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn update_limits(
@@ -711,6 +724,7 @@ fn activity_limit(query: &ActivityQuery) -> Result<i64, ApiError> {
         (status = 200, body = CardEventList),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A query parameter of the wrong type or out of range", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn events(
     caller: Caller,
@@ -739,6 +753,7 @@ pub async fn events(
         (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
         (status = 200, body = TransactionList),
         (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A query parameter of the wrong type or out of range", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn transactions(
     caller: Caller,

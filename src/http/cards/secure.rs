@@ -287,6 +287,8 @@ async fn embed(
         (status = 403, description = "Missing scope cards:write, or merchant suspended or disabled (merchant-inactive)", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The card is closed (CARD_CLOSED) or still being issued (CARD_NOT_ISSUED)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown field; target_origin missing or not an https origin in mode embed", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Too many reveals for this merchant, or too many password checks; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; nothing was revealed", body = Problem, content_type = "application/problem+json"),
