@@ -6,6 +6,7 @@ pub mod email_token;
 pub mod key_cache;
 pub mod mails;
 pub mod password;
+pub mod purge;
 pub mod scopes;
 pub mod session;
 
