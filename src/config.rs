@@ -202,6 +202,8 @@ pub struct Config {
     pub mail_from: String,
     pub cookie_secure: bool,
     pub session_ttl: Duration,
+    /// A session unused this long ends (TERN_SESSION_IDLE_TTL, decisions §9).
+    pub session_idle_ttl: Duration,
     /// How long an uncleared card authorization holds its funds before it
     /// is voided (TERN_CARD_HOLD_TTL, decisions §10).
     pub card_hold_ttl: Duration,
@@ -475,6 +477,7 @@ impl Config {
             mail_from,
             cookie_secure,
             session_ttl: duration("TERN_SESSION_TTL", "24h")?,
+            session_idle_ttl: duration("TERN_SESSION_IDLE_TTL", "30m")?,
             card_hold_ttl,
             allowed_origins,
             password_hashers,
@@ -601,6 +604,7 @@ mod tests {
         assert_eq!(config.sandbox_bind.as_deref(), Some("127.0.0.1:8081"));
         assert_eq!(config.quote_ttl, Duration::from_secs(60));
         assert_eq!(config.card_hold_ttl, Duration::from_secs(7 * 86_400));
+        assert_eq!(config.session_idle_ttl, Duration::from_secs(30 * 60));
         assert_eq!(config.settlement_retry_schedule.len(), 5);
         assert_eq!(
             config.webhook_retry_schedule[6],
@@ -658,6 +662,8 @@ mod tests {
                 "TERN_OPERATOR_TOKEN",
                 "a token of enough length but with spaces",
             ),
+            ("TERN_SESSION_IDLE_TTL", "half an hour"),
+            ("TERN_SESSION_IDLE_TTL", "0s"),
             ("TERN_QUOTE_RATES", "EUR/USDC=0"),
             ("TERN_QUOTE_RATES", "EUR/USDC=1.08e0"),
             ("TERN_QUOTE_RATES", "XXX/USDT=1"),

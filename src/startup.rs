@@ -17,6 +17,7 @@ use tern_actors::adapters::http::{
 use tern_actors::adapters::static_rates::StaticRates;
 use tern_actors::card::standing::StandingCache;
 use tern_actors::card::{CardContext, CardKind};
+use tern_actors::mail_outbox::MailSender;
 use tern_actors::ports::CardIssuer;
 use tern_actors::push::PushDelivery;
 use tern_actors::runtime::{Registry, RegistryConfig, Runtime};
@@ -173,8 +174,12 @@ impl Application {
         .context("setting up mail")?;
         let passwords =
             Passwords::new(config.password_hashers).context("setting up password hashing")?;
+        // Its first pass sends what an earlier process committed but did
+        // not send.
+        let mail = MailSender::new(db.clone(), mailer);
+        mail.start();
         let state = web::Data::new(AppState {
-            mailer,
+            mail,
             passwords,
             rates: Arc::new(StaticRates::new(config.quote_rates.clone())),
             keys: KeyCache::new(db.clone()),
@@ -194,6 +199,7 @@ impl Application {
             push,
             providers,
         });
+        crate::auth::purge::start(&state.clone().into_inner());
         let server = api_server(listener, state.clone())?;
         Ok(Application {
             port,
@@ -231,6 +237,7 @@ impl Application {
         if let Some(handle) = sandbox_handle {
             handle.stop(true).await;
         }
+        self.state.mail.stop();
         self.state.db.close();
         served
     }

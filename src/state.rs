@@ -5,7 +5,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use tern_actors::adapters::health::ProviderHealth;
 use tern_actors::card::CardKind;
-use tern_actors::ports::{CardIssuer, Mailer, RateSource};
+use tern_actors::mail_outbox::MailSender;
+use tern_actors::ports::{CardIssuer, RateSource};
 use tern_actors::push::PushDelivery;
 use tern_actors::runtime::{Registry, Runtime};
 use tern_actors::settlement::SettlementKind;
@@ -45,8 +46,8 @@ pub struct AppState {
     pub legacy_leg_keys: Arc<LegacyLegKeys>,
     /// Argon2id on its bounded pool of threads.
     pub passwords: Passwords,
-    /// Verification and password reset mail.
-    pub mailer: Arc<dyn Mailer>,
+    /// Sends the mail outbox (verification and password reset mail).
+    pub mail: MailSender,
     /// Sends dispatched push messages; `None` when no provider is
     /// configured (dispatch answers 503).
     pub push: Option<PushDelivery>,

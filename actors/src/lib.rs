@@ -4,6 +4,7 @@
 
 pub mod adapters;
 pub mod card;
+pub mod mail_outbox;
 pub mod ports;
 pub mod push;
 pub mod quote;

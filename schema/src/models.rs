@@ -6,8 +6,9 @@ use diesel::prelude::*;
 use crate::schema::{
     api_keys, audit_checkpoints, audit_events, audit_heads, card_transactions, card_wallet_tokens,
     cards, devices, email_tokens, idempotency_records, inbound_events, ledger_accounts,
-    ledger_entries, ledger_transactions, merchants, push_deliveries, push_dispatches, quotes,
-    sessions, settlements, transfers, users, webhook_attempts, webhook_endpoints, webhook_events,
+    ledger_entries, ledger_transactions, mail_outbox, merchants, push_deliveries, push_dispatches,
+    quotes, sessions, settlements, transfers, users, webhook_attempts, webhook_endpoints,
+    webhook_events,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -448,6 +449,9 @@ pub struct SessionRow {
     pub created_at: NaiveDateTime,
     pub expires_at: NaiveDateTime,
     pub revoked_at: Option<NaiveDateTime>,
+    /// Last use, written at most once per resolution (see the session
+    /// store), so it may lag the real last use by that much.
+    pub last_seen_at: NaiveDateTime,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
@@ -495,6 +499,9 @@ pub struct PushDispatchRow {
     pub data: Option<String>,
     pub request_id: String,
     pub created_at: NaiveDateTime,
+    /// SHA-256 of what the request's signature covers (timestamp and
+    /// body): a replay of the same signed request finds this dispatch.
+    pub replay_sha256: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
@@ -602,4 +609,22 @@ pub struct CardWalletTokenRow {
     pub provider_token_id: Option<String>,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
+#[diesel(table_name = mail_outbox, treat_none_as_default_value = false)]
+pub struct MailOutboxRow {
+    /// `mail_` + a UUID v7.
+    pub id: String,
+    pub recipient: String,
+    pub subject: String,
+    /// The plain-text body; emptied when the row gives up.
+    pub body: String,
+    pub attempts: i32,
+    pub due_at: NaiveDateTime,
+    pub claimed_until: Option<NaiveDateTime>,
+    pub claim_token: Option<String>,
+    pub last_error: Option<String>,
+    pub created_at: NaiveDateTime,
+    pub failed_at: Option<NaiveDateTime>,
 }

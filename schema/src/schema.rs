@@ -319,6 +319,7 @@ diesel::table! {
         created_at -> Timestamp,
         expires_at -> Timestamp,
         revoked_at -> Nullable<Timestamp>,
+        last_seen_at -> Timestamp,
     }
 }
 
@@ -364,6 +365,7 @@ diesel::table! {
         data -> Nullable<Text>,
         request_id -> Text,
         created_at -> Timestamp,
+        replay_sha256 -> Nullable<Text>,
     }
 }
 
@@ -469,3 +471,20 @@ diesel::joinable!(cards -> users (user_id));
 diesel::joinable!(card_transactions -> cards (card_id));
 diesel::joinable!(card_wallet_tokens -> cards (card_id));
 diesel::allow_tables_to_appear_in_same_query!(cards, users, card_transactions, card_wallet_tokens);
+
+diesel::table! {
+    /// Mail waiting to be sent (see the credentials migration 000020).
+    mail_outbox (id) {
+        id -> Text,
+        recipient -> Text,
+        subject -> Text,
+        body -> Text,
+        attempts -> Integer,
+        due_at -> Timestamp,
+        claimed_until -> Nullable<Timestamp>,
+        claim_token -> Nullable<Text>,
+        last_error -> Nullable<Text>,
+        created_at -> Timestamp,
+        failed_at -> Nullable<Timestamp>,
+    }
+}

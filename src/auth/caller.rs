@@ -35,6 +35,11 @@ pub struct Caller {
     pub scopes: Scopes,
     pub merchant_status: MerchantStatus,
     pub request_id: String,
+    /// When an expiring API key stops working; keys it creates expire no
+    /// later (decisions §1a). `None` for keys without expiry and for
+    /// sessions: a session's expiry is not a key's (a dashboard mints keys
+    /// meant to outlive the login that made them).
+    pub key_expires_at: Option<chrono::NaiveDateTime>,
 }
 
 /// A resource that belongs to one merchant.
@@ -61,6 +66,7 @@ impl Caller {
             scopes: Scopes::all(),
             merchant_status: human.merchant_status,
             request_id: human.request_id,
+            key_expires_at: None,
         }
     }
 
@@ -207,6 +213,7 @@ async fn authenticate(
         scopes: key.scopes,
         merchant_status: key.merchant_status,
         request_id,
+        key_expires_at: key.expires_at,
     })
 }
 

@@ -1,10 +1,12 @@
-//! The mails Tern sends to people, and how they are sent: after the change
-//! that caused them has committed, off the request path. A mail that fails
-//! is logged; the request that caused it has already been answered.
+//! The mails Tern sends to people, and how they are sent: written to the
+//! mail outbox in the transaction of the change that caused them, and sent
+//! by the background sender once it commits, with retries
+//! (`tern_actors::mail_outbox`). A crash between commit and send delays a
+//! mail; it no longer loses it.
 
-use std::sync::Arc;
-
-use tern_actors::ports::{Mail, Mailer};
+use chrono::NaiveDateTime;
+use tern_actors::ports::Mail;
+use tern_schema::{StoreResult, Tx};
 
 use crate::config::Config;
 
@@ -42,12 +44,8 @@ pub fn password_reset(config: &Config, to: &str, name: &str, token: &str) -> Mai
     }
 }
 
-/// Sends in the background; the caller has committed what the mail says.
-pub fn send_later(mailer: Arc<dyn Mailer>, mail: Mail) {
-    actix_web::rt::spawn(async move {
-        let subject = mail.subject.clone();
-        if let Err(error) = mailer.send(mail).await {
-            tracing::warn!(%error, %subject, "could not send mail");
-        }
-    });
+/// Writes the mail in the caller's transaction. After the commit, call
+/// `state.mail.wake()` so it goes out at once rather than at the next poll.
+pub async fn enqueue(tx: &mut Tx<'_>, mail: &Mail, now: NaiveDateTime) -> StoreResult<()> {
+    tern_actors::mail_outbox::enqueue(tx, mail, now).await
 }

@@ -7,6 +7,7 @@ pub mod key_cache;
 pub mod mails;
 pub mod operator;
 pub mod password;
+pub mod purge;
 pub mod scopes;
 pub mod session;
 

@@ -22,6 +22,10 @@ use crate::http::problem::ApiError;
 use crate::state::AppState;
 
 pub const SESSION_COOKIE: &str = "svc_session";
+/// `last_seen_at` is written at most this often per session (or a quarter
+/// of the idle timeout, when that is shorter), so authenticated reads do
+/// not each turn into a write.
+pub const LAST_SEEN_RESOLUTION: std::time::Duration = std::time::Duration::from_secs(60);
 /// Random bytes in a session or mailed token: 256 bits.
 pub const TOKEN_BYTES: usize = 32;
 
@@ -148,8 +152,24 @@ impl FromRequest for SessionUser {
     }
 }
 
-/// The live session behind `token`: 401 when unknown, revoked or expired,
-/// 403 when its user has been disabled.
+/// How stale `last_seen_at` may be before a request writes it again.
+pub fn last_seen_resolution(config: &Config) -> chrono::Duration {
+    let resolution = LAST_SEEN_RESOLUTION.min(config.session_idle_ttl / 4);
+    chrono::Duration::from_std(resolution).unwrap_or(chrono::Duration::seconds(60))
+}
+
+/// Sessions last seen at or before this instant are idle. The stored time
+/// lags real use by up to one resolution, so idleness is judged one
+/// resolution late: a session ends between the idle timeout and the idle
+/// timeout plus the resolution after its last use, never before.
+pub fn idle_cutoff(config: &Config, now: NaiveDateTime) -> NaiveDateTime {
+    let idle = chrono::Duration::from_std(config.session_idle_ttl)
+        .unwrap_or(chrono::Duration::minutes(30));
+    now - idle - last_seen_resolution(config)
+}
+
+/// The live session behind `token`: 401 when unknown, revoked, expired or
+/// idle, 403 when its user has been disabled.
 pub async fn authenticate(
     state: &AppState,
     token: &str,
@@ -161,8 +181,16 @@ pub async fn authenticate(
         sessions::find_by_token(&mut pooled.tx(), &token_digest(token))
             .await?
             .ok_or(ApiError::Unauthorized(INVALID))?;
-    if session.revoked_at.is_some() || session.expires_at <= utc_now() {
+    let now = utc_now();
+    if session.revoked_at.is_some()
+        || session.expires_at <= now
+        || session.last_seen_at <= idle_cutoff(&state.config, now)
+    {
         return Err(ApiError::Unauthorized(INVALID));
+    }
+    let stale_before = now - last_seen_resolution(&state.config);
+    if session.last_seen_at < stale_before {
+        record_last_seen(state.db.clone(), session.id.clone(), stale_before, now);
     }
     if user.status == users::STATUS_DISABLED {
         return Err(ApiError::AccountDisabled);
@@ -175,4 +203,22 @@ pub async fn authenticate(
         merchant_status,
         request_id,
     })
+}
+
+/// Written off the request path, like an API key's last use: a slow or
+/// failing write must not delay or fail an authenticated read.
+fn record_last_seen(
+    db: tern_schema::Db,
+    session_id: String,
+    stale_before: NaiveDateTime,
+    at: NaiveDateTime,
+) {
+    actix_web::rt::spawn(async move {
+        let written: Result<(), tern_schema::StoreError> = tern_schema::write_tx!(db, |tx| {
+            sessions::touch_last_seen(tx, &session_id, stale_before, at).await
+        });
+        if let Err(error) = written {
+            tracing::warn!(%error, "could not record session use");
+        }
+    });
 }

@@ -1,7 +1,7 @@
 //! API key management (decisions §1a, extension): list, create, revoke.
 
 use actix_web::{web, HttpResponse};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tern_schema::audit::{self, AuditActor, AuditRecord};
@@ -42,7 +42,9 @@ pub struct CreateApiKeyRequest {
     pub name: Option<String>,
     /// Defaults to the creating key's scopes; may not exceed them.
     pub scopes: Option<Vec<String>>,
-    /// When the key stops working; must be in the future.
+    /// When the key stops working; must be in the future. A key created by
+    /// an expiring key expires no later than its creator: an omitted or
+    /// later value is capped to the creator's.
     pub expires_at: Option<DateTime<Utc>>,
 }
 
@@ -145,7 +147,7 @@ pub async fn create(
         scopes: scopes.to_stored(),
         created_at: now,
         last_used_at: None,
-        expires_at: expires_at.map(|at| truncate_micros(at.naive_utc())),
+        expires_at: capped_expiry(expires_at, caller.key_expires_at),
         revoked_at: None,
     };
     let created: Result<(), ApiError> = write_tx!(state.db, |tx| {
@@ -170,6 +172,21 @@ pub async fn create(
         scopes: scopes.names(),
         expires_at: row.expires_at.map(as_utc),
     }))
+}
+
+/// The new key's expiry: the requested one, but never after the creating
+/// key's own (decisions §1a: an omitted or later `expires_at` is capped),
+/// so a key cannot outlive its parent by minting a child.
+fn capped_expiry(
+    requested: Option<DateTime<Utc>>,
+    creator: Option<NaiveDateTime>,
+) -> Option<NaiveDateTime> {
+    let requested = requested.map(|at| truncate_micros(at.naive_utc()));
+    match (requested, creator) {
+        (Some(requested), Some(creator)) => Some(requested.min(creator)),
+        (requested, None) => requested,
+        (None, creator) => creator,
+    }
 }
 
 /// A validated creation request.
@@ -242,4 +259,31 @@ pub async fn revoke(
     state.keys.invalidate(&row.prefix);
     tracing::info!(merchant_id = %caller.merchant_id, api_key_id = %row.id, "api key revoked");
     Ok(HttpResponse::NoContent().finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> NaiveDateTime {
+        NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S").expect("a time")
+    }
+
+    #[test]
+    fn a_child_key_never_outlives_its_creator() {
+        let creator = Some(at("2030-01-01 00:00:00"));
+        let earlier = DateTime::<Utc>::from_naive_utc_and_offset(at("2029-06-01 00:00:00"), Utc);
+        let later = DateTime::<Utc>::from_naive_utc_and_offset(at("2031-01-01 00:00:00"), Utc);
+        assert_eq!(capped_expiry(None, creator), creator);
+        assert_eq!(capped_expiry(Some(later), creator), creator);
+        assert_eq!(
+            capped_expiry(Some(earlier), creator),
+            Some(at("2029-06-01 00:00:00"))
+        );
+        assert_eq!(capped_expiry(None, None), None);
+        assert_eq!(
+            capped_expiry(Some(later), None),
+            Some(at("2031-01-01 00:00:00"))
+        );
+    }
 }

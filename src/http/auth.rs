@@ -112,7 +112,7 @@ pub async fn register(
         updated_at: now,
     };
     let (token, session) = new_session(&state, &user.id);
-    let stored: Result<String, ApiError> = write_tx!(state.db, |tx| {
+    let stored: Result<(), ApiError> = write_tx!(state.db, |tx| {
         if users::find_by_email(tx, &user.email).await?.is_some() {
             return Err(email_taken());
         }
@@ -127,6 +127,8 @@ pub async fn register(
             })?;
         sessions::insert(tx, &session).await?;
         let verification = email_token::issue(tx, &user.id, Purpose::VerifyEmail, now).await?;
+        let mail = mails::verification(&state.config, &user.email, &user.name, &verification);
+        mails::enqueue(tx, &mail, now).await?;
         let registered = user_event(
             &user,
             "user.registered",
@@ -134,13 +136,10 @@ pub async fn register(
             json!({"email": user.email, "name": user.name}),
         );
         audit::append(tx, registered).await?;
-        Ok(verification)
+        Ok(())
     });
-    let verification = stored?;
-    mails::send_later(
-        state.mailer.clone(),
-        mails::verification(&state.config, &user.email, &user.name, &verification),
-    );
+    stored?;
+    state.mail.wake();
     tracing::info!(user_id = %user.id, merchant_id = %merchant.id, "user registered");
     Ok(HttpResponse::Created()
         .cookie(session_cookie(&state.config, token, session.expires_at))
@@ -300,6 +299,7 @@ fn new_session(state: &AppState, user_id: &str) -> (String, SessionRow) {
         created_at: now,
         expires_at: now + ttl,
         revoked_at: None,
+        last_seen_at: now,
     };
     (token, session)
 }

@@ -6,7 +6,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::http::{
     api_keys, audit, auth, card_events, cards, devices, ledger, m2m, notifications, ops,
-    password_reset, problem, profile, provider_webhooks, quotes, settlements, transfers,
+    password_reset, problem, profile, provider_webhooks, quotes, sessions, settlements, transfers,
     verification, webhooks,
 };
 
@@ -80,7 +80,8 @@ pub struct AuthM2mApi;
 #[derive(OpenApi)]
 #[openapi(
     paths(
-        auth::register, auth::login, auth::logout, profile::me, profile::update_me,
+        auth::register, auth::login, auth::logout, sessions::list, sessions::revoke,
+        sessions::revoke_others, profile::me, profile::update_me,
         profile::profile, profile::update_profile, verification::verify_email,
         verification::resend, password_reset::request, password_reset::confirm,
         m2m::register, api_keys::list, api_keys::create, api_keys::revoke

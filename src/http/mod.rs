@@ -21,6 +21,7 @@ pub mod problem;
 pub mod profile;
 pub mod provider_webhooks;
 pub mod quotes;
+pub mod sessions;
 pub mod settlements;
 pub mod transfers;
 pub mod verification;
@@ -47,6 +48,12 @@ pub fn routes(cfg: &mut web::ServiceConfig, state: &AppState) {
         .service(web::resource("/v1/auth/register").route(web::post().to(auth::register)))
         .service(web::resource("/v1/auth/login").route(web::post().to(auth::login)))
         .service(web::resource("/v1/auth/logout").route(web::post().to(auth::logout)))
+        .service(
+            web::resource("/v1/auth/sessions")
+                .route(web::get().to(sessions::list))
+                .route(web::delete().to(sessions::revoke_others)),
+        )
+        .service(web::resource("/v1/auth/sessions/{id}").route(web::delete().to(sessions::revoke)))
         .service(
             web::resource("/v1/auth/me")
                 .route(web::get().to(profile::me))

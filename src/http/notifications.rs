@@ -8,13 +8,14 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tern_actors::adapters::{
-    verify_signature, SignatureError, DISPATCH_SIGNATURE_HEADER, SIGNATURE_TOLERANCE_DEFAULT,
+    replay_digest, signed_timestamp, verify_signature, SignatureError, DISPATCH_SIGNATURE_HEADER,
+    SIGNATURE_TOLERANCE_DEFAULT,
 };
 use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::models::{PushDeliveryRow, PushDispatchRow};
 use tern_schema::store::{devices, push, users};
 use tern_schema::types::utc_now;
-use tern_schema::write_tx;
+use tern_schema::{write_tx, StoreError};
 use utoipa::ToSchema;
 
 use crate::http::client_address::client_ip_key;
@@ -94,10 +95,13 @@ pub async fn dispatch(
     // the limit counts per client address.
     let client = client_ip_key(&req);
     state.limits.check("push_dispatch", &client)?;
-    verify(&req, secret.as_bytes(), &body)?;
+    let replay = verify(&req, secret.as_bytes(), &body)?;
     check_json_headers(&req)?;
     let request: DispatchRequest = parse_json(&body)?;
     let dispatch = validated(request)?;
+    if let Some(first) = first_dispatch(&state, &replay).await? {
+        return Ok(first);
+    }
 
     let now = utc_now();
     let dispatch_id = format!("{DISPATCH_ID_PREFIX}{}", uuid::Uuid::now_v7().simple());
@@ -122,8 +126,14 @@ pub async fn dispatch(
             data: dispatch.data.clone(),
             request_id: request_id.clone(),
             created_at: now,
+            replay_sha256: Some(replay.clone()),
         };
-        push::insert_dispatch(tx, &row).await?;
+        // First write of the transaction: a concurrent twin waits here on
+        // the unique digest and fails once this one commits.
+        match push::insert_dispatch(tx, &row).await {
+            Err(StoreError::UniqueViolation(_)) => return Err(replayed()),
+            other => other?,
+        }
         let deliveries: Vec<PushDeliveryRow> = targets
             .iter()
             .map(|device| PushDeliveryRow {
@@ -152,7 +162,19 @@ pub async fn dispatch(
         audit::append(tx, dispatched).await?;
         Ok(targets.len())
     });
-    let devices = targeted?;
+    let devices = match targeted {
+        Err(ApiError::Conflict {
+            code: Some(DISPATCH_REPLAYED),
+            ..
+        }) => {
+            // The same signed request committed first, on this node or
+            // another: answer what it answered, send nothing.
+            return first_dispatch(&state, &replay)
+                .await?
+                .ok_or_else(|| ApiError::Internal("a replayed dispatch vanished".into()));
+        }
+        other => other?,
+    };
     if devices > 0 {
         delivery.spawn(dispatch_id.clone());
     }
@@ -163,8 +185,39 @@ pub async fn dispatch(
     }))
 }
 
-/// 401 unless the header signs exactly these bytes within the tolerance.
-fn verify(req: &HttpRequest, secret: &[u8], body: &[u8]) -> Result<(), ApiError> {
+/// Marks, inside the dispatch's transaction, that the same signed request
+/// committed first; never answered as such (see [`first_dispatch`]).
+const DISPATCH_REPLAYED: &str = "DISPATCH_REPLAYED";
+
+fn replayed() -> ApiError {
+    ApiError::Conflict {
+        code: Some(DISPATCH_REPLAYED),
+        detail: "this signed dispatch was already recorded".into(),
+    }
+}
+
+/// The answer of the dispatch already recorded for this signed request: a
+/// request repeated within the signature tolerance (decisions §11).
+async fn first_dispatch(
+    state: &AppState,
+    replay_sha256: &str,
+) -> Result<Option<HttpResponse>, ApiError> {
+    let mut pooled = state.db.get().await?;
+    let Some((dispatch_id, devices)) =
+        push::find_by_replay(&mut pooled.tx(), replay_sha256).await?
+    else {
+        return Ok(None);
+    };
+    tracing::info!(%dispatch_id, "push dispatch replayed; nothing sent again");
+    Ok(Some(HttpResponse::Accepted().json(DispatchAccepted {
+        dispatch_id,
+        devices: usize::try_from(devices).unwrap_or_default(),
+    })))
+}
+
+/// 401 unless the header signs exactly these bytes within the tolerance;
+/// answers the request's replay digest.
+fn verify(req: &HttpRequest, secret: &[u8], body: &[u8]) -> Result<String, ApiError> {
     let header = req
         .headers()
         .get(DISPATCH_SIGNATURE_HEADER)
@@ -179,7 +232,11 @@ fn verify(req: &HttpRequest, secret: &[u8], body: &[u8]) -> Result<(), ApiError>
             SignatureError::Stale => "the signature timestamp is more than 5 minutes away",
             SignatureError::Mismatch => "the signature does not match the body",
         })
-    })
+    })?;
+    let timestamp = signed_timestamp(header).ok_or(ApiError::SignatureRejected(
+        "the X-Svc-Signature header is malformed",
+    ))?;
+    Ok(replay_digest(timestamp, body))
 }
 
 fn validated(request: DispatchRequest) -> Result<Dispatch, ApiError> {

@@ -1,13 +1,16 @@
 //! Password reset by mailed token (1 h, single use). Asking never tells
 //! whether an email is registered; using a token signs out every session.
 
+use std::sync::{Arc, OnceLock};
+
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::json;
 use tern_schema::audit;
-use tern_schema::store::{sessions, users};
+use tern_schema::store::{email_tokens, sessions, users};
 use tern_schema::types::utc_now;
 use tern_schema::write_tx;
+use tokio::sync::Semaphore;
 use utoipa::ToSchema;
 
 use crate::auth::email_token::{self, Purpose};
@@ -49,6 +52,7 @@ pub struct PasswordResetConfirmRequest {
         (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Missing, mistyped or unknown fields", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Too many requests for this email or from this address; see Retry-After", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Too many reset requests in progress; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn request(
     req: HttpRequest,
@@ -67,36 +71,66 @@ pub async fn request(
     // Counted per submitted email, registered or not, so the limit tells
     // nothing either.
     state.limits.check("password_reset", &email)?;
-    let request_id = request_id(&req);
-    let now = utc_now();
-    let issued: Result<Option<(tern_schema::models::UserRow, String)>, ApiError> =
-        write_tx!(state.db, |tx| {
-            let Some(user) = users::find_by_email(tx, &email).await? else {
-                return Ok(None);
-            };
-            if user.status == users::STATUS_DISABLED {
-                return Ok(None);
-            }
-            let token = email_token::issue(tx, &user.id, Purpose::PasswordReset, now).await?;
-            let event = user_event(
-                &user,
-                "user.password_reset_requested",
-                &request_id,
-                json!({}),
-            );
-            audit::append(tx, event).await?;
-            Ok(Some((user, token)))
+    // The answer waits on nothing that depends on the email: the lookup,
+    // the token and the mail are written after it, so a registered email
+    // cannot be told from an unknown one by how long the answer takes.
+    let Ok(permit) = reset_permits().clone().try_acquire_owned() else {
+        return Err(ApiError::Overloaded {
+            detail: "too many password reset requests are being handled; retry shortly".into(),
+            retry_after_s: 1,
         });
-    if let Some((user, token)) = issued? {
-        mails::send_later(
-            state.mailer.clone(),
-            mails::password_reset(&state.config, &user.email, &user.name, &token),
-        );
-    }
+    };
+    let request_id = request_id(&req);
+    let state = state.into_inner();
+    actix_web::rt::spawn(async move {
+        if let Err(error) = issue_reset(&state, &email, &request_id).await {
+            tracing::warn!(%error, %request_id, "could not handle a password reset request");
+        }
+        drop(permit);
+    });
     Ok(HttpResponse::Accepted().finish())
 }
 
-/// Set a new password with the mailed token; every session is revoked.
+/// Password reset requests being handled after their answer, per process:
+/// bounds what a flood of them can queue behind the answers.
+pub const RESET_REQUESTS_IN_FLIGHT_MAX: usize = 64;
+
+fn reset_permits() -> &'static Arc<Semaphore> {
+    static PERMITS: OnceLock<Arc<Semaphore>> = OnceLock::new();
+    PERMITS.get_or_init(|| Arc::new(Semaphore::new(RESET_REQUESTS_IN_FLIGHT_MAX)))
+}
+
+/// Issues a reset token and writes its mail to the outbox, in one
+/// transaction, when the email belongs to an active user.
+async fn issue_reset(state: &AppState, email: &str, request_id: &str) -> Result<(), ApiError> {
+    let now = utc_now();
+    let issued: Result<bool, ApiError> = write_tx!(state.db, |tx| {
+        let Some(user) = users::find_by_email(tx, email).await? else {
+            return Ok(false);
+        };
+        if user.status == users::STATUS_DISABLED {
+            return Ok(false);
+        }
+        let token = email_token::issue(tx, &user.id, Purpose::PasswordReset, now).await?;
+        let mail = mails::password_reset(&state.config, &user.email, &user.name, &token);
+        mails::enqueue(tx, &mail, now).await?;
+        let event = user_event(
+            &user,
+            "user.password_reset_requested",
+            request_id,
+            json!({}),
+        );
+        audit::append(tx, event).await?;
+        Ok(true)
+    });
+    if issued? {
+        state.mail.wake();
+    }
+    Ok(())
+}
+
+/// Set a new password with the mailed token; every session is revoked,
+/// and every other reset link of the user stops working.
 #[utoipa::path(post, path = "/v1/auth/password-reset/confirm", tag = "auth", operation_id = "confirm_password_reset", request_body = PasswordResetConfirmRequest,
     responses(
         (status = 204, description = "Password changed; the token is used up and every session revoked"),
@@ -140,11 +174,14 @@ pub async fn confirm(
             .ok_or_else(|| ApiError::Internal(format!("token of missing user {user_id}")))?;
         users::set_password_hash(tx, &user.id, &password_hash, now).await?;
         let revoked = sessions::revoke_all_for_user(tx, &user.id, now).await?;
+        // No second link mailed before this reset may change the password again.
+        let tokens_used_up =
+            email_tokens::use_up_others(tx, &user.id, Purpose::PasswordReset.as_str(), now).await?;
         let event = user_event(
             &user,
             "user.password_reset",
             &request_id,
-            json!({"sessions_revoked": revoked}),
+            json!({"sessions_revoked": revoked, "reset_tokens_revoked": tokens_used_up}),
         );
         audit::append(tx, event).await?;
         Ok(())

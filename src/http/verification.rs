@@ -107,16 +107,15 @@ pub async fn resend(
         &human.request_id,
         json!({"email": user.email}),
     );
-    let issued: Result<String, ApiError> = write_tx!(state.db, |tx| {
+    let issued: Result<(), ApiError> = write_tx!(state.db, |tx| {
         let token = email_token::issue(tx, &user.id, Purpose::VerifyEmail, now).await?;
+        let mail = mails::verification(&state.config, &user.email, &user.name, &token);
+        mails::enqueue(tx, &mail, now).await?;
         audit::append(tx, event).await?;
-        Ok(token)
+        Ok(())
     });
-    let token = issued?;
-    mails::send_later(
-        state.mailer.clone(),
-        mails::verification(&state.config, &user.email, &user.name, &token),
-    );
+    issued?;
+    state.mail.wake();
     Ok(HttpResponse::NoContent().finish())
 }
 

@@ -271,6 +271,8 @@ mod tests {
             "/v1/auth/register",
             "/v1/auth/login",
             "/v1/auth/logout",
+            "/v1/auth/sessions",
+            "/v1/auth/sessions/{id}",
             "/v1/auth/me",
             "/v1/profile",
             "/v1/auth/verify-email",

@@ -333,3 +333,83 @@ async fn invalid_key_requests_are_422() {
         "nothing was created"
     );
 }
+
+/// Creates a key with `key`; answers the created body.
+async fn created(app: &TestApp, key: &str, body: Value) -> Value {
+    let response = app
+        .post("/v1/api-keys")
+        .bearer_auth(key)
+        .json(&body)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 201);
+    response.json().await.expect("json")
+}
+
+fn instant(value: &Value) -> chrono::DateTime<chrono::Utc> {
+    value
+        .as_str()
+        .and_then(|text| chrono::DateTime::parse_from_rfc3339(text).ok())
+        .map(|at| at.with_timezone(&chrono::Utc))
+        .unwrap_or_else(|| panic!("a time: {value}"))
+}
+
+#[actix_web::test]
+async fn a_key_created_by_an_expiring_key_expires_no_later_than_it() {
+    let app = TestApp::spawn().await;
+    let merchant = app.merchant().await;
+    let in_an_hour = chrono::Utc::now() + chrono::Duration::hours(1);
+    let parent = created(
+        &app,
+        &merchant.api_key,
+        json!({"expires_at": in_an_hour.to_rfc3339()}),
+    )
+    .await;
+    let parent_key = parent["api_key"].as_str().expect("key").to_owned();
+    let parent_expiry = instant(&parent["expires_at"]);
+
+    // Omitted, or later than the parent: capped to the parent's expiry.
+    let omitted = created(&app, &parent_key, json!({})).await;
+    assert_eq!(instant(&omitted["expires_at"]), parent_expiry, "{omitted}");
+    let later = (in_an_hour + chrono::Duration::days(365)).to_rfc3339();
+    let capped = created(&app, &parent_key, json!({"expires_at": later})).await;
+    assert_eq!(instant(&capped["expires_at"]), parent_expiry, "{capped}");
+    // A grandchild of a capped child is capped the same way.
+    let grandchild_key = capped["api_key"].as_str().expect("key");
+    let grandchild = created(&app, grandchild_key, json!({})).await;
+    assert_eq!(instant(&grandchild["expires_at"]), parent_expiry);
+    // Earlier than the parent: kept.
+    let sooner = in_an_hour - chrono::Duration::minutes(30);
+    let earlier = created(
+        &app,
+        &parent_key,
+        json!({"expires_at": sooner.to_rfc3339()}),
+    )
+    .await;
+    let kept = instant(&earlier["expires_at"]);
+    assert!((kept - sooner).num_milliseconds().abs() < 1, "{earlier}");
+
+    // The listing shows the capped expiry, not the requested one.
+    let listed: Value = app
+        .get("/v1/api-keys")
+        .bearer_auth(&merchant.api_key)
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("json");
+    let row = listed["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .find(|k| k["api_key_id"] == capped["api_key_id"])
+        .expect("listed")
+        .clone();
+    assert_eq!(instant(&row["expires_at"]), parent_expiry);
+
+    // A key without expiry mints keys without expiry.
+    let forever = created(&app, &merchant.api_key, json!({})).await;
+    assert!(forever["expires_at"].is_null(), "{forever}");
+}

@@ -25,6 +25,7 @@ mod ledger;
 mod ledger_append_only;
 mod m2m;
 mod mail;
+mod mail_outbox;
 mod merchant_status;
 mod migrations;
 mod notifications;

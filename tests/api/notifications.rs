@@ -364,6 +364,7 @@ async fn deliveries_left_pending_are_sent_at_the_next_start() {
         data: None,
         request_id: "crashed-request".into(),
         created_at: now,
+        replay_sha256: None,
     };
     let delivery = PushDeliveryRow {
         dispatch_id: dispatch.id.clone(),
@@ -444,4 +445,150 @@ async fn a_disabled_user_is_not_notified() {
     assert_eq!(answer["devices"], 0);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(pushes(&app, &user).await.is_empty());
+}
+
+/// The same signed request written as a sender could rewrite it: spacing,
+/// a leading zero in `t`, an extra `v1` entry. Each still verifies.
+fn rewritten(signature: &str) -> Vec<String> {
+    let (t, v1) = signature.split_once(',').expect("t=..,v1=..");
+    let ts = t.trim_start_matches("t=");
+    vec![
+        signature.to_owned(),
+        format!("{t}, {v1}"),
+        format!("t=0{ts},{v1}"),
+        format!("{v1},{t}"),
+        format!("{t},{v1},v1={}", "0".repeat(64)),
+    ]
+}
+
+#[actix_web::test]
+async fn a_repeated_signed_dispatch_answers_the_first_and_sends_nothing_again() {
+    let app = spawn().await;
+    let merchant = app.merchant().await;
+    let user = app.user(&merchant).await;
+    device(&app, &merchant, &user, "token-a").await;
+    device(&app, &merchant, &user, "token-b").await;
+    let body = json!({"user_id": user, "title": "Once", "body": "only once"}).to_string();
+    let signature = sign_payload(SECRET.as_bytes(), now(), body.as_bytes());
+
+    let first = send(&app, &body, Some(signature.clone())).await;
+    assert_eq!(first.status(), 202);
+    let first: Value = first.json().await.expect("json");
+    assert_eq!(first["devices"], 2);
+    assert_eq!(await_pushes(&app, &user, 2).await.len(), 2);
+    for replay in rewritten(&signature) {
+        let response = send(&app, &body, Some(replay.clone())).await;
+        assert_eq!(response.status(), 202, "{replay}");
+        let answer: Value = response.json().await.expect("json");
+        assert_eq!(answer, first, "{replay}");
+    }
+    actix_web::rt::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(pushes(&app, &user).await.len(), 2, "nothing sent again");
+    let dispatched = audit_events(&app, &merchant.api_key)
+        .await
+        .into_iter()
+        .filter(|e| e["action"] == "push.dispatched")
+        .count();
+    assert_eq!(dispatched, 1);
+
+    // Signed anew (another timestamp), the same message is a new dispatch.
+    let later = sign_payload(SECRET.as_bytes(), now() + 1, body.as_bytes());
+    let again: Value = send(&app, &body, Some(later))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_ne!(again["dispatch_id"], first["dispatch_id"]);
+    assert_eq!(await_pushes(&app, &user, 4).await.len(), 4);
+}
+
+#[actix_web::test]
+async fn identical_dispatches_at_once_record_one() {
+    let app = spawn().await;
+    let merchant = app.merchant().await;
+    let user = app.user(&merchant).await;
+    device(&app, &merchant, &user, "token-a").await;
+    let body = json!({"user_id": user, "title": "Race", "body": "at once"}).to_string();
+    let signature = sign_payload(SECRET.as_bytes(), now(), body.as_bytes());
+    let answers =
+        futures_util::future::join_all((0..8).map(|_| send(&app, &body, Some(signature.clone()))))
+            .await;
+    let mut ids = Vec::new();
+    for response in answers {
+        assert_eq!(response.status(), 202);
+        let answer: Value = response.json().await.expect("json");
+        assert_eq!(answer["devices"], 1);
+        ids.push(answer["dispatch_id"].as_str().expect("id").to_owned());
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert_eq!(await_pushes(&app, &user, 1).await.len(), 1);
+    actix_web::rt::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(pushes(&app, &user).await.len(), 1);
+}
+
+#[actix_web::test]
+async fn a_replay_on_a_second_node_answers_the_first() {
+    let app = spawn().await;
+    let merchant = app.merchant().await;
+    let user = app.user(&merchant).await;
+    device(&app, &merchant, &user, "token-a").await;
+    // A second node on the same database, with a simulator of its own.
+    let data_dir = tempfile::tempdir().expect("data dir");
+    let mut config = crate::helpers::test_config(app.database.url(), data_dir.path());
+    config.dispatch_secret = Some(SECRET.into());
+    let second = tern::startup::Application::build(config)
+        .await
+        .expect("the second node starts");
+    let second_api = format!("http://127.0.0.1:{}", second.port());
+    let second_sandbox = format!(
+        "http://127.0.0.1:{}",
+        second.sandbox_port().expect("sandbox")
+    );
+    let handle = second.handle();
+    actix_web::rt::spawn(second.run_until_stopped());
+
+    let body = json!({"user_id": user, "title": "Two nodes", "body": "one push"}).to_string();
+    let signature = sign_payload(SECRET.as_bytes(), now(), body.as_bytes());
+    let to_second = app
+        .client
+        .post(format!("{second_api}/v1/notifications/dispatch"))
+        .header("content-type", "application/json")
+        .header("X-Svc-Signature", signature.clone())
+        .body(body.clone())
+        .send();
+    let (first, second) = futures_util::join!(send(&app, &body, Some(signature)), to_second);
+    let first: Value = first.json().await.expect("json");
+    let second: Value = second.expect("request").json().await.expect("json");
+    assert_eq!(
+        first["dispatch_id"], second["dispatch_id"],
+        "{first} {second}"
+    );
+    assert_eq!(first["devices"], 1);
+
+    // One node sent the one message; together the simulators saw it once.
+    let started = Instant::now();
+    while pushes_on_both(&app, &second_sandbox, &user).await == 0
+        && started.elapsed() < DELIVERY_DEADLINE
+    {
+        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    }
+    actix_web::rt::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(pushes_on_both(&app, &second_sandbox, &user).await, 1);
+    handle.stop(false).await;
+}
+
+/// Messages the first node's and the second node's simulators received.
+async fn pushes_on_both(app: &TestApp, second_sandbox: &str, user: &str) -> usize {
+    let body: Value = app
+        .client
+        .get(format!("{second_sandbox}/control/pushes?user_id={user}"))
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("json");
+    let second = body["data"].as_array().map_or(0, Vec::len);
+    pushes(app, user).await.len() + second
 }

@@ -11,8 +11,8 @@ pub mod static_rates;
 
 pub use mail::{mailer_from, OutboxMailer, SmtpMailer, MAIL_FROM_DEFAULT};
 pub use signature::{
-    sign_payload, verify_signature, SignatureError, DISPATCH_SIGNATURE_HEADER,
-    SANDBOX_SIGNATURE_HEADER, SIGNATURE_TOLERANCE_DEFAULT,
+    replay_digest, sign_payload, signed_timestamp, verify_signature, SignatureError,
+    DISPATCH_SIGNATURE_HEADER, SANDBOX_SIGNATURE_HEADER, SIGNATURE_TOLERANCE_DEFAULT,
 };
 
 /// Installs rustls' ring crypto provider as the process default. reqwest is

@@ -52,6 +52,29 @@ pub fn sign_payload(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
     format!("t={timestamp},v1={}", hex::encode(digest))
 }
 
+/// The timestamp a well-formed header signs, as the MAC covers it.
+pub fn signed_timestamp(header: &str) -> Option<i64> {
+    header
+        .split(',')
+        .find_map(|part| match part.trim().split_once('=') {
+            Some(("t", value)) => value.parse::<i64>().ok(),
+            _ => None,
+        })
+}
+
+/// What identifies a signed request for replay detection: the SHA-256 of
+/// exactly what its MAC covers, `"{t}.{body}"`, hex. Not the header text:
+/// the same signature can be written many ways (whitespace, a leading zero
+/// in `t`, an extra `v1` entry) and each would pass for a new request.
+pub fn replay_digest(timestamp: i64, body: &[u8]) -> String {
+    use sha2::Digest as _;
+    let mut digest = Sha256::new();
+    digest.update(timestamp.to_string().as_bytes());
+    digest.update(b".");
+    digest.update(body);
+    hex::encode(digest.finalize())
+}
+
 /// Checks `header` against `body`: well formed, timestamp within
 /// `tolerance` of `now` (unix seconds), and one `v1` MAC matching in
 /// constant time. Several `v1` entries are allowed so a sender can sign with

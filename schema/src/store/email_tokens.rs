@@ -72,3 +72,41 @@ pub async fn expire_all_for_user(
         .await)?;
     Ok(changed)
 }
+
+/// Marks every other unused token of the user and purpose as used: a
+/// successful reset leaves no second reset link working.
+pub async fn use_up_others(
+    tx: &mut Tx<'_>,
+    user_id: &str,
+    purpose: &str,
+    at: NaiveDateTime,
+) -> StoreResult<usize> {
+    let changed = dispatch!(tx, conn => diesel::update(email_tokens::table)
+        .filter(email_tokens::user_id.eq(user_id))
+        .filter(email_tokens::purpose.eq(purpose))
+        .filter(email_tokens::used_at.is_null())
+        .set(email_tokens::used_at.eq(Some(at)))
+        .execute(conn)
+        .await)?;
+    Ok(changed)
+}
+
+/// Deletes up to `limit` tokens that can never be used again (used or
+/// expired); answers how many.
+pub async fn purge_dead(tx: &mut Tx<'_>, now: NaiveDateTime, limit: i64) -> StoreResult<usize> {
+    let digests: Vec<String> = dispatch!(tx, conn => email_tokens::table
+        .filter(email_tokens::used_at.is_not_null().or(email_tokens::expires_at.le(now)))
+        .limit(limit)
+        .select(email_tokens::token_sha256)
+        .load(conn)
+        .await)?;
+    if digests.is_empty() {
+        return Ok(0);
+    }
+    let deleted = dispatch!(tx, conn => diesel::delete(
+            email_tokens::table.filter(email_tokens::token_sha256.eq_any(&digests)),
+        )
+        .execute(conn)
+        .await)?;
+    Ok(deleted)
+}

@@ -11,6 +11,7 @@ pub mod email_tokens;
 pub mod idempotency;
 pub mod inbound_events;
 pub mod ledger;
+pub mod mail_outbox;
 pub mod merchants;
 pub mod push;
 pub mod quotes;

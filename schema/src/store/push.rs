@@ -139,3 +139,26 @@ pub async fn record(
         .await)?;
     Ok(())
 }
+
+/// The dispatch recorded for this signed request, with how many devices it
+/// targeted: what a replay of the request answers.
+pub async fn find_by_replay(
+    tx: &mut Tx<'_>,
+    replay_sha256: &str,
+) -> StoreResult<Option<(String, i64)>> {
+    let found: Option<String> = dispatch!(tx, conn => push_dispatches::table
+        .filter(push_dispatches::replay_sha256.eq(replay_sha256))
+        .select(push_dispatches::id)
+        .first(conn)
+        .await
+        .optional())?;
+    let Some(dispatch_id) = found else {
+        return Ok(None);
+    };
+    let devices: i64 = dispatch!(tx, conn => push_deliveries::table
+        .filter(push_deliveries::dispatch_id.eq(&dispatch_id))
+        .count()
+        .get_result(conn)
+        .await)?;
+    Ok(Some((dispatch_id, devices)))
+}

@@ -262,3 +262,39 @@ async fn with_smtp_configured_mail_goes_to_the_smtp_server() {
         200
     );
 }
+
+#[actix_web::test]
+async fn a_password_reset_invalidates_the_other_reset_links() {
+    let app = TestApp::spawn().await;
+    let human = app.human().await;
+    assert_eq!(request_reset(&app, &human.email).await.status(), 202);
+    let _ = app.outbox_mails(&human.email, 2).await;
+    assert_eq!(request_reset(&app, &human.email).await.status(), 202);
+    let first = app.mailed_token(&human.email, 2).await;
+    let second = app.mailed_token(&human.email, 3).await;
+    assert_ne!(first, second);
+
+    assert_eq!(
+        confirm(&app, &second, "the chosen password").await.status(),
+        204
+    );
+    // The older link, never used, no longer changes the password.
+    assert_problem(
+        confirm(&app, &first, "an attacker's password").await,
+        410,
+        "gone",
+    )
+    .await;
+    assert_eq!(
+        app.login(&human.email, "an attacker's password")
+            .await
+            .status(),
+        401
+    );
+    assert_eq!(
+        app.login(&human.email, "the chosen password")
+            .await
+            .status(),
+        200
+    );
+}

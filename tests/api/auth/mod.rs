@@ -5,6 +5,7 @@ mod csrf;
 mod email;
 mod login;
 mod register;
+mod session_list;
 mod sessions;
 
 use std::time::{Duration, Instant};
