@@ -473,7 +473,7 @@ diesel::joinable!(card_wallet_tokens -> cards (card_id));
 diesel::allow_tables_to_appear_in_same_query!(cards, users, card_transactions, card_wallet_tokens);
 
 diesel::table! {
-    /// Mail waiting to be sent (see the credentials migration 000020).
+    /// Mail waiting to be sent (see the credentials migration 000021).
     mail_outbox (id) {
         id -> Text,
         recipient -> Text,
