@@ -593,6 +593,10 @@ pub struct CardTransactionRow {
     /// What an open authorization still holds (its amount less what partial
     /// reversals released); 0 once it ended, and for every other kind.
     pub hold_minor: i64,
+    /// Whose id `provider_event_id` is: `provider` (an inbound webhook) or
+    /// `tern` (an event Tern made, such as a hold's expiry). Ids are unique
+    /// per source, so no inbound id can take one Tern makes.
+    pub event_source: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]

@@ -449,6 +449,7 @@ diesel::table! {
         created_at -> Timestamp,
         updated_at -> Timestamp,
         hold_minor -> BigInt,
+        event_source -> Text,
     }
 }
 

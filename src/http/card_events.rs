@@ -30,7 +30,7 @@ pub struct AuthorizationDecision {
     pub reason: Option<String>,
     pub authorization_id: String,
     /// The card transaction that records the decision; absent for an
-    /// unknown card.
+    /// unknown card and for a reused authorization id with other data.
     pub transaction_id: Option<String>,
     /// The event was decided before; this is that decision again.
     pub duplicate: bool,
@@ -105,6 +105,20 @@ fn bounded(field: &str, value: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// A clearing, reversal or refund names money that moves: a positive
+/// amount. Zero or less is refused before the card's actor sees it, so
+/// nothing is recorded and the provider learns its event is wrong instead of
+/// a silent 200 (a zero reversal is refused too: it releases nothing, and an
+/// absent amount already says "the rest").
+fn positive(amount_minor: i64) -> Result<(), ApiError> {
+    if amount_minor <= 0 {
+        return Err(ApiError::BadRequest(format!(
+            "amount_minor must be a positive number of minor units, not {amount_minor}"
+        )));
+    }
+    Ok(())
+}
+
 fn descriptor(value: Option<String>) -> String {
     value
         .unwrap_or_default()
@@ -142,7 +156,7 @@ pub async fn authorize(state: &AppState, event: ProviderEvent) -> Result<HttpRes
             approved: decision.approved,
             reason: decision.reason,
             authorization_id,
-            transaction_id: Some(decision.transaction_id),
+            transaction_id: decision.transaction_id,
             duplicate: decision.duplicate,
         },
         // No such card: nothing to record, and nothing to approve.
@@ -185,6 +199,7 @@ pub async fn clear(state: &AppState, event: ProviderEvent) -> Result<HttpRespons
     let data: ClearingData = data(&event)?;
     bounded("card_id", &data.card_id)?;
     bounded("authorization_id", &data.authorization_id)?;
+    data.amount_minor.map(positive).transpose()?;
     let command = CardCommand::Clear {
         event_id: event.id,
         authorization_id: data.authorization_id,
@@ -197,6 +212,7 @@ pub async fn reverse(state: &AppState, event: ProviderEvent) -> Result<HttpRespo
     let data: ReversalData = data(&event)?;
     bounded("card_id", &data.card_id)?;
     bounded("authorization_id", &data.authorization_id)?;
+    data.amount_minor.map(positive).transpose()?;
     let command = CardCommand::Reverse(Reversal {
         event_id: event.id,
         authorization_id: data.authorization_id,
@@ -208,6 +224,7 @@ pub async fn reverse(state: &AppState, event: ProviderEvent) -> Result<HttpRespo
 pub async fn refund(state: &AppState, event: ProviderEvent) -> Result<HttpResponse, ApiError> {
     let data: RefundData = data(&event)?;
     bounded("card_id", &data.card_id)?;
+    positive(data.amount_minor)?;
     if let Some(authorization_id) = &data.authorization_id {
         bounded("authorization_id", authorization_id)?;
     }

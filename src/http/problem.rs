@@ -539,6 +539,7 @@ impl From<tern_actors::card::CardFailure> for ApiError {
                 detail: "the card holds the most wallet tokens allowed".into(),
             },
             CardFailure::NotFound => ApiError::NotFound("no such card".into()),
+            CardFailure::EntryRefused { field, reason } => ApiError::field(field, reason),
         }
     }
 }

@@ -66,9 +66,10 @@ pub struct Received {
     security(("provider_signature" = [])),
     responses(
         (status = 200, description = "Recorded (or a duplicate). An `authorization.request` is answered with an AuthorizationDecision instead: `{approved, reason, authorization_id, transaction_id, duplicate}`", body = Received),
-        (status = 400, description = "Missing, malformed, stale or wrong signature, or a body that is not an event", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Missing, malformed, stale or wrong signature, a body that is not an event, or a clearing, reversal or refund whose amount_minor is zero or negative; nothing recorded", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such provider", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A card refund the ledger cannot credit without a balance passing int64 (errors.amount_minor); nothing recorded, and re-sending it cannot succeed", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn receive(
     req: HttpRequest,

@@ -17,8 +17,8 @@ use tern_schema::store::cards as store;
 use tern_schema::Tx;
 
 use super::kind::{
-    answer, complete_timer, funding_account, recorded, replayed, transaction_row, CardContext,
-    CardKind, CardState, Step, WriteError,
+    answer, complete_timer, funding_account, recorded, replayed, settled, transaction_row,
+    CardContext, CardKind, CardState, Step, WriteError,
 };
 use crate::runtime::timers::{cancel_one_in, complete_in, schedule_in};
 use crate::runtime::{EntityEnv, EntityKind, RuntimeError, TimerFiring, TimerSpec};
@@ -31,7 +31,8 @@ pub const HOLD_TTL_DEFAULT: TimeDelta = TimeDelta::days(7);
 /// the same form.
 const TIMER_EXPIRE_HOLD: &str = "expire_hold:";
 /// Prefix of the event id an expiry is recorded under: Tern's own event,
-/// one per authorization, in the column that deduplicates provider events.
+/// one per authorization, under its own source so that no provider event id
+/// can take it.
 const EXPIRY_EVENT_PREFIX: &str = "tern_expiry:";
 
 /// The network's `authorization.reversal`.
@@ -305,11 +306,7 @@ pub(super) async fn reverse(
             })
         })
         .await;
-    match written {
-        Ok(()) => answer(state, recorded(false, false)),
-        Err(error) if error.is_unique_violation() => answer(state, recorded(true, false)),
-        Err(error) => Err(error.into()),
-    }
+    settled(state, written)
 }
 
 /// The hold's expiry timer fired: voids what the authorization still holds,
@@ -331,13 +328,14 @@ pub(super) async fn expire(
         complete_timer(&env.db, firing).await?;
         return answer(state, recorded(false, true));
     };
-    let row = release_row(
+    let mut row = release_row(
         &state.row,
         &authorization,
         &format!("{EXPIRY_EVENT_PREFIX}{}", authorization.id),
         store::KIND_EXPIRY,
         authorization.hold_minor,
     );
+    row.event_source = store::SOURCE_TERN.to_owned();
     tracing::info!(card = %state.row.id, authorization_id = %authorization.authorization_id, held = authorization.hold_minor, "uncleared hold expired");
     let written = env
         .db

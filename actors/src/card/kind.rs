@@ -20,6 +20,7 @@ use super::holds::{self, Reversal};
 use super::machine::{
     self, Accepted, Authorization, Channel, Decline, Limits, Operation, Refusal, Spend, Status,
 };
+use super::replay::{self, decision_of};
 use super::standing::StandingCache;
 use crate::ports::{
     CardIssuer, CardNetwork, IssueRequest, IssuedCard, IssuerStatus, ProviderError, Wallet,
@@ -183,7 +184,9 @@ pub enum CardCommand {
 pub struct Decision {
     pub approved: bool,
     pub reason: Option<String>,
-    pub transaction_id: String,
+    /// The card transaction that records it; `None` for a request refused
+    /// without a record (a reused authorization id).
+    pub transaction_id: Option<String>,
     /// The event was decided before; this is that decision again.
     pub duplicate: bool,
 }
@@ -217,6 +220,13 @@ pub enum CardFailure {
     WalletTokenLimit,
     /// The card does not exist (never issued, or its issue was abandoned).
     NotFound,
+    /// The ledger refuses for good the entry an event's `field` asks for
+    /// (an amount that would overflow a balance): 422, nothing recorded,
+    /// so the provider stops re-sending it.
+    EntryRefused {
+        field: &'static str,
+        reason: String,
+    },
 }
 
 pub type CardResult = Result<CardReply, CardFailure>;
@@ -249,9 +259,11 @@ impl From<WriteError> for RuntimeError {
         match error {
             WriteError::Runtime(error) => error,
             WriteError::Ledger(LedgerError::Store(error)) => error.into(),
-            WriteError::Ledger(other) => RuntimeError::Store(StoreError::Unavailable(format!(
-                "ledger refused a card entry: {other}"
-            ))),
+            // Never Unavailable: the same entry is refused again on every
+            // retry, so a 503 would have the provider re-send it for ever.
+            WriteError::Ledger(other) => {
+                RuntimeError::Refused(format!("ledger refused a card entry: {other}"))
+            }
         }
     }
 }
@@ -262,6 +274,37 @@ impl WriteError {
             self,
             WriteError::Runtime(RuntimeError::Store(StoreError::UniqueViolation(_)))
                 | WriteError::Ledger(LedgerError::Store(StoreError::UniqueViolation(_)))
+        )
+    }
+
+    /// What a provider event is answered when the ledger refuses its entry
+    /// because of the amount or currency it names; `None` for failures
+    /// that are not the event's fault.
+    pub(super) fn refused_entry(&self) -> Option<CardFailure> {
+        match self {
+            WriteError::Ledger(LedgerError::Overflow { .. }) => Some(CardFailure::EntryRefused {
+                field: "amount_minor",
+                reason: format!(
+                    "would take a ledger balance past its limit of {} minor units",
+                    i64::MAX
+                ),
+            }),
+            WriteError::Ledger(LedgerError::CurrencyMismatch { .. }) => {
+                Some(CardFailure::EntryRefused {
+                    field: "currency",
+                    reason: "is not the currency of the card's account".into(),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// An authorization whose hold the ledger cannot take for good (a
+    /// balance would overflow) is declined like one the funds cannot cover.
+    fn is_unholdable(&self) -> bool {
+        matches!(
+            self,
+            WriteError::Ledger(LedgerError::Overflow { .. } | LedgerError::CurrencyMismatch { .. })
         )
     }
 
@@ -1110,16 +1153,7 @@ pub(super) fn transaction_row(
         created_at: now,
         updated_at: now,
         hold_minor: 0,
-    }
-}
-
-/// The decision a transaction row records.
-fn decision_of(row: &CardTransactionRow, duplicate: bool) -> Decision {
-    Decision {
-        approved: row.kind == store::KIND_AUTHORIZATION && row.status != store::TX_DECLINED,
-        reason: row.decline_reason.clone(),
-        transaction_id: row.id.clone(),
-        duplicate,
+        event_source: store::SOURCE_PROVIDER.to_owned(),
     }
 }
 
@@ -1146,6 +1180,9 @@ async fn authorize(
     mut state: CardState,
     request: AuthorizationRequest,
 ) -> Step {
+    if let Some(decision) = replay::earlier_decision(&env.db, &state.row.id, &request).await? {
+        return answer(state, Ok(CardReply::Decision(decision)));
+    }
     let now = utc_now();
     let asked = Authorization {
         amount_minor: request.amount_minor,
@@ -1176,7 +1213,7 @@ async fn authorize(
         &asked,
     );
     let decided = super::standing::screened(env, &state.row, decided).await?;
-    if decided.is_ok() {
+    let unheld = if decided.is_ok() {
         let funding = funding_account(env, &mut state).await?;
         let entry = Entry {
             merchant_id: Some(state.row.merchant_id.clone()),
@@ -1222,13 +1259,22 @@ async fn authorize(
                 return answer(state, Ok(CardReply::Decision(decision)));
             }
             Err(error) if error.is_unique_violation() => {
-                return duplicate_decision(env, state, &request.event_id).await;
+                return duplicate_decision(env, state, &request).await;
             }
-            Err(error) if error.is_insufficient_funds() => {}
+            Err(error) if error.is_insufficient_funds() => Some(Decline::InsufficientFunds),
+            Err(error) if error.is_unholdable() => {
+                tracing::warn!(card = %state.row.id, authorization_id = %request.authorization_id, %error, "authorization the ledger cannot hold declined");
+                Some(Decline::AmountTooLarge)
+            }
             Err(error) => return Err(error.into()),
         }
-    }
-    let reason = decided.err().unwrap_or(Decline::InsufficientFunds);
+    } else {
+        None
+    };
+    let reason = match decided {
+        Err(reason) => reason,
+        Ok(_) => unheld.unwrap_or(Decline::InsufficientFunds),
+    };
     row.status = store::TX_DECLINED.to_owned();
     row.decline_reason = Some(reason.as_str().to_owned());
     let declined = row.clone();
@@ -1243,28 +1289,45 @@ async fn authorize(
         .await;
     match written {
         Ok(()) => answer(state, Ok(CardReply::Decision(decision_of(&row, false)))),
-        Err(error) if error.is_unique_violation() => {
-            duplicate_decision(env, state, &request.event_id).await
-        }
+        Err(error) if error.is_unique_violation() => duplicate_decision(env, state, &request).await,
         Err(error) => Err(error.into()),
     }
 }
 
+/// A write that collided with a request decided meanwhile (on another
+/// node): that decision, by event id or authorization id.
 async fn duplicate_decision(
     env: &EntityEnv<CardContext>,
     state: CardState,
-    event_id: &str,
+    request: &AuthorizationRequest,
 ) -> Step {
-    match replayed(&env.db, event_id).await? {
-        Some(row) => answer(state, Ok(CardReply::Decision(decision_of(&row, true)))),
+    match replay::earlier_decision(&env.db, &state.row.id, request).await? {
+        Some(decision) => answer(state, Ok(CardReply::Decision(decision))),
         None => Err(RuntimeError::Store(StoreError::Unavailable(format!(
-            "event {event_id} collided but is not stored"
+            "event {} collided but is not stored",
+            request.event_id
         )))),
     }
 }
 
 pub(super) fn recorded(duplicate: bool, ignored: bool) -> CardResult {
     Ok(CardReply::Recorded { duplicate, ignored })
+}
+
+/// The answer to a provider event after its write: recorded, recorded
+/// before (the event id's unique index), or refused for good by the ledger.
+pub(super) fn settled(state: CardState, written: Result<(), WriteError>) -> Step {
+    match written {
+        Ok(()) => answer(state, recorded(false, false)),
+        Err(error) if error.is_unique_violation() => answer(state, recorded(true, false)),
+        Err(error) => match error.refused_entry() {
+            Some(failure) => {
+                tracing::warn!(card = %state.row.id, %error, "card entry refused by the ledger");
+                answer(state, Err(failure))
+            }
+            None => Err(error.into()),
+        },
+    }
 }
 
 /// Posts an approved authorization's hold. A clearing for less than the
@@ -1354,11 +1417,7 @@ async fn clear(
             })
         })
         .await;
-    match written {
-        Ok(()) => answer(state, recorded(false, false)),
-        Err(error) if error.is_unique_violation() => answer(state, recorded(true, false)),
-        Err(error) => Err(error.into()),
-    }
+    settled(state, written)
 }
 
 /// Credits a refund back to the funding account the card spends from.
@@ -1418,11 +1477,7 @@ async fn refund(
             })
         })
         .await;
-    match written {
-        Ok(()) => answer(state, recorded(false, false)),
-        Err(error) if error.is_unique_violation() => answer(state, recorded(true, false)),
-        Err(error) => Err(error.into()),
-    }
+    settled(state, written)
 }
 
 #[cfg(test)]

@@ -326,6 +326,11 @@ pub enum Decline {
     MerchantInactive,
     /// The card's user is disabled (decisions §1a).
     UserDisabled,
+    /// The ledger cannot hold the amount: a balance would pass int64.
+    AmountTooLarge,
+    /// The card already decided another request under this authorization
+    /// id, for another amount or currency.
+    DuplicateAuthorization,
 }
 
 impl Decline {
@@ -347,6 +352,8 @@ impl Decline {
             Decline::InsufficientFunds => "insufficient_funds",
             Decline::MerchantInactive => "merchant_inactive",
             Decline::UserDisabled => "user_disabled",
+            Decline::AmountTooLarge => "amount_too_large",
+            Decline::DuplicateAuthorization => "duplicate_authorization",
         }
     }
 }

@@ -6,6 +6,7 @@ pub mod kind;
 pub mod limits;
 pub mod machine;
 pub mod program;
+pub mod replay;
 pub mod standing;
 
 pub use holds::Reversal;

@@ -35,6 +35,10 @@ pub const KIND_EXPIRY: &str = "expiry";
 /// Transaction.kind); reversals and expiries show as their authorization's
 /// status and in the card's events.
 pub const LISTED_TRANSACTION_KINDS: [&str; 3] = [KIND_AUTHORIZATION, KIND_CLEAR, KIND_REFUND];
+/// The source of an inbound webhook's event id.
+pub const SOURCE_PROVIDER: &str = "provider";
+/// The source of an event id Tern makes (a hold's expiry).
+pub const SOURCE_TERN: &str = "tern";
 pub const TX_APPROVED: &str = "approved";
 pub const TX_DECLINED: &str = "declined";
 pub const TX_CLEARED: &str = "cleared";
@@ -165,11 +169,14 @@ pub async fn insert_transaction(tx: &mut Tx<'_>, row: &CardTransactionRow) -> St
 }
 
 /// The transaction a provider event made, if that event arrived before.
+/// Only the provider's ids are looked at: an event Tern made is never a
+/// provider event's earlier self.
 pub async fn transaction_by_event(
     tx: &mut Tx<'_>,
     provider_event_id: &str,
 ) -> StoreResult<Option<CardTransactionRow>> {
     let row = dispatch!(tx, conn => card_transactions::table
+        .filter(card_transactions::event_source.eq(SOURCE_PROVIDER))
         .filter(card_transactions::provider_event_id.eq(provider_event_id))
         .select(CardTransactionRow::as_select())
         .first(conn)

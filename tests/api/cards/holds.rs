@@ -346,13 +346,15 @@ async fn a_repeated_reversal_is_a_no_op_and_one_above_the_hold_releases_the_hold
     for ignored in [
         reversal(&card, "auth_never_seen", None),
         reversal("card_never_seen", &authorization_id, None),
-        reversal(&card, &authorization_id, Some(0)),
     ] {
         assert_eq!(
             json_of(provider_event(&app, &ignored).await, 200).await["received"],
             true
         );
     }
+    // A reversal of no amount releases nothing: refused, as the simulator does.
+    let nothing = reversal(&card, &authorization_id, Some(0));
+    assert_problem(provider_event(&app, &nothing).await, 400, "bad-request").await;
     assert_eq!(figures(&app, &merchant, &card).await, (5_000, 3_600, 1_400));
 
     let above = reversal(&card, &authorization_id, Some(99_999));
@@ -459,5 +461,41 @@ async fn a_reversal_with_a_bad_signature_is_refused_and_changes_nothing() {
         json!({"received": true, "duplicate": false})
     );
     assert_eq!(figures(&app, &merchant, &card).await, (5_000, 5_000, 0));
+    assert_ledger_balanced(&app).await;
+}
+
+/// Tern's expiry of a hold is recorded under an event id of its own
+/// (`tern_expiry:<authorization row id>`); a provider event that takes the
+/// same id first must not make the expiry a duplicate.
+#[actix_web::test]
+async fn a_provider_event_named_like_an_expiry_does_not_stop_the_hold_expiring() {
+    let app = short_ttl_app().await;
+    let (merchant, card) = funded_card(&app, "50.00").await;
+    let authorization_id = swipe(&app, &card, 2_000).await;
+    let row_id = listed(&app, &merchant, &card, &authorization_id).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let squatter = json!({"id": format!("tern_expiry:{row_id}"), "type": "refund.succeeded",
+        "data": {"card_id": card, "amount_minor": 100, "currency": "USD"}});
+    assert_eq!(
+        json_of(provider_event(&app, &squatter).await, 200).await,
+        json!({"received": true, "duplicate": false})
+    );
+    assert_eq!(figures(&app, &merchant, &card).await, (5_100, 3_100, 2_000));
+
+    wait_for_hold(&app, &merchant, &card, 0).await;
+    assert_eq!(figures(&app, &merchant, &card).await, (5_100, 5_100, 0));
+    assert_eq!(
+        listed(&app, &merchant, &card, &authorization_id).await["status"],
+        "expired"
+    );
+    assert_eq!(card_timers(&app).await, 0, "the firing completed its timer");
+    // The provider's event is still its own: sent again, a duplicate.
+    assert_eq!(
+        json_of(provider_event(&app, &squatter).await, 200).await,
+        json!({"received": true, "duplicate": true})
+    );
+    assert_eq!(figures(&app, &merchant, &card).await, (5_100, 5_100, 0));
     assert_ledger_balanced(&app).await;
 }

@@ -2,10 +2,12 @@
 //! table, limits, machine and session callers, and authorization decisions
 //! through signed provider webhooks.
 
+mod amounts;
 mod authorizations;
 mod holds;
 mod lifecycle;
 mod on_session;
+mod repeats;
 mod secure;
 mod standing;
 mod wallet;

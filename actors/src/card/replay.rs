@@ -1,0 +1,139 @@
+//! An authorization request the card has seen before, by its event id or
+//! by its `authorization_id` (decisions §10). Networks re-send a request
+//! they got no answer to, sometimes under a new event id: the same
+//! authorization id with the same amount and currency gets the first
+//! decision again and holds nothing new. The same id with other data is
+//! not that request: it is declined (`duplicate_authorization`) and nothing
+//! is recorded, so each authorization id names one hold a reversal or a
+//! clearing can end. A unique index on (card, authorization id) backs this
+//! in the database.
+
+use tern_schema::models::CardTransactionRow;
+use tern_schema::store::cards as store;
+use tern_schema::Db;
+
+use super::kind::{AuthorizationRequest, Decision};
+use super::machine::Decline;
+use crate::runtime::RuntimeResult;
+
+/// The decision a stored authorization records.
+pub(super) fn decision_of(row: &CardTransactionRow, duplicate: bool) -> Decision {
+    Decision {
+        approved: row.kind == store::KIND_AUTHORIZATION && row.status != store::TX_DECLINED,
+        reason: row.decline_reason.clone(),
+        transaction_id: Some(row.id.clone()),
+        duplicate,
+    }
+}
+
+/// What a request answers given the authorization already stored under
+/// its authorization id.
+pub fn repeated(earlier: &CardTransactionRow, request: &AuthorizationRequest) -> Decision {
+    let same = earlier.amount_minor == request.amount_minor && earlier.currency == request.currency;
+    if same {
+        return decision_of(earlier, true);
+    }
+    Decision {
+        approved: false,
+        reason: Some(Decline::DuplicateAuthorization.as_str().to_owned()),
+        transaction_id: None,
+        duplicate: false,
+    }
+}
+
+/// The answer to a request decided before, by its event id or its
+/// authorization id; `None` when it is new.
+pub(super) async fn earlier_decision(
+    db: &Db,
+    card_id: &str,
+    request: &AuthorizationRequest,
+) -> RuntimeResult<Option<Decision>> {
+    let mut pooled = db.get().await?;
+    let mut tx = pooled.tx();
+    if let Some(row) = store::transaction_by_event(&mut tx, &request.event_id).await? {
+        return Ok(Some(decision_of(&row, true)));
+    }
+    let earlier = store::authorization(&mut tx, card_id, &request.authorization_id).await?;
+    if let Some(earlier) = &earlier {
+        if earlier.amount_minor != request.amount_minor || earlier.currency != request.currency {
+            tracing::warn!(card = %card_id, authorization_id = %request.authorization_id, event_id = %request.event_id, "authorization id reused with other data declined");
+        }
+    }
+    Ok(earlier.map(|earlier| repeated(&earlier, request)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::card::machine::Channel;
+
+    fn request(amount_minor: i64, currency: &str) -> AuthorizationRequest {
+        AuthorizationRequest {
+            event_id: "evt_2".into(),
+            authorization_id: "auth_1".into(),
+            amount_minor,
+            currency: currency.into(),
+            merchant: String::new(),
+            mcc: String::new(),
+            channel: Channel::Pos,
+            country: "US".into(),
+        }
+    }
+
+    fn stored(status: &str, reason: Option<&str>) -> CardTransactionRow {
+        CardTransactionRow {
+            id: "ctx_1".into(),
+            card_id: "card_1".into(),
+            merchant_id: "m_1".into(),
+            provider_event_id: "evt_1".into(),
+            authorization_id: "auth_1".into(),
+            kind: store::KIND_AUTHORIZATION.into(),
+            status: status.into(),
+            amount_minor: 1_000,
+            currency: "USD".into(),
+            merchant_name: String::new(),
+            mcc: String::new(),
+            channel: "pos".into(),
+            country: "US".into(),
+            decline_reason: reason.map(str::to_owned),
+            ledger_transaction_id: None,
+            created_at: chrono::NaiveDateTime::MIN,
+            updated_at: chrono::NaiveDateTime::MIN,
+            hold_minor: 0,
+            event_source: store::SOURCE_PROVIDER.into(),
+        }
+    }
+
+    #[test]
+    fn a_resent_authorization_gets_its_first_decision_and_other_data_is_declined() {
+        let approved = stored(store::TX_APPROVED, None);
+        let declined = stored(store::TX_DECLINED, Some("insufficient_funds"));
+        let again = |approved, reason: Option<&str>| Decision {
+            approved,
+            reason: reason.map(str::to_owned),
+            transaction_id: Some("ctx_1".into()),
+            duplicate: true,
+        };
+        let refused = Decision {
+            approved: false,
+            reason: Some("duplicate_authorization".into()),
+            transaction_id: None,
+            duplicate: false,
+        };
+        let table = [
+            (&approved, request(1_000, "USD"), again(true, None)),
+            (
+                &declined,
+                request(1_000, "USD"),
+                again(false, Some("insufficient_funds")),
+            ),
+            (&approved, request(2_000, "USD"), refused.clone()),
+            (&approved, request(999, "USD"), refused.clone()),
+            (&approved, request(1_000, "EUR"), refused.clone()),
+            (&declined, request(2_000, "USD"), refused),
+        ];
+        for (earlier, asked, expected) in table {
+            assert_eq!(repeated(earlier, &asked), expected, "{asked:?}");
+        }
+    }
+}
