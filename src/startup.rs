@@ -180,6 +180,9 @@ impl Application {
         mail.start();
         let state = web::Data::new(AppState {
             mail,
+            reset_permits: Arc::new(tokio::sync::Semaphore::new(
+                crate::http::password_reset::RESET_REQUESTS_IN_FLIGHT_MAX,
+            )),
             passwords,
             rates: Arc::new(StaticRates::new(config.quote_rates.clone())),
             keys: KeyCache::new(db.clone()),

@@ -48,6 +48,9 @@ pub struct AppState {
     pub passwords: Passwords,
     /// Sends the mail outbox (verification and password reset mail).
     pub mail: MailSender,
+    /// Password reset requests handled after their answer
+    /// ([`crate::http::password_reset::RESET_REQUESTS_IN_FLIGHT_MAX`]).
+    pub reset_permits: Arc<tokio::sync::Semaphore>,
     /// Sends dispatched push messages; `None` when no provider is
     /// configured (dispatch answers 503).
     pub push: Option<PushDelivery>,

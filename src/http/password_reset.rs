@@ -1,7 +1,7 @@
 //! Password reset by mailed token (1 h, single use). Asking never tells
 //! whether an email is registered; using a token signs out every session.
 
-use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
@@ -10,7 +10,6 @@ use tern_schema::audit;
 use tern_schema::store::{email_tokens, sessions, users};
 use tern_schema::types::utc_now;
 use tern_schema::write_tx;
-use tokio::sync::Semaphore;
 use utoipa::ToSchema;
 
 use crate::auth::email_token::{self, Purpose};
@@ -74,7 +73,9 @@ pub async fn request(
     // The answer waits on nothing that depends on the email: the lookup,
     // the token and the mail are written after it, so a registered email
     // cannot be told from an unknown one by how long the answer takes.
-    let Ok(permit) = reset_permits().clone().try_acquire_owned() else {
+    // Waiting for a permit depends on the queue, never on the email.
+    let permit = state.reset_permits.clone().acquire_owned();
+    let Ok(Ok(permit)) = tokio::time::timeout(RESET_PERMIT_WAIT, permit).await else {
         return Err(ApiError::Overloaded {
             detail: "too many password reset requests are being handled; retry shortly".into(),
             retry_after_s: 1,
@@ -91,18 +92,25 @@ pub async fn request(
     Ok(HttpResponse::Accepted().finish())
 }
 
-/// Password reset requests being handled after their answer, per process:
-/// bounds what a flood of them can queue behind the answers.
-pub const RESET_REQUESTS_IN_FLIGHT_MAX: usize = 64;
-
-fn reset_permits() -> &'static Arc<Semaphore> {
-    static PERMITS: OnceLock<Arc<Semaphore>> = OnceLock::new();
-    PERMITS.get_or_init(|| Arc::new(Semaphore::new(RESET_REQUESTS_IN_FLIGHT_MAX)))
-}
+/// Password reset requests being handled after their answer, per
+/// application: bounds what a flood of them can queue behind the answers.
+pub const RESET_REQUESTS_IN_FLIGHT_MAX: usize = 256;
+/// How long a request waits for one of those before it is 503.
+pub const RESET_PERMIT_WAIT: Duration = Duration::from_secs(2);
 
 /// Issues a reset token and writes its mail to the outbox, in one
 /// transaction, when the email belongs to an active user.
 async fn issue_reset(state: &AppState, email: &str, request_id: &str) -> Result<(), ApiError> {
+    // Most requests of a flood name no one: a read settles them without
+    // queueing for SQLite's one writer.
+    let known = {
+        let mut pooled = state.db.get().await?;
+        let found = users::find_by_email(&mut pooled.tx(), email).await?;
+        found
+    };
+    if known.is_none_or(|user| user.status == users::STATUS_DISABLED) {
+        return Ok(());
+    }
     let now = utc_now();
     let issued: Result<bool, ApiError> = write_tx!(state.db, |tx| {
         let Some(user) = users::find_by_email(tx, email).await? else {
