@@ -160,6 +160,7 @@ pub async fn register(
         (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Missing or mistyped fields", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Per-IP limit; see Retry-After", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Too many password checks are waiting; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn login(
     req: HttpRequest,

@@ -190,6 +190,7 @@ pub async fn card_art() -> HttpResponse {
         (status = 403, description = "Missing scope cards:read, or a session naming another user", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such user for this merchant", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A query parameter of the wrong type or out of range", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list(
     caller: Caller,
@@ -347,6 +348,7 @@ fn resolve(request: &CreateCardRequest, caller: &Caller) -> Result<NewCard, ApiE
         (status = 422, description = "Unknown program, type or currency; bad text; user_id or cardholder from a session, or user_id missing for an API key", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Too many issues and replacements for this merchant; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; nothing was made", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create(
     req: HttpRequest,
@@ -442,6 +444,7 @@ pub async fn create(
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Missing scope cards:read", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn get(
     caller: Caller,
@@ -467,6 +470,7 @@ pub async fn get(
         (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn update(
     req: HttpRequest,
@@ -525,6 +529,7 @@ async fn status_change(
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_ALREADY_FROZEN, CARD_BLOCKED or CARD_CLOSED", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn freeze(
     req: HttpRequest,
@@ -546,6 +551,7 @@ pub async fn freeze(
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_NOT_FROZEN or CARD_CLOSED", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn unfreeze(
     req: HttpRequest,
@@ -568,6 +574,7 @@ pub async fn unfreeze(
         (status = 200, description = "Closed", body = Card),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn close(
     req: HttpRequest,
@@ -596,6 +603,7 @@ pub async fn close(
         (status = 422, description = "Missing, mistyped or unknown fields", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Too many issues and replacements for this merchant; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; the old card is as it was", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn replace(
     req: HttpRequest,
@@ -659,6 +667,7 @@ pub async fn limits(
         (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "An amount outside 0 to 10^12, or the values the merchant set out of order (per_transaction <= daily <= monthly); program defaults never fail", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn update_limits(
     req: HttpRequest,
@@ -725,6 +734,7 @@ fn activity_limit(query: &ActivityQuery) -> Result<i64, ApiError> {
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A query parameter of the wrong type or out of range", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn events(
     caller: Caller,
@@ -754,6 +764,7 @@ pub async fn events(
         (status = 200, body = TransactionList),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A query parameter of the wrong type or out of range", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn transactions(
     caller: Caller,

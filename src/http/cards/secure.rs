@@ -292,6 +292,7 @@ async fn embed(
         (status = 422, description = "Unknown field; target_origin missing or not an https origin in mode embed", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Too many reveals for this merchant, or too many password checks; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; nothing was revealed", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn reveal(
     caller: Caller,

@@ -139,6 +139,7 @@ async fn provision(
         (status = 422, description = "Unknown field, or a device_id that is not 1 to 128 printable characters", body = Problem, content_type = "application/problem+json"),
         (status = 501, description = "The issuer cannot provision this wallet; nothing was stored", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; nothing was stored", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn provision_apple_pay(
     req: HttpRequest,
@@ -168,6 +169,7 @@ pub async fn provision_apple_pay(
         (status = 422, description = "Unknown field, or a device_id that is not 1 to 128 printable characters", body = Problem, content_type = "application/problem+json"),
         (status = 501, description = "The issuer cannot provision this wallet; nothing was stored", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The issuer failed; nothing was stored", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn provision_google_pay(
     req: HttpRequest,
@@ -188,6 +190,7 @@ pub async fn provision_google_pay(
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Missing scope cards:read", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn status(
     caller: Caller,
