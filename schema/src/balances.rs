@@ -2,7 +2,7 @@
 //! applied to the rows once, just before it commits.
 //!
 //! Every settlement moves two balances when it is created and the same two
-//! again when it settles, and a busy merchant's funding account is in every
+//! again when its hold is resolved, and a busy merchant's funding account is in every
 //! unit of a batch: one UPDATE per line was a third of the committer's
 //! statements, all on the batch's hottest rows. Here a batch adds each
 //! line's amount to its account's moves in memory, and one UPDATE per
@@ -257,28 +257,6 @@ impl Balances {
         }
     }
 
-    /// Undoes the moves made in `range` of the log (a claim refused after
-    /// later units moved the same accounts), leaving the rows read: the row
-    /// locks are the batch's, not the claim's.
-    pub fn cancel(&mut self, range: std::ops::Range<usize>) {
-        let end = range.end.min(self.log.len());
-        for undo in &mut self.log[range.start.min(end)..end] {
-            if let Undo::Moved {
-                account_id,
-                bucket,
-                amount_minor,
-            } = undo
-            {
-                if let Some(account) = self.accounts.get_mut(account_id.as_str()) {
-                    *account.moves.bucket(*bucket) -= *amount_minor;
-                }
-                // Undone once: a later undo of this part of the log must
-                // not undo it again.
-                *amount_minor = 0;
-            }
-        }
-    }
-
     /// The moves to apply, one per account that moved, in account order
     /// (the order every entry locks its rows in); the batch starts over.
     pub fn take(&mut self) -> Vec<(String, Moves)> {
@@ -338,21 +316,6 @@ mod tests {
         assert_eq!(moved.len(), 1, "b moved by nothing left: {moved:?}");
         assert_eq!(moved[0].0, "a");
         assert_eq!(moved[0].1.pending_credits_minor, 7);
-    }
-
-    #[test]
-    fn a_cancelled_claim_undoes_its_moves_out_of_order_and_keeps_the_lock() {
-        let mut balances = Balances::default();
-        let start = balances.mark();
-        balances.remember("a", LOCKED, Read::Locked);
-        balances.add("a", Bucket::PendingDebits, 300).unwrap();
-        let end = balances.mark();
-        balances.add("a", Bucket::PendingDebits, 200).unwrap();
-        balances.cancel(start..end);
-        assert_eq!(balances.available("a"), Some(1_000 - 100 - 50 - 200));
-        balances.undo_since(start);
-        assert_eq!(balances.available("a"), None);
-        assert!(balances.take().is_empty(), "every move undone exactly once");
     }
 
     #[test]

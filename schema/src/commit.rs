@@ -1,33 +1,24 @@
 //! Group commit: many small write transactions share one database
 //! transaction and so one fsync.
 //!
-//! One committer per [`Db`] runs on its own thread. Writers hand it a unit of
-//! work and await the outcome; it takes every unit queued (up to
-//! [`BATCH_UNITS_MAX`]), runs each inside its own savepoint of one
-//! transaction (a failing unit rolls back alone), commits once, and only then
-//! answers each writer. A unit's effects are therefore durable exactly when
-//! its writer hears `Ok`, as with a transaction of its own, and nothing is
-//! traded for speed: SQLite stays `synchronous = FULL`, PostgreSQL keeps
-//! synchronous commit. A single writer also means SQLite writers never
-//! contend for its lock (the busy handler's sleeps are what make contended
-//! SQLite slow), and PostgreSQL writers never deadlock on each other's rows.
+//! One committer per [`Db`] runs on its own thread with its own
+//! connection. Writers hand it jobs and await the outcome; it takes every
+//! job queued (up to [`BATCH_UNITS_MAX`]) as one batch, in one transaction:
+//! first the batch's plans, judged one by one and written together with
+//! set-based statements (see [`crate::plan`]), then each closure ("work")
+//! in a savepoint of its own, so that a failing one rolls back alone. It
+//! commits once and only then answers each writer. A writer's effects are
+//! therefore durable exactly when it hears `Ok`, as with a transaction of
+//! its own, and nothing is traded for speed: SQLite stays
+//! `synchronous = FULL`, PostgreSQL keeps synchronous commit. A single
+//! writer also means SQLite writers never contend for its lock, and
+//! PostgreSQL writers on one node never deadlock on each other's rows.
 //!
-//! On PostgreSQL the one connection would spend most of its time waiting
-//! for answers, one round trip per statement. So a unit's writes whose only
-//! answer is a changed-row count are pipelined (see [`crate::db::Behind`]):
-//! sent without waiting and judged when the unit ends, before its savepoint
-//! is released. Work that cannot fail on its own account (an actor's
-//! transition its machine has already judged) may run without a savepoint
-//! ([`Rollback::WithBatch`]); its writes are then not waited for at all
-//! before the next unit starts, and if it fails after all the whole batch
-//! rolls back and every writer in it is told.
-//!
-//! Two more things keep the PostgreSQL connection busy rather than waiting.
-//! Ledger balances are moved in memory and written once per account before
-//! the commit ([`crate::balances`]). And a unit whose writes are one
-//! all-or-nothing statement, a settlement's creation claiming its key, runs
-//! as a claim ([`Rollback::Claim`]): no savepoint, no wait, and a refused
-//! claim is cancelled while its batch commits.
+//! On PostgreSQL a closure's writes whose only answer is a changed-row
+//! count are pipelined (see [`crate::db::Behind`]): sent without waiting
+//! and judged when the closure ends, before its savepoint is released.
+//! Ledger balances a closure moves are moved in memory and written once per
+//! account before the commit ([`crate::balances`]).
 
 use std::panic::AssertUnwindSafe;
 
@@ -40,6 +31,7 @@ use crate::balances::Balances;
 use crate::db::{establish_sqlite_inline, immediate_transaction, DatabaseUrl, Db, SqliteConn, Tx};
 use crate::deferred::Deferred;
 use crate::error::{StoreError, StoreResult};
+use crate::plan::{self, Plan, PlanError, Written};
 use crate::store;
 
 /// Units of work committed together at most.
@@ -52,41 +44,26 @@ pub const QUEUE_UNITS_MAX: usize = 4_096;
 type Answer = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 type Work = Box<dyn for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, (bool, Answer)> + Send>;
 
-/// What a unit's failure rolls back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rollback {
-    /// The unit alone: it runs in a savepoint of its own.
-    Alone,
-    /// The whole batch: for work that cannot fail on its own account (see
-    /// [`Committer::write_without_savepoint`]).
-    WithBatch,
-    /// Nothing, on PostgreSQL: work whose writes are one statement that
-    /// makes all of them or none (a claim, such as a settlement's creation
-    /// under its Idempotency-Key). It needs no savepoint, and nothing waits
-    /// for its answer before the next unit starts: if the statement
-    /// refuses ([`crate::StoreError::Refused`], having written nothing),
-    /// the unit's deferred writes and balance moves are undone and its
-    /// writer gets the refusal, while the rest of the batch commits. Work
-    /// that fails before sending any write fails alone; a failure after
-    /// that fails the batch. On SQLite, the same as [`Rollback::Alone`].
-    Claim,
-}
-
-/// One writer's work, and whether it gets a savepoint of its own.
+/// One writer's work, run in a savepoint of its own.
 struct Unit {
     work: Work,
-    /// With a savepoint ([`Rollback::Alone`]), a failing unit rolls back
-    /// alone. Without one (see [`Committer::write_without_savepoint`]) a
-    /// failure fails the whole batch; the unit costs two statements less
-    /// and, on PostgreSQL, its writes need not be answered before the next
-    /// unit starts. A claim is in between (see [`Rollback::Claim`]).
-    rollback: Rollback,
+}
+
+/// What a writer hands the committer: work to run in the batch's
+/// transaction, or a plan (see [`crate::plan`]), which the batch writes
+/// with its other plans, set-based, before any work.
+enum Job {
+    Work(Unit),
+    Plan {
+        plan: Box<Plan>,
+        answer: oneshot::Sender<Result<Written, PlanError>>,
+    },
 }
 
 /// The writers' side of the committer.
 #[derive(Clone)]
 pub struct Committer {
-    queue: mpsc::Sender<Unit>,
+    queue: mpsc::Sender<Job>,
 }
 
 impl Committer {
@@ -103,6 +80,25 @@ impl Committer {
         Ok(Committer { queue })
     }
 
+    /// Writes `plan` with the other plans of its batch: durable when this
+    /// answers `Ok`; refused alone, having written nothing, when it answers
+    /// a refusal.
+    pub async fn commit_plan(&self, plan: Plan) -> Result<Written, PlanError> {
+        let (answer, outcome) = oneshot::channel();
+        self.queue
+            .send(Job::Plan {
+                plan: Box::new(plan),
+                answer,
+            })
+            .await
+            .map_err(|_| StoreError::Unavailable("the committer has stopped".into()))?;
+        outcome.await.unwrap_or_else(|_| {
+            Err(PlanError::Store(StoreError::Unavailable(
+                "a plan was lost: the committer stopped".into(),
+            )))
+        })
+    }
+
     /// Runs `work` in a write transaction shared with other writers' work.
     /// `Err` from `work` rolls back only its own changes.
     pub async fn write<T, E, F>(&self, work: F) -> Result<T, E>
@@ -111,35 +107,10 @@ impl Committer {
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        self.enqueue(work, Rollback::Alone).await
+        self.enqueue(work).await
     }
 
-    /// Runs `work`, which cannot fail on its own account (an actor's
-    /// transition already judged by its machine: only a database failure or
-    /// a concurrent writer, both of which doom its batch anyway, can stop
-    /// it), in a write transaction shared with other writers' work, without
-    /// a savepoint of its own. If it fails after all, the whole batch rolls
-    /// back and every writer in it is told so.
-    pub async fn write_without_savepoint<T, E, F>(&self, work: F) -> Result<T, E>
-    where
-        F: for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, Result<T, E>> + Send + 'static,
-        T: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        self.enqueue(work, Rollback::WithBatch).await
-    }
-
-    /// Runs `work` as a claim (see [`Rollback::Claim`]).
-    pub async fn write_claim<T, E, F>(&self, work: F) -> Result<T, E>
-    where
-        F: for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, Result<T, E>> + Send + 'static,
-        T: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        self.enqueue(work, Rollback::Claim).await
-    }
-
-    async fn enqueue<T, E, F>(&self, work: F, rollback: Rollback) -> Result<T, E>
+    async fn enqueue<T, E, F>(&self, work: F) -> Result<T, E>
     where
         F: for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, Result<T, E>> + Send + 'static,
         T: Send + 'static,
@@ -157,7 +128,7 @@ impl Committer {
             })
         });
         self.queue
-            .send(Unit { work, rollback })
+            .send(Job::Work(Unit { work }))
             .await
             .map_err(|_| E::from(StoreError::Unavailable("the committer has stopped".into())))?;
         outcome.await.unwrap_or_else(|_| {
@@ -187,11 +158,11 @@ impl Writer {
     }
 }
 
-async fn run(db: Db, mut units: mpsc::Receiver<Unit>) {
+async fn run(db: Db, mut jobs: mpsc::Receiver<Job>) {
     let mut writer: Option<Writer> = None;
     let mut deferred = Deferred::default();
     let mut batch = Vec::with_capacity(BATCH_UNITS_MAX);
-    while units.recv_many(&mut batch, BATCH_UNITS_MAX).await > 0 {
+    while jobs.recv_many(&mut batch, BATCH_UNITS_MAX).await > 0 {
         commit(&db, &mut writer, &mut deferred, std::mem::take(&mut batch)).await;
     }
 }
@@ -214,36 +185,22 @@ async fn run_work(work: Work, tx: &mut Tx<'_>) -> (bool, Answer) {
     }
 }
 
-/// How one unit ended: its success and answer, and whether it dooms the
-/// batch (a unit without a savepoint failed).
+/// How one unit ended: its success, and how to answer its writer.
 struct Ran {
     succeeded: bool,
     answer: Answer,
-    dooms_batch: bool,
 }
 
-const DOOMED: &str = "a unit without a savepoint failed, so its batch was rolled back";
-
-/// Runs one unit of the open SQLite transaction, in a savepoint if it has
-/// one; a unit that rolls back takes its deferred writes with it. `held`
-/// says whether the previous unit's savepoint is still open. A savepoint
-/// statement that fails leaves the transaction in doubt, so it fails the
-/// batch.
+/// Runs one unit of the open SQLite transaction in a savepoint; a unit
+/// that rolls back takes its deferred writes with it. `held` says whether
+/// the previous unit's savepoint is still open. A savepoint statement that
+/// fails leaves the transaction in doubt, so it fails the batch.
 async fn sqlite_unit(
     conn: &mut SqliteConn,
     deferred: &mut Deferred,
     held: &mut bool,
     unit: Unit,
 ) -> StoreResult<Ran> {
-    if unit.rollback == Rollback::WithBatch {
-        let (succeeded, answer) =
-            run_work(unit.work, &mut Tx::sqlite(conn).with_deferred(deferred)).await;
-        return Ok(Ran {
-            succeeded,
-            answer,
-            dooms_batch: !succeeded,
-        });
-    }
     let mark = deferred.mark();
     conn.batch_execute(if *held {
         NEXT_SAVEPOINT
@@ -258,50 +215,15 @@ async fn sqlite_unit(
         deferred.roll_back_to(mark);
         conn.batch_execute(ROLLBACK_UNIT).await?;
     }
-    Ok(Ran {
-        succeeded,
-        answer,
-        dooms_batch: false,
-    })
+    Ok(Ran { succeeded, answer })
 }
 
-/// The same on PostgreSQL, pipelined through the batch's one [`Tx`]: a
+/// The same on PostgreSQL, pipelined through the batch's one [`Tx`]: the
 /// savepoint is sent with the unit's first statements, the unit's checked
-/// writes are sent without waiting (see [`crate::db::Behind`]), and a unit
-/// with a savepoint has its writes answered before the next unit starts. A
-/// write whose check fails fails its unit, which is then rolled back and
-/// told why. A unit without a savepoint is not waited for at all: its
-/// writes are answered with a later unit's, or at the end of the batch, and
-/// a failure among them fails the batch.
-async fn pg_unit(tx: &mut Tx<'_>, held: &mut bool, unit: Unit, number: usize) -> StoreResult<Ran> {
-    match unit.rollback {
-        Rollback::Alone => {}
-        Rollback::WithBatch => {
-            let (succeeded, answer) = run_work(unit.work, tx).await;
-            return Ok(Ran {
-                succeeded,
-                answer,
-                dooms_batch: !succeeded,
-            });
-        }
-        Rollback::Claim => {
-            let (mark, sent) = (tx.mark(), tx.writes_sent());
-            tx.claim_unit(Some(number));
-            let (succeeded, answer) = run_work(unit.work, tx).await;
-            tx.claim_unit(None);
-            let wrote = tx.writes_sent() != sent;
-            if succeeded {
-                tx.record_claim(number, mark);
-            } else if !wrote {
-                tx.roll_back_to(mark);
-            }
-            return Ok(Ran {
-                succeeded,
-                answer,
-                dooms_batch: !succeeded && wrote,
-            });
-        }
-    }
+/// writes are sent without waiting (see [`crate::db::Behind`]) and answered
+/// before the next unit starts. A write whose check fails fails its unit,
+/// which is then rolled back and told why.
+async fn pg_unit(tx: &mut Tx<'_>, held: &mut bool, unit: Unit) -> StoreResult<Ran> {
     let mark = tx.mark();
     tx.send_batch_statement(if *held {
         NEXT_SAVEPOINT
@@ -312,17 +234,13 @@ async fn pg_unit(tx: &mut Tx<'_>, held: &mut bool, unit: Unit, number: usize) ->
     *held = true;
     tx.open_unit();
     let (succeeded, answer) = run_work(unit.work, tx).await;
-    let refused = tx.settle().await.err();
+    let refused = tx.await_writes().await.err();
     tx.close_unit();
     if let Some(failure) = tx.batch_failure() {
         return Err(StoreError::Unavailable(failure));
     }
     if succeeded && refused.is_none() {
-        return Ok(Ran {
-            succeeded,
-            answer,
-            dooms_batch: false,
-        });
+        return Ok(Ran { succeeded, answer });
     }
     tx.roll_back_to(mark);
     tx.execute_batch_now(ROLLBACK_UNIT).await?;
@@ -339,16 +257,27 @@ async fn pg_unit(tx: &mut Tx<'_>, held: &mut bool, unit: Unit, number: usize) ->
     Ok(Ran {
         succeeded: false,
         answer,
-        dooms_batch: false,
     })
 }
 
 /// One transaction for the whole batch, one savepoint per unit, through
 /// the committer's own connection (opened on first use, reopened after a
 /// failed commit).
-async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, batch: Vec<Unit>) {
+async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, jobs: Vec<Job>) {
     let started = std::time::Instant::now();
-    let units = batch.len();
+    let units = jobs.len();
+    let mut batch = Vec::with_capacity(jobs.len());
+    let (mut plans, mut plan_answers) = (Vec::new(), Vec::new());
+    for job in jobs {
+        match job {
+            Job::Work(unit) => batch.push(unit),
+            Job::Plan { plan, answer } => {
+                plans.push(*plan);
+                plan_answers.push(answer);
+            }
+        }
+    }
+    let mut verdicts = Vec::new();
     let mut answers: Vec<(bool, Answer)> = Vec::with_capacity(batch.len());
     if writer.is_none() {
         match Writer::open(db.url()).await {
@@ -362,14 +291,13 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, b
         )),
         Some(Writer::Sqlite(conn)) => {
             immediate_transaction(conn, async |conn| {
+                let mut tx = Tx::sqlite(conn).with_deferred(deferred);
+                verdicts = plan::write(&mut tx, plans).await?;
+                drop(tx);
                 let mut held = false;
                 for unit in batch {
                     let ran = sqlite_unit(conn, deferred, &mut held, unit).await?;
-                    let doomed = ran.dooms_batch;
                     answers.push((ran.succeeded, ran.answer));
-                    if doomed {
-                        return Err(StoreError::Unavailable(DOOMED.into()));
-                    }
                 }
                 deferred.flush(&mut Tx::sqlite(conn)).await
             })
@@ -380,28 +308,18 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, b
                 let conn: &AsyncPgConnection = conn;
                 let mut held = false;
                 let mut tx = Tx::pipelined(conn).with_deferred(&mut *deferred);
+                verdicts = plan::write(&mut tx, plans).await?;
                 for unit in batch {
-                    let ran = pg_unit(&mut tx, &mut held, unit, answers.len()).await?;
-                    let doomed = ran.dooms_batch;
+                    let ran = pg_unit(&mut tx, &mut held, unit).await?;
                     answers.push((ran.succeeded, ran.answer));
-                    if doomed {
-                        return Err(StoreError::Unavailable(DOOMED.into()));
-                    }
                 }
-                // Every unit's writes answered: a refused claim's moves are
-                // undone before the balances are written.
-                tx.settle().await?;
-                if let Some(failure) = tx.batch_failure() {
-                    return Err(StoreError::Unavailable(failure));
-                }
-                tx.cancel_refused_claims();
                 // The batch's balance moves, one UPDATE per account; any
                 // failure among them fails the batch.
                 let moves = tx.balances().map(Balances::take).unwrap_or_default();
                 for (account_id, moved) in moves {
                     store::ledger::apply_moves(&mut tx, &account_id, moved).await?;
                 }
-                tx.settle().await?;
+                tx.await_writes().await?;
                 if let Some(failure) = tx.batch_failure() {
                     return Err(StoreError::Unavailable(failure));
                 }
@@ -411,14 +329,6 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, b
             .await
         }
     };
-    // A refused claim wrote nothing: its writer hears the refusal whatever
-    // became of the batch.
-    for (unit, refusal) in deferred.take_cancelled() {
-        if let Some(slot) = answers.get_mut(unit) {
-            let (_, answer) = std::mem::replace(slot, (false, Box::new(|_| {})));
-            *slot = (false, Box::new(move |_| answer(Err(refusal))));
-        }
-    }
     deferred.end_batch(committed.is_ok());
     if committed.is_err() {
         *writer = None;
@@ -431,6 +341,24 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, b
         elapsed_us = started.elapsed().as_micros() as u64,
         "group commit"
     );
+    // A plan's verdict stands only if its batch committed.
+    for (index, answer) in plan_answers.into_iter().enumerate() {
+        let verdict = match &committed {
+            Ok(()) => verdicts.get_mut(index).map(|verdict| {
+                std::mem::replace(
+                    verdict,
+                    Err(PlanError::Store(StoreError::Unavailable(String::new()))),
+                )
+            }),
+            Err(_) => None,
+        };
+        let _ = answer.send(verdict.unwrap_or_else(|| {
+            let error = committed.as_ref().err().map(ToString::to_string);
+            Err(PlanError::Store(StoreError::Unavailable(
+                error.unwrap_or_else(|| "a plan's batch ended without its verdict".into()),
+            )))
+        }));
+    }
     for (succeeded, answer) in answers {
         // A failed unit's own error is its answer, whatever the commit did.
         answer(match (&committed, succeeded) {

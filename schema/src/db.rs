@@ -25,10 +25,11 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt, TryFutureExt};
 
-use crate::commit::{Committer, Rollback};
+use crate::commit::Committer;
 use crate::deferred::Deferred;
 
 use crate::error::{StoreError, StoreResult};
+use crate::plan::{Plan, PlanError, Written};
 
 pub type SqliteConn = SyncConnectionWrapper<SqliteConnection, SqliteRunner>;
 
@@ -181,7 +182,7 @@ pub enum Conn<'a> {
 /// PostgreSQL without waiting for that answer: a unit of a group commit
 /// otherwise waits one round trip per statement, and the committer's one
 /// connection spends most of its time waiting. Each write's answer is
-/// checked when the unit ends ([`Behind::settle`]), before its savepoint is
+/// checked when the unit ends ([`Behind::await_writes`]), before its savepoint is
 /// released; a write whose check fails fails the unit, which then rolls back
 /// whole. PostgreSQL runs a connection's statements in the order they were
 /// sent, so a later read in the same unit sees every earlier write.
@@ -194,10 +195,6 @@ pub struct Behind<'a> {
     /// Whether writes sent now belong to a unit with a savepoint, whose
     /// failure fails only that unit; otherwise a failure fails the batch.
     in_unit: bool,
-    /// The unit (its number in the batch) whose writes are sent now, when
-    /// it is a claim (see [`crate::commit::Rollback::Claim`]): a refusal
-    /// among them cancels that unit, not the batch.
-    claim: Option<usize>,
     sent: FuturesUnordered<BoxFuture<'a, (u64, Scope, StoreResult<()>)>>,
     /// Writes sent so far, numbering them: of several failures in one unit
     /// the one sent first is reported, whatever order the answers are
@@ -205,8 +202,6 @@ pub struct Behind<'a> {
     sequence: u64,
     failed: Option<(u64, StoreError)>,
     batch_failed: Option<String>,
-    /// Claims refused, by unit, not yet cancelled.
-    refused: Vec<(usize, StoreError)>,
 }
 
 /// Whom a failed write fails.
@@ -214,8 +209,6 @@ pub struct Behind<'a> {
 enum Scope {
     /// Its unit, which has a savepoint.
     Unit,
-    /// Its claim unit when it is a refusal; the batch otherwise.
-    Claim(usize),
     Batch,
 }
 
@@ -224,12 +217,10 @@ impl<'a> Behind<'a> {
         Behind {
             enabled,
             in_unit: false,
-            claim: None,
             sent: FuturesUnordered::new(),
             sequence: 0,
             failed: None,
             batch_failed: None,
-            refused: Vec::new(),
         }
     }
 
@@ -246,10 +237,9 @@ impl<'a> Behind<'a> {
         if !self.enabled {
             return check(write.await?);
         }
-        let scope = match (self.in_unit, self.claim) {
-            (true, _) => Scope::Unit,
-            (false, Some(unit)) => Scope::Claim(unit),
-            (false, None) => Scope::Batch,
+        let scope = match self.in_unit {
+            true => Scope::Unit,
+            false => Scope::Batch,
         };
         let sequence = self.sequence;
         self.sequence += 1;
@@ -286,7 +276,7 @@ impl<'a> Behind<'a> {
 
     /// Waits for every write sent; the first failure, if any (a failure
     /// that fails the batch first).
-    pub async fn settle(&mut self) -> StoreResult<()> {
+    pub async fn await_writes(&mut self) -> StoreResult<()> {
         std::future::poll_fn(|cx| {
             self.collect(cx);
             if self.sent.is_empty() {
@@ -308,9 +298,6 @@ impl<'a> Behind<'a> {
         {
             match (answer, scope) {
                 (Ok(()), _) => {}
-                (Err(error @ StoreError::Refused(_)), Scope::Claim(unit)) => {
-                    self.refused.push((unit, error));
-                }
                 (Err(error), Scope::Unit) => {
                     if self
                         .failed
@@ -388,8 +375,8 @@ impl<'a> Tx<'a> {
     }
 
     /// Waits for the writes sent ahead; the first failure, if any.
-    pub async fn settle(&mut self) -> StoreResult<()> {
-        self.behind.settle().await
+    pub async fn await_writes(&mut self) -> StoreResult<()> {
+        self.behind.await_writes().await
     }
 
     /// Writes sent from now on belong to a unit with a savepoint: their
@@ -402,44 +389,6 @@ impl<'a> Tx<'a> {
         self.behind.in_unit = false;
     }
 
-    /// Writes sent from now on belong to claim unit number `unit` (see
-    /// [`crate::commit::Rollback::Claim`]); `None` ends it.
-    pub(crate) fn claim_unit(&mut self, unit: Option<usize>) {
-        self.behind.claim = unit;
-    }
-
-    /// How many writes have been sent in the batch so far.
-    pub(crate) fn writes_sent(&self) -> u64 {
-        self.behind.sequence
-    }
-
-    /// Cancels every claim whose write was refused among those answered so
-    /// far (its deferred writes and balance moves are undone, see
-    /// [`Deferred::cancel`]); the committer answers its writer with the
-    /// refusal. Answers whether any was cancelled.
-    pub(crate) fn cancel_refused_claims(&mut self) -> bool {
-        let refused = std::mem::take(&mut self.behind.refused);
-        let any = !refused.is_empty();
-        if let Some(deferred) = self.deferred.as_deref_mut() {
-            for (unit, error) in refused {
-                deferred.cancel(unit, error);
-            }
-        }
-        any
-    }
-
-    /// Waits for every write sent and cancels the claims refused, when the
-    /// batch holds claims whose writes may not have been answered yet: a
-    /// debit judged against balances that count a refused claim's hold
-    /// would be refused wrongly.
-    pub(crate) async fn judge_claims(&mut self) -> StoreResult<bool> {
-        if !self.deferred.as_deref().is_some_and(Deferred::has_claims) {
-            return Ok(false);
-        }
-        self.behind.settle().await?;
-        Ok(self.cancel_refused_claims())
-    }
-
     /// Why the batch cannot commit, if a write outside any savepoint failed.
     pub(crate) fn batch_failure(&self) -> Option<String> {
         self.behind.batch_failed.clone()
@@ -447,13 +396,6 @@ impl<'a> Tx<'a> {
 
     pub(crate) fn mark(&self) -> Option<crate::deferred::Mark> {
         self.deferred.as_deref().map(Deferred::mark)
-    }
-
-    /// Remembers what claim unit number `unit` deferred since `mark`.
-    pub(crate) fn record_claim(&mut self, unit: usize, mark: Option<crate::deferred::Mark>) {
-        if let (Some(deferred), Some(mark)) = (self.deferred.as_deref_mut(), mark) {
-            deferred.record_claim(unit, mark);
-        }
     }
 
     pub(crate) fn roll_back_to(&mut self, mark: Option<crate::deferred::Mark>) {
@@ -498,10 +440,10 @@ impl<'a> Tx<'a> {
     }
 
     /// The concrete connection, for a query written per backend. Writes
-    /// sent ahead are settled first, as a statement run through it would
+    /// sent ahead are answered first, as a statement run through it would
     /// not drive them.
     pub async fn conn(&mut self) -> StoreResult<&mut Conn<'a>> {
-        self.behind.settle().await?;
+        self.behind.await_writes().await?;
         Ok(&mut self.conn)
     }
 
@@ -681,20 +623,14 @@ impl Db {
         }
     }
 
-    /// [`Db::write`] with the unit's [`Rollback`] chosen by the caller:
-    /// work that cannot fail on its own account may skip its savepoint (see
-    /// [`Committer::write_without_savepoint`]).
-    pub async fn write_as<T, E, F>(&self, rollback: Rollback, work: F) -> Result<T, E>
-    where
-        F: for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, Result<T, E>> + Send + 'static,
-        T: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        match (&self.committer, rollback) {
-            (Some(committer), Rollback::Alone) => committer.write(work).await,
-            (Some(committer), Rollback::WithBatch) => committer.write_without_savepoint(work).await,
-            (Some(committer), Rollback::Claim) => committer.write_claim(work).await,
-            (None, _) => Err(E::from(StoreError::Unavailable(
+    /// Writes a transition's [`Plan`] in a group commit: durable when this
+    /// answers `Ok`, and nothing of it written when it answers `Err`. The
+    /// store writes it with the other plans of its batch, set-based (see
+    /// [`crate::plan`]); a refused plan never fails the plans beside it.
+    pub async fn commit(&self, plan: Plan) -> Result<Written, PlanError> {
+        match &self.committer {
+            Some(committer) => committer.commit_plan(plan).await,
+            None => Err(PlanError::Store(StoreError::Unavailable(
                 "the committer cannot enqueue work for itself".into(),
             ))),
         }

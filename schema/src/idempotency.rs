@@ -1,4 +1,4 @@
-//! Idempotency-Key semantics (decisions §4): a key is claimed in the same
+//! Idempotency-Key semantics (decisions §4): a key is taken in the same
 //! transaction as the effect it guards, so "durable effect" and "recorded
 //! answer" commit together or not at all.
 
@@ -13,7 +13,7 @@ use crate::{StoreResult, Tx};
 
 /// What a key's earlier use says about this request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Claim {
+pub enum KeyUse {
     /// The key is now this request's; do the work, then [`complete`].
     New,
     /// The same request was answered before: send this again.
@@ -31,13 +31,13 @@ pub fn request_digest(canonical_body: &str) -> String {
     hex::encode(Sha256::digest(canonical_body.as_bytes()))
 }
 
-pub async fn claim(
+pub async fn use_key(
     tx: &mut Tx<'_>,
     merchant_id: &str,
     scope: &str,
     key: &str,
     request_sha256: &str,
-) -> StoreResult<Claim> {
+) -> StoreResult<KeyUse> {
     let now = utc_now();
     let row = IdempotencyRow {
         merchant_id: merchant_id.to_owned(),
@@ -51,32 +51,32 @@ pub async fn claim(
         updated_at: now,
     };
     if store::insert_if_absent(tx, &row).await? {
-        return Ok(Claim::New);
+        return Ok(KeyUse::New);
     }
     let existing = store::find(tx, merchant_id, scope, key).await?;
     Ok(judge(existing, request_sha256))
 }
 
 /// What the record of a taken key says about a request with this digest.
-fn judge(existing: Option<IdempotencyRow>, request_sha256: &str) -> Claim {
+fn judge(existing: Option<IdempotencyRow>, request_sha256: &str) -> KeyUse {
     let Some(existing) = existing else {
         // Taken and then rolled back: nothing of it committed, so the key
         // is effectively free; the caller retries.
-        return Claim::InProgress;
+        return KeyUse::InProgress;
     };
     if existing.request_sha256 != request_sha256 {
-        return Claim::Mismatch;
+        return KeyUse::Mismatch;
     }
     match (
         existing.state.as_str(),
         existing.response_status,
         existing.response_body,
     ) {
-        ("completed", Some(status), Some(body)) => Claim::Replay {
+        ("completed", Some(status), Some(body)) => KeyUse::Replay {
             status: u16::try_from(status).unwrap_or(500),
             body,
         },
-        _ => Claim::InProgress,
+        _ => KeyUse::InProgress,
     }
 }
 
@@ -119,12 +119,12 @@ pub async fn earlier_use(
     tx: &mut Tx<'_>,
     (merchant_id, scope, key): (&str, &str, &str),
     request_sha256: &str,
-) -> StoreResult<Claim> {
+) -> StoreResult<KeyUse> {
     let existing = store::find(tx, merchant_id, scope, key).await?;
     Ok(judge(existing, request_sha256))
 }
 
-/// Records the answer to replay; call in the transaction that claimed.
+/// Records the answer to replay; call in the transaction that took the key.
 pub async fn complete(
     tx: &mut Tx<'_>,
     merchant_id: &str,
@@ -149,7 +149,7 @@ pub async fn recorded_use(
     tx: &mut Tx<'_>,
     (merchant_id, scope, key): (&str, &str, &str),
     request_sha256: &str,
-) -> StoreResult<Option<Claim>> {
+) -> StoreResult<Option<KeyUse>> {
     let existing = store::find(tx, merchant_id, scope, key).await?;
     Ok(existing.map(|existing| judge(Some(existing), request_sha256)))
 }

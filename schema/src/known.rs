@@ -2,7 +2,7 @@
 //! written, so that a unit need not read them again: a ledger account's
 //! owner, kind and currency, and the lines of a ledger transaction. A
 //! settlement reads its source account when it is created and its hold's
-//! lines when it settles; on the committer's one connection each read was a
+//! lines when its hold is resolved; on the committer's one connection each read was a
 //! round trip that every other writer waited behind.
 //!
 //! A fact learned inside a batch is kept only if the batch commits: a unit

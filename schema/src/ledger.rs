@@ -302,7 +302,7 @@ pub fn new_transaction_id() -> String {
     format!("ltx_{}", uuid::Uuid::now_v7().simple())
 }
 
-fn new_entry_id() -> String {
+pub(crate) fn new_entry_id() -> String {
     format!("len_{}", uuid::Uuid::now_v7().simple())
 }
 
@@ -323,11 +323,9 @@ pub async fn record_as(
     Ok(transaction.id)
 }
 
-/// [`record_as`] but for its two inserts: applies the entry to the
-/// balances and answers the rows to insert, for a caller that inserts them
-/// in a statement of its own (a settlement's claimed creation, see
-/// [`store::settlements::insert_claimed`]).
-pub async fn apply(
+/// Applies the entry to the balances and answers the rows
+/// [`record_as`] inserts.
+async fn apply(
     tx: &mut Tx<'_>,
     transaction_id: String,
     entry: &Entry,
@@ -423,17 +421,32 @@ async fn refusal(tx: &mut Tx<'_>, line: &Line, outcome: LineOutcome) -> LedgerEr
 /// [`LedgerError::NotPending`] (inside a pipelined group commit, a conflict
 /// that fails the unit when it ends). Answers the posting's id.
 pub async fn post(tx: &mut Tx<'_>, hold_id: &str) -> Result<String, LedgerError> {
-    resolve(tx, hold_id, true).await
+    resolve(tx, hold_id, new_transaction_id(), true).await
+}
+
+/// [`post`] under an id the caller chose beforehand.
+pub async fn post_as(tx: &mut Tx<'_>, hold_id: &str, id: String) -> Result<String, LedgerError> {
+    resolve(tx, hold_id, id, true).await
 }
 
 /// Voids a hold: a new transaction, `voided`, whose lines copy the hold's
 /// and record what was released from pending. Otherwise as [`post`].
 /// Answers the void's id.
 pub async fn void(tx: &mut Tx<'_>, hold_id: &str) -> Result<String, LedgerError> {
-    resolve(tx, hold_id, false).await
+    resolve(tx, hold_id, new_transaction_id(), false).await
 }
 
-async fn resolve(tx: &mut Tx<'_>, hold_id: &str, posting: bool) -> Result<String, LedgerError> {
+/// [`void`] under an id the caller chose beforehand.
+pub async fn void_as(tx: &mut Tx<'_>, hold_id: &str, id: String) -> Result<String, LedgerError> {
+    resolve(tx, hold_id, id, false).await
+}
+
+async fn resolve(
+    tx: &mut Tx<'_>,
+    hold_id: &str,
+    id: String,
+    posting: bool,
+) -> Result<String, LedgerError> {
     let lines = hold_lines(tx, hold_id).await?;
     if lines.is_empty() {
         return Err(LedgerError::NotPending {
@@ -441,7 +454,6 @@ async fn resolve(tx: &mut Tx<'_>, hold_id: &str, posting: bool) -> Result<String
             status: "missing".to_owned(),
         });
     }
-    let id = new_transaction_id();
     let now = utc_now();
     let rows: Vec<LedgerEntryRow> = lines
         .iter()
@@ -473,7 +485,7 @@ async fn resolve(tx: &mut Tx<'_>, hold_id: &str, posting: bool) -> Result<String
     lines.sort_by(|a, b| a.account_id.cmp(&b.account_id));
     for line in lines {
         let debit = line.direction == Direction::Debit.as_str();
-        store::settle_line(tx, &line.account_id, debit, line.amount_minor, posting).await?;
+        store::resolve_line(tx, &line.account_id, debit, line.amount_minor, posting).await?;
     }
     Ok(id)
 }

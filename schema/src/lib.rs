@@ -13,16 +13,17 @@ pub mod ledger;
 pub mod migrate;
 pub mod models;
 pub mod money;
+pub mod plan;
 pub mod schema;
 pub mod snapshot;
 pub mod store;
 pub mod testing;
 pub mod types;
 
-pub use commit::Rollback;
 pub use db::{Backend, Conn, Db, Pooled, Tx};
 pub use diesel::result::{DatabaseErrorKind, Error as DieselError};
 pub use error::{Persistence, Refusal, StoreError, StoreResult};
+pub use plan::{Plan, PlanError, Written};
 
 /// Items the exported macros expand to; not part of the API.
 #[doc(hidden)]

@@ -27,7 +27,8 @@ impl TestDatabase {
         }
     }
 
-    fn create_sqlite() -> TestDatabase {
+    /// An empty SQLite database, whatever the environment says.
+    pub fn create_sqlite() -> TestDatabase {
         let dir = tempfile::tempdir().expect("temporary directory for a test database");
         let url = format!("sqlite://{}", dir.path().join("tern.db").display());
         TestDatabase {
@@ -35,6 +36,15 @@ impl TestDatabase {
             postgres: None,
             _dir: Some(dir),
         }
+    }
+
+    /// An empty PostgreSQL database when `TERN_TEST_DATABASE_URL` names a
+    /// server, for tests that compare the backends.
+    pub async fn create_postgres_if_configured() -> Option<TestDatabase> {
+        let admin_url = std::env::var(TEST_DATABASE_URL_VAR)
+            .ok()
+            .filter(|url| !url.is_empty())?;
+        Some(Self::create_postgres(admin_url).await)
     }
 
     async fn create_postgres(admin_url: String) -> TestDatabase {

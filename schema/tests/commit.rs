@@ -1,13 +1,15 @@
 //! The group committer on a real database: a unit whose pipelined write
-//! fails its check rolls back alone, and a unit without a savepoint that
-//! fails takes its whole batch with it, never half of it.
+//! fails its check rolls back alone, and plans and closures sharing a batch
+//! each fail alone.
 
 use futures_util::future::join_all;
+use tern_schema::ledger::{Direction, Entry, Line, Phase, SystemAccount};
 use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};
+use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::{merchants, settlements};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::{migrate, Db, Rollback, StoreError};
+use tern_schema::{migrate, Db, StoreError};
 
 async fn setup() -> (TestDatabase, Db) {
     let database = TestDatabase::create().await;
@@ -95,26 +97,49 @@ async fn a_unit_whose_checked_write_fails_rolls_back_alone() {
 }
 
 #[tokio::test]
-async fn a_failing_unit_without_a_savepoint_takes_its_batch_with_it() {
+async fn plans_and_work_share_a_batch_and_each_fails_alone() {
     let (_database, db) = setup().await;
     let ids: Vec<String> = (0..60)
         .map(|i| format!("m_{i}_{}", uuid::Uuid::new_v4()))
         .collect();
-    let writes = ids.iter().enumerate().map(|(i, id)| {
+    let jobs = ids.iter().enumerate().map(|(i, id)| {
         let db = db.clone();
         let row = merchant(id);
-        let rollback = if i % 3 == 0 {
-            Rollback::WithBatch
-        } else {
-            Rollback::Alone
-        };
         async move {
-            db.write_as(rollback, move |tx| {
+            if i % 2 == 0 {
+                // A plan: an entry between system accounts, or one naming
+                // an account that does not exist (refused).
+                let account = match i % 4 {
+                    0 => SystemAccount::CardAcquirer.account_id("USD"),
+                    _ => format!("acct_missing_{i}"),
+                };
+                let plan = Plan {
+                    ledger: vec![LedgerWrite::Record {
+                        id: format!("ltx_{}", row.id),
+                        entry: Entry {
+                            merchant_id: None,
+                            settlement_key: None,
+                            description: row.id.clone(),
+                            lines: vec![
+                                line(&account, Direction::Debit),
+                                line(
+                                    &SystemAccount::CardPush.account_id("USD"),
+                                    Direction::Credit,
+                                ),
+                            ],
+                        },
+                        phase: Phase::Posted,
+                    }],
+                    ..Plan::default()
+                };
+                return db.commit(plan).await.map(|_| ()).map_err(|e| e.to_string());
+            }
+            db.write(move |tx| {
                 Box::pin(async move {
                     merchants::insert(tx, &row).await?;
                     match i % 6 {
                         // Fails on its own account, after writing.
-                        0 => Err(StoreError::Conflict("refused".into())),
+                        1 => Err(StoreError::Conflict("refused".into())),
                         // Fails through a pipelined write's check.
                         3 => {
                             settlements::update_at_version(tx, &missing_settlement(&row.id), 1)
@@ -125,27 +150,39 @@ async fn a_failing_unit_without_a_savepoint_takes_its_batch_with_it() {
                 })
             })
             .await
+            .map_err(|e| e.to_string())
         }
     });
-    let outcomes = join_all(writes).await;
-    let mut committed = 0;
+    let outcomes = join_all(jobs).await;
     for (i, (id, outcome)) in ids.iter().zip(outcomes).enumerate() {
-        let stored = exists(&db, id).await;
+        let stored = match i % 2 {
+            0 => transaction_exists(&db, &format!("ltx_{id}")).await,
+            _ => exists(&db, id).await,
+        };
         // Every writer is told the truth: Ok exactly when its writes are there.
-        assert_eq!(outcome.is_ok(), stored, "unit {i}: {outcome:?}");
-        if i % 3 == 0 {
-            assert!(outcome.is_err(), "unit {i} failed");
-        }
-        committed += usize::from(stored);
+        assert_eq!(outcome.is_ok(), stored, "job {i}: {outcome:?}");
+        let refused = match i % 2 {
+            0 => i % 4 == 2,
+            _ => i % 6 == 1 || i % 6 == 3,
+        };
+        assert_eq!(outcome.is_err(), refused, "job {i}: {outcome:?}");
     }
-    // Batches without a failing unit commit; the writes are not all lost.
-    assert!(committed <= 40, "{committed} committed");
-    // Later work on the same committer still commits.
-    let after = merchant(&format!("after_{}", uuid::Uuid::new_v4()));
-    let id = after.id.clone();
-    let written: Result<(), StoreError> = db
-        .write(move |tx| Box::pin(async move { merchants::insert(tx, &after).await }))
-        .await;
-    written.expect("the committer carries on");
-    assert!(exists(&db, &id).await);
+}
+
+fn line(account_id: &str, direction: Direction) -> Line {
+    Line {
+        account_id: account_id.into(),
+        direction,
+        amount_minor: 5,
+        currency: "USD".into(),
+    }
+}
+
+async fn transaction_exists(db: &Db, id: &str) -> bool {
+    let mut pooled = db.get().await.expect("conn");
+    let mut tx = pooled.tx();
+    tern_schema::store::ledger::find_transaction(&mut tx, id)
+        .await
+        .expect("read")
+        .is_some()
 }

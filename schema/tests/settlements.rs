@@ -1,6 +1,6 @@
 //! Settlement rows and idempotency records on a real database.
 
-use tern_schema::idempotency::{self, Claim};
+use tern_schema::idempotency::{self, KeyUse};
 use tern_schema::ledger::{self, LedgerError};
 use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};
 use tern_schema::store::{ledger as ledger_store, merchants, settlements};
@@ -134,8 +134,8 @@ async fn lists_filter_by_status_newest_first_and_recovery_finds_work() {
 async fn a_key_replays_its_answer_and_refuses_a_different_request() {
     let (_database, db, merchant, _) = setup().await;
     let digest = idempotency::request_digest("{\"amount\":1}");
-    let claimed: Result<Claim, StoreError> = write_tx!(db, |tx| {
-        let claim = idempotency::claim(tx, &merchant, "settlements", "key-1", &digest).await?;
+    let claimed: Result<KeyUse, StoreError> = write_tx!(db, |tx| {
+        let claim = idempotency::use_key(tx, &merchant, "settlements", "key-1", &digest).await?;
         idempotency::complete(
             tx,
             &merchant,
@@ -147,8 +147,8 @@ async fn a_key_replays_its_answer_and_refuses_a_different_request() {
         .await?;
         Ok(claim)
     });
-    assert_eq!(claimed.expect("claim"), Claim::New);
-    let again: Result<Claim, StoreError> = write_tx!(db, |tx| idempotency::claim(
+    assert_eq!(claimed.expect("claim"), KeyUse::New);
+    let again: Result<KeyUse, StoreError> = write_tx!(db, |tx| idempotency::use_key(
         tx,
         &merchant,
         "settlements",
@@ -158,13 +158,13 @@ async fn a_key_replays_its_answer_and_refuses_a_different_request() {
     .await);
     assert_eq!(
         again.expect("claim"),
-        Claim::Replay {
+        KeyUse::Replay {
             status: 201,
             body: "{\"id\":\"key-1\"}".into()
         }
     );
     let other = idempotency::request_digest("{\"amount\":2}");
-    let mismatch: Result<Claim, StoreError> = write_tx!(db, |tx| idempotency::claim(
+    let mismatch: Result<KeyUse, StoreError> = write_tx!(db, |tx| idempotency::use_key(
         tx,
         &merchant,
         "settlements",
@@ -172,9 +172,9 @@ async fn a_key_replays_its_answer_and_refuses_a_different_request() {
         &other
     )
     .await);
-    assert_eq!(mismatch.expect("claim"), Claim::Mismatch);
+    assert_eq!(mismatch.expect("claim"), KeyUse::Mismatch);
     // Another scope or merchant has its own keys.
-    let transfers: Result<Claim, StoreError> = write_tx!(db, |tx| idempotency::claim(
+    let transfers: Result<KeyUse, StoreError> = write_tx!(db, |tx| idempotency::use_key(
         tx,
         &merchant,
         "transfers",
@@ -182,7 +182,7 @@ async fn a_key_replays_its_answer_and_refuses_a_different_request() {
         &other
     )
     .await);
-    assert_eq!(transfers.expect("claim"), Claim::New);
+    assert_eq!(transfers.expect("claim"), KeyUse::New);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,10 +193,10 @@ async fn concurrent_claims_of_one_key_yield_one_winner() {
         .map(|_| {
             let (db, merchant, digest) = (db.clone(), merchant.clone(), digest.clone());
             tokio::spawn(async move {
-                let claimed: Result<Claim, StoreError> = write_tx!(db, |tx| {
+                let claimed: Result<KeyUse, StoreError> = write_tx!(db, |tx| {
                     let claim =
-                        idempotency::claim(tx, &merchant, "settlements", "race", &digest).await?;
-                    if claim == Claim::New {
+                        idempotency::use_key(tx, &merchant, "settlements", "race", &digest).await?;
+                    if claim == KeyUse::New {
                         idempotency::complete(tx, &merchant, "settlements", "race", 201, "{}")
                             .await?;
                     }
@@ -209,8 +209,8 @@ async fn concurrent_claims_of_one_key_yield_one_winner() {
     let mut winners = 0;
     for task in tasks {
         match task.await.expect("task").expect("claim") {
-            Claim::New => winners += 1,
-            Claim::Replay { status, .. } => assert_eq!(status, 201),
+            KeyUse::New => winners += 1,
+            KeyUse::Replay { status, .. } => assert_eq!(status, 201),
             other => panic!("unexpected {other:?}"),
         }
     }

@@ -68,6 +68,21 @@ impl From<DieselError> for RuntimeError {
     }
 }
 
+/// A plan refused for its data is a refusal that will not pass; a lost
+/// timer claim and the store's failures keep their own meaning.
+impl From<tern_schema::PlanError> for RuntimeError {
+    fn from(error: tern_schema::PlanError) -> Self {
+        use tern_schema::PlanError;
+        match error {
+            PlanError::Store(error) => RuntimeError::Store(error),
+            PlanError::TimerLost { timer_id } => RuntimeError::TimerClaimLost { id: timer_id },
+            refused @ (PlanError::Ledger(_) | PlanError::Source(_)) => {
+                RuntimeError::Refused(refused.to_string())
+            }
+        }
+    }
+}
+
 impl RuntimeError {
     /// Whether the failure may pass by itself.
     pub fn persistence(&self) -> Persistence {

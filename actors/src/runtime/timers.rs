@@ -79,19 +79,36 @@ pub struct TimerSpec<'a> {
 /// Schedules a timer inside the caller's transaction, so the timer exists
 /// exactly when the transition that wants it has committed.
 pub async fn schedule_in(tx: &mut Tx<'_>, spec: &TimerSpec<'_>) -> RuntimeResult<()> {
-    let row = TimerRow {
-        id: spec.id.to_owned(),
-        kind: spec.kind.to_owned(),
-        entity_id: spec.entity_id.to_owned(),
-        due_at: truncate_micros(spec.due_at),
-        payload: spec.payload.to_owned(),
-        claim_token: None,
-        claimed_until: None,
-        attempts: 0,
-        created_at: utc_now(),
-    };
-    store::insert(tx, &row).await?;
+    store::insert(tx, &spec.row()).await?;
     Ok(())
+}
+
+impl TimerSpec<'_> {
+    /// The timer's row, unclaimed, for a plan to write.
+    pub fn row(&self) -> TimerRow {
+        TimerRow {
+            id: self.id.to_owned(),
+            kind: self.kind.to_owned(),
+            entity_id: self.entity_id.to_owned(),
+            due_at: truncate_micros(self.due_at),
+            payload: self.payload.to_owned(),
+            claim_token: None,
+            claimed_until: None,
+            attempts: 0,
+            created_at: utc_now(),
+        }
+    }
+}
+
+impl TimerFiring {
+    /// The claim a plan completes when the transition this firing caused
+    /// is written.
+    pub fn claim(&self) -> tern_schema::plan::TimerClaim {
+        tern_schema::plan::TimerClaim {
+            timer_id: self.id.clone(),
+            claim_token: self.claim_token.clone(),
+        }
+    }
 }
 
 /// Deletes the fired timer inside the transaction of the transition it

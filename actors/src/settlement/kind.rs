@@ -6,18 +6,19 @@
 
 use chrono::NaiveDateTime;
 use serde_json::json;
-use tern_schema::audit::{self, AuditActor, AuditRecord};
+use tern_schema::audit::{AuditActor, AuditRecord};
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::SettlementRow;
+use tern_schema::plan::{LedgerWrite, Plan, RowMove};
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
-use tern_schema::{write_tx, Db, DieselError, Rollback, StoreError, Tx};
+use tern_schema::{write_tx, Db, DieselError, PlanError, StoreError};
 
 use super::machine::{self, Effect, Event, Method, Rejected, RetryPolicy, Status};
 use super::parent::Parents;
 use super::providers::Providers;
 use super::record::{apply_state, entity_id, split_entity_id, state_of};
-use crate::runtime::timers::{complete_in, schedule_in};
+use crate::runtime::timers::complete_in;
 use crate::runtime::{
     paged, EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
 };
@@ -99,6 +100,15 @@ enum StepError {
     Runtime(#[from] RuntimeError),
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+}
+
+impl From<PlanError> for StepError {
+    fn from(error: PlanError) -> Self {
+        match error {
+            PlanError::Ledger(refused) => StepError::Ledger(refused),
+            other => StepError::Runtime(other.into()),
+        }
+    }
 }
 
 impl From<StoreError> for StepError {
@@ -382,39 +392,20 @@ async fn step(
     let mut next = apply_state(row, &next_state);
     next.version = crate::runtime::version::next_version(row.version);
     next.updated_at = utc_now();
-    let id = env.id.clone();
-    let firing_held = firing.is_some();
-    let firing = firing.cloned();
-    let booked = effects.clone();
-    let before = row.clone();
-    let origin = origin.clone();
-    // Group-committed with other transitions: durable when this returns Ok.
-    // A transition that cannot be refused (no funds to reserve, no timer
-    // claim to lose) needs no savepoint of its own.
-    let rollback = if cannot_be_refused(firing_held, &effects) {
-        Rollback::WithBatch
-    } else {
-        Rollback::Alone
+    let mut plan = Plan {
+        completes_timer: firing.map(TimerFiring::claim),
+        ..Plan::default()
     };
-    let written: Result<SettlementRow, StepError> = env
-        .db
-        .write_as(rollback, move |tx| {
-            Box::pin(async move {
-                if let Some(firing) = &firing {
-                    complete_in(tx, firing).await?;
-                }
-                for effect in &booked {
-                    book(tx, &mut next, effect, &id).await?;
-                }
-                // A conflict (another writer moved the row) is a
-                // StoreError::Conflict, here or when a pipelined unit ends.
-                settlements::update_at_version(tx, &next, before.version).await?;
-                audit_step(tx, &before, &next, &origin).await?;
-                Ok(next)
-            })
-        })
-        .await;
-    let next = written?;
+    for effect in &effects {
+        book(&mut plan, &mut next, effect, &env.id);
+    }
+    plan.moves.push(RowMove::Settlement {
+        row: next.clone(),
+        expected_version: row.version,
+    });
+    plan.audit = audit_step(row, &next, origin);
+    // Group-committed with other transitions: durable when this returns Ok.
+    env.db.commit(plan).await?;
     if leg_moved(row, &next) {
         env.ctx.parents.notify(&next);
     }
@@ -434,13 +425,6 @@ async fn step(
     })
 }
 
-/// Whether a transition's writes can only fail with the database (or a
-/// concurrent writer): no refund to reserve against available funds, and
-/// no timer whose claim may have been lost.
-fn cannot_be_refused(completes_timer: bool, effects: &[Effect]) -> bool {
-    !completes_timer && !effects.contains(&Effect::HoldRefund)
-}
-
 /// Whether a transfer's leg changed in a way its transfer follows: status,
 /// reversal, or the payer's challenge (the transfer shows it).
 fn leg_moved(before: &SettlementRow, after: &SettlementRow) -> bool {
@@ -451,108 +435,111 @@ fn leg_moved(before: &SettlementRow, after: &SettlementRow) -> bool {
             || before.next_action_type != after.next_action_type)
 }
 
-/// The bookkeeping of one effect, inside the transition's transaction.
-async fn book(
-    tx: &mut Tx<'_>,
-    next: &mut SettlementRow,
-    effect: &Effect,
-    entity: &str,
-) -> Result<(), StepError> {
+/// The bookkeeping of one effect: what it adds to the transition's plan,
+/// and the ledger ids it shows on the row.
+fn book(plan: &mut Plan, next: &mut SettlementRow, effect: &Effect, entity: &str) {
     let method = Method::parse(&next.method);
     match effect {
         Effect::CreditFunding => {
             let id = match next.funding_transaction_id.clone() {
-                Some(reserved) => ledger::post(tx, &reserved).await?,
+                Some(reserved) => post(plan, reserved),
                 // Created before charges reserved their credit.
-                None => {
-                    record(
-                        tx,
-                        next,
-                        SystemAccount::CardAcquirer,
-                        Direction::Credit,
-                        Phase::Posted,
-                        "card charge collected",
-                    )
-                    .await?
-                }
+                None => record(
+                    plan,
+                    next,
+                    SystemAccount::CardAcquirer,
+                    Direction::Credit,
+                    Phase::Posted,
+                    "card charge collected",
+                ),
             };
             next.ledger_transaction_id = Some(id);
         }
         Effect::PostHold => {
             if let Some(hold) = next.funding_transaction_id.clone() {
-                next.ledger_transaction_id = Some(ledger::post(tx, &hold).await?);
+                next.ledger_transaction_id = Some(post(plan, hold));
             }
         }
         Effect::VoidHold => {
-            if let Some(hold) = &next.funding_transaction_id {
-                ledger::void(tx, hold).await?;
+            if let Some(hold) = next.funding_transaction_id.clone() {
+                void(plan, hold);
             }
         }
         Effect::HoldRefund => {
             let id = record(
-                tx,
+                plan,
                 next,
                 SystemAccount::CardAcquirer,
                 Direction::Debit,
                 Phase::Pending,
                 "refund reserved",
-            )
-            .await?;
+            );
             next.reversal_transaction_id = Some(id);
         }
         Effect::ReleaseRefund => {
             if let Some(hold) = next.reversal_transaction_id.take() {
-                ledger::void(tx, &hold).await?;
+                void(plan, hold);
             }
         }
         Effect::PostReversal => match method {
             Some(Method::CardCharge) => {
                 if let Some(hold) = next.reversal_transaction_id.take() {
-                    next.reversal_transaction_id = Some(ledger::post(tx, &hold).await?);
+                    next.reversal_transaction_id = Some(post(plan, hold));
                 }
             }
             _ => {
                 let id = record(
-                    tx,
+                    plan,
                     next,
                     SystemAccount::CardPush,
                     Direction::Credit,
                     Phase::Posted,
                     "card push reversed",
-                )
-                .await?;
+                );
                 next.reversal_transaction_id = Some(id);
             }
         },
         Effect::ScheduleRetry { at } => {
             let timer_id = format!("{entity}:due:{}", next.version);
-            schedule_in(
-                tx,
-                &TimerSpec {
-                    id: &timer_id,
-                    kind: SettlementKind::NAME,
-                    entity_id: entity,
-                    due_at: at.naive_utc(),
-                    payload: TIMER_DUE,
-                },
-            )
-            .await?;
+            let spec = TimerSpec {
+                id: &timer_id,
+                kind: SettlementKind::NAME,
+                entity_id: entity,
+                due_at: at.naive_utc(),
+                payload: TIMER_DUE,
+            };
+            plan.timers.push(spec.row());
         }
         Effect::Execute | Effect::Inquire | Effect::ExecuteReversal | Effect::InquireReversal => {}
     }
-    Ok(())
 }
 
-/// A two-line entry between the settlement's source and a system account;
-/// `source_side` is the source's direction.
-async fn record(
-    tx: &mut Tx<'_>,
+/// Plans the posting of `hold`; answers the posting's id.
+fn post(plan: &mut Plan, hold_id: String) -> String {
+    let id = ledger::new_transaction_id();
+    plan.ledger.push(LedgerWrite::Post {
+        hold_id,
+        id: id.clone(),
+    });
+    id
+}
+
+/// Plans the void of `hold`.
+fn void(plan: &mut Plan, hold_id: String) {
+    let id = ledger::new_transaction_id();
+    plan.ledger.push(LedgerWrite::Void { hold_id, id });
+}
+
+/// Plans a two-line entry between the settlement's source and a system
+/// account; `source_side` is the source's direction. Answers its id.
+fn record(
+    plan: &mut Plan,
     row: &SettlementRow,
     counterparty: SystemAccount,
     source_side: Direction,
     phase: Phase,
     description: &str,
-) -> Result<String, LedgerError> {
+) -> String {
     let system = counterparty.account_id(&row.currency);
     let other_side = match source_side {
         Direction::Debit => Direction::Credit,
@@ -577,15 +564,18 @@ async fn record(
             },
         ],
     };
-    ledger::record(tx, &entry, phase).await
+    let id = ledger::new_transaction_id();
+    plan.ledger.push(LedgerWrite::Record {
+        id: id.clone(),
+        entry,
+        phase,
+    });
+    id
 }
 
-async fn audit_step(
-    tx: &mut Tx<'_>,
-    before: &SettlementRow,
-    after: &SettlementRow,
-    origin: &Origin,
-) -> Result<(), StoreError> {
+/// The audit records of a transition: a reversal requested, a status
+/// changed, a settlement reversed.
+fn audit_step(before: &SettlementRow, after: &SettlementRow, origin: &Origin) -> Vec<AuditRecord> {
     let record = |action: &'static str, data: serde_json::Value| AuditRecord {
         merchant_id: after.merchant_id.clone(),
         actor: origin.actor.clone(),
@@ -595,15 +585,12 @@ async fn audit_step(
         request_id: origin.request_id.clone(),
         data,
     };
+    let mut records = Vec::new();
     if before.reversal == "none" && after.reversal != "none" {
-        audit::append(
-            tx,
-            record(
-                "settlement.reversal_requested",
-                json!({"method": after.method}),
-            ),
-        )
-        .await?;
+        records.push(record(
+            "settlement.reversal_requested",
+            json!({"method": after.method}),
+        ));
     }
     if before.status != after.status {
         let data = json!({
@@ -613,11 +600,11 @@ async fn audit_step(
             "failure_reason": after.failure_reason,
             "action_code": after.action_code,
         });
-        audit::append(tx, record("settlement.status_changed", data)).await?;
+        records.push(record("settlement.status_changed", data));
         if after.status == Status::Reversed.as_str() {
             let data = json!({"reversal_transaction_id": after.reversal_transaction_id});
-            audit::append(tx, record("settlement.reversed", data)).await?;
+            records.push(record("settlement.reversed", data));
         }
     }
-    Ok(())
+    records
 }

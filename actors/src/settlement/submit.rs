@@ -3,15 +3,14 @@
 //! provider hears of it (decisions §4, §5).
 
 use serde_json::json;
-use tern_schema::audit::{self, AuditActor, AuditRecord};
-use tern_schema::idempotency::{self, Claim};
-use tern_schema::ledger::{
-    self, Direction, Entry, LedgerError, Line, Phase, SystemAccount, FUNDING,
-};
-use tern_schema::models::{IdempotencyRow, SettlementIntent, SettlementRow};
+use tern_schema::audit::{AuditActor, AuditRecord};
+use tern_schema::idempotency::{self, KeyUse};
+use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, SystemAccount};
+use tern_schema::models::{SettlementIntent, SettlementRow};
+use tern_schema::plan::{FundingSource, Plan};
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
-use tern_schema::{Db, DieselError, Refusal, Rollback, StoreError, Tx};
+use tern_schema::{Db, DieselError, PlanError, Refusal, StoreError};
 
 use super::machine::Method;
 use crate::runtime::Versioned;
@@ -84,6 +83,19 @@ impl From<DieselError> for SubmitError {
     }
 }
 
+impl From<PlanError> for SubmitError {
+    fn from(error: PlanError) -> Self {
+        match error {
+            PlanError::Ledger(refused) => refused.into(),
+            PlanError::Source(detail) => SubmitError::Source(detail),
+            PlanError::Store(error) => error.into(),
+            lost @ PlanError::TimerLost { .. } => {
+                SubmitError::Store(StoreError::Unavailable(lost.to_string()))
+            }
+        }
+    }
+}
+
 impl From<LedgerError> for SubmitError {
     fn from(error: LedgerError) -> Self {
         match error {
@@ -112,9 +124,6 @@ pub async fn submit(
     request_sha256: &str,
     render: impl Fn(&SettlementRow) -> String + Send + 'static,
 ) -> Result<Submitted, SubmitError> {
-    let new = new.clone();
-    let request_sha256 = request_sha256.to_owned();
-    let digest = request_sha256.clone();
     let now = utc_now();
     let mut row = SettlementRow::pending(new.intent.clone(), now);
     row.version = Versioned::<()>::INITIAL;
@@ -122,57 +131,43 @@ pub async fn submit(
     // key (written first) is the body of the row as it commits.
     row.funding_transaction_id = Some(ledger::new_transaction_id());
     let body = render(&row);
-    let scope = (
-        new.intent.merchant_id.clone(),
-        new.intent.idempotency_key.clone(),
+    let key = (
+        new.intent.merchant_id.as_str(),
+        IDEMPOTENCY_SCOPE,
+        new.intent.idempotency_key.as_str(),
     );
-    // Group-committed: the intent is durable when this answers Created.
-    // On PostgreSQL the creation is one statement that claims the key (see
-    // `settlements::insert_claimed`); elsewhere a taken key or a shortfall
-    // rolls the unit back.
-    let written = db
-        .write_as(Rollback::Claim, move |tx| {
-            Box::pin(async move {
-                let intent = &new.intent;
-                let key = (
-                    intent.merchant_id.as_str(),
-                    IDEMPOTENCY_SCOPE,
-                    intent.idempotency_key.as_str(),
-                );
-                let answer = idempotency::answered(key, &request_sha256, 201, &body);
-                check_source(tx, intent).await?;
-                let row = if tx.pipelined_writes() {
-                    record_claimed(tx, row, new.method, &new.actor, &answer).await?
-                } else {
-                    idempotency::insert_answered(tx, &answer).await?;
-                    record_intent(tx, row, new.method, &new.actor).await?
-                };
-                Ok(Submitted::Created {
-                    row: Box::new(row),
-                    body,
-                })
-            })
-        })
-        .await;
-    let key = (scope.0.as_str(), IDEMPOTENCY_SCOPE, scope.1.as_str());
+    let (row, mut plan) = creation_plan(row, new.method, &new.actor);
+    plan.funding_source = Some(FundingSource {
+        account_id: new.intent.source.clone(),
+        merchant_id: new.intent.merchant_id.clone(),
+        currency: new.intent.currency.clone(),
+    });
+    plan.answer = Some(idempotency::answered(key, request_sha256, 201, &body));
+    // Group-committed: the intent is durable when this answers Created. A
+    // taken key or a shortfall refuses this plan alone.
+    let written = match db.commit(plan).await {
+        Ok(_) => Ok(Submitted::Created {
+            row: Box::new(row),
+            body,
+        }),
+        Err(refused) => Err(SubmitError::from(refused)),
+    };
     match written {
-        // The unit wrote nothing and its batch has ended: the record read
+        // The plan wrote nothing and its batch has ended: the record read
         // now is committed (or gone, which answers 409 and a retry). A row
         // under the key without a record is a transfer's leg, which has
-        // none; on SQLite its row, not a record, refuses the insert.
+        // none.
         Err(SubmitError::KeyTaken | SubmitError::Store(StoreError::UniqueViolation(_))) => {
-            match earlier_use(db, key, &digest).await? {
+            match earlier_use(db, key, request_sha256).await? {
                 Some(earlier) => Ok(earlier),
                 None if is_settlement(db, key).await? => Ok(Submitted::LegKey),
                 None => Ok(Submitted::InProgress),
             }
         }
-        // Judged before the key on PostgreSQL (the hold moves the balances
-        // before the one statement that claims the key): a repeat of a
-        // request that spent the funds, or the room, is still answered as
-        // a repeat.
+        // A plan's funds are judged before its key: a repeat of a request
+        // that spent the funds, or the room, is still answered as a repeat.
         Err(refused @ (SubmitError::InsufficientFunds | SubmitError::Overflow)) => {
-            match earlier_use(db, key, &digest).await? {
+            match earlier_use(db, key, request_sha256).await? {
                 Some(earlier) => Ok(earlier),
                 None => Err(refused),
             }
@@ -191,9 +186,9 @@ async fn earlier_use(
     let mut tx = pooled.tx();
     Ok(
         match idempotency::recorded_use(&mut tx, key, digest).await? {
-            Some(Claim::Replay { status, body }) => Some(Submitted::Replay { status, body }),
-            Some(Claim::Mismatch) => Some(Submitted::Mismatch),
-            Some(Claim::New | Claim::InProgress) => Some(Submitted::InProgress),
+            Some(KeyUse::Replay { status, body }) => Some(Submitted::Replay { status, body }),
+            Some(KeyUse::Mismatch) => Some(Submitted::Mismatch),
+            Some(KeyUse::New | KeyUse::InProgress) => Some(Submitted::InProgress),
             None => None,
         },
     )
@@ -211,65 +206,38 @@ async fn is_settlement(
         .is_some())
 }
 
-/// `source` must be a funding account of the merchant in the intent's
-/// currency.
-async fn check_source(tx: &mut Tx<'_>, intent: &SettlementIntent) -> Result<(), SubmitError> {
-    match ledger::account_facts(tx, &intent.source).await? {
-        Some(account)
-            if account.kind == FUNDING
-                && account.merchant_id.as_deref() == Some(intent.merchant_id.as_str()) =>
-        {
-            if account.currency != intent.currency {
-                return Err(SubmitError::Source(format!(
-                    "the source account holds {}, not {}",
-                    account.currency, intent.currency
-                )));
-            }
-            Ok(())
-        }
-        _ => Err(SubmitError::Source(
-            "not a funding account of this merchant".into(),
-        )),
-    }
-}
-
 /// A transfer's leg: a settlement the transfer's actor creates inside its
 /// own transition, so the leg exists exactly when the transfer says so.
 /// No Idempotency-Key record: the transfer chose the key at its creation.
-pub async fn insert_leg(
-    tx: &mut Tx<'_>,
+pub fn leg_plan(
     intent: SettlementIntent,
     method: Method,
     transfer_id: &str,
-) -> Result<SettlementRow, SubmitError> {
-    // A charge leg's source is a system account no entry may have made yet.
-    ledger::ensure_system_account(tx, &intent.source).await?;
+) -> (SettlementRow, Plan) {
     let mut row = SettlementRow::pending(intent, utc_now());
     row.version = Versioned::<()>::INITIAL;
     row.transfer_id = Some(transfer_id.to_owned());
-    record_intent(tx, row, method, &AuditActor::System).await
+    creation_plan(row, method, &AuditActor::System)
 }
 
-/// [`record_intent`] as one claimed statement (PostgreSQL's group commit):
-/// the hold moves the balances at once, and the row, the hold's rows and
-/// the key's answer are inserted together, or not at all if the key is
-/// taken.
-async fn record_claimed(
-    tx: &mut Tx<'_>,
+/// A settlement's creation as a plan: its row, the hold on its source and
+/// its audit record. The row, as planned, names its hold (chosen now if
+/// not yet).
+fn creation_plan(
     mut row: SettlementRow,
     method: Method,
     actor: &AuditActor,
-    answer: &IdempotencyRow,
-) -> Result<SettlementRow, SubmitError> {
-    let (id, hold) = hold_of(&mut row, method);
-    let (transaction, lines) = ledger::apply(tx, id, &hold, Phase::Pending).await?;
-    let created = settlements::Created {
-        hold: Some((&transaction, lines.as_slice())),
-        answer,
+) -> (SettlementRow, Plan) {
+    let (_, hold) = hold_of(&mut row, method);
+    let plan = Plan {
+        audit: vec![created_record(&row, actor)],
+        new_settlements: vec![tern_schema::plan::NewSettlement {
+            row: row.clone(),
+            hold,
+        }],
+        ..Plan::default()
     };
-    settlements::insert_claimed(tx, &row, created).await?;
-    audit::append(tx, created_record(&row, actor)).await?;
-    Ok(row)
+    (row, plan)
 }
 
 /// The hold a method's intent places on its source, under the transaction
@@ -335,18 +303,4 @@ fn created_record(row: &SettlementRow, actor: &AuditActor) -> AuditRecord {
             "transfer_id": row.transfer_id,
         }),
     }
-}
-
-/// The intent's hold, its row and its audit record.
-async fn record_intent(
-    tx: &mut Tx<'_>,
-    mut row: SettlementRow,
-    method: Method,
-    actor: &AuditActor,
-) -> Result<SettlementRow, SubmitError> {
-    let (id, hold) = hold_of(&mut row, method);
-    row.funding_transaction_id = Some(ledger::record_as(tx, id, &hold, Phase::Pending).await?);
-    settlements::insert(tx, &row).await?;
-    audit::append(tx, created_record(&row, actor)).await?;
-    Ok(row)
 }

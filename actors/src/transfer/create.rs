@@ -1,13 +1,13 @@
-//! Creating a transfer: the Idempotency-Key's claim, the quote's binding,
+//! Creating a transfer: the Idempotency-Key taken, the quote's binding,
 //! the transfer row and its audit record in one transaction (decisions §3,
 //! §4, §7). The legs are created by the transfer's actor when it starts.
 
 use chrono::NaiveDateTime;
 use serde_json::json;
 use tern_schema::audit::{self, AuditActor, AuditRecord};
-use tern_schema::idempotency::{self, Claim};
+use tern_schema::idempotency::{self, KeyUse};
 use tern_schema::models::{QuoteRow, TransferRow};
-use tern_schema::store::{quotes, transfers};
+use tern_schema::store::{quotes, transfers, webhooks};
 use tern_schema::StoreError;
 use tern_schema::{Db, DieselError};
 
@@ -53,8 +53,8 @@ pub enum Created {
     Mismatch,
 }
 
-/// Why nothing was created; the transaction rolled back, the key's claim
-/// with it, so a corrected request may use the same key.
+/// Why nothing was created; the transaction rolled back and released the
+/// key, so a corrected request may use the same key.
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
     #[error("no such quote")]
@@ -163,7 +163,7 @@ pub async fn create(
     let (created, deliver) = db
         .write(move |tx| {
             Box::pin(async move {
-                let claim = idempotency::claim(
+                let used = idempotency::use_key(
                     tx,
                     &new.merchant_id,
                     IDEMPOTENCY_SCOPE,
@@ -171,13 +171,13 @@ pub async fn create(
                     &request_sha256,
                 )
                 .await?;
-                match claim {
-                    Claim::New => {}
-                    Claim::Replay { status, body } => {
+                match used {
+                    KeyUse::New => {}
+                    KeyUse::Replay { status, body } => {
                         return Ok((Created::Replay { status, body }, false))
                     }
-                    Claim::InProgress => return Ok((Created::InProgress, false)),
-                    Claim::Mismatch => return Ok((Created::Mismatch, false)),
+                    KeyUse::InProgress => return Ok((Created::InProgress, false)),
+                    KeyUse::Mismatch => return Ok((Created::Mismatch, false)),
                 }
                 let quote = quotes::find_for_merchant(tx, &new.merchant_id, &new.quote_id)
                     .await?
@@ -218,7 +218,8 @@ pub async fn create(
                     }),
                 };
                 audit::append(tx, created).await?;
-                let deliver = Outbox::record(tx, events.events(&row, &[Status::Pending])).await?;
+                let deliver =
+                    webhooks::insert_events(tx, events.events(&row, &[Status::Pending])).await?;
                 let body = render(&row);
                 idempotency::complete(
                     tx,

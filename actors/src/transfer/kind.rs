@@ -6,25 +6,26 @@
 
 use chrono::{NaiveDateTime, Utc};
 use serde_json::json;
-use tern_schema::audit::{self, AuditActor, AuditRecord};
+use tern_schema::audit::{AuditActor, AuditRecord};
 use tern_schema::ledger::{LedgerError, SystemAccount};
 use tern_schema::models::{SettlementIntent, SettlementRow, TransferRow};
+use tern_schema::plan::{Plan, RowMove};
 use tern_schema::store::{settlements, transfers};
 use tern_schema::types::utc_now;
-use tern_schema::{write_tx, Db, DieselError, Rollback, StoreError, Tx};
+use tern_schema::{write_tx, Db, DieselError, PlanError, StoreError};
 
 use super::machine::{self, Effect, Event, Moved, Observed, Policy, Refund, Rejected, Resume};
 use super::postings;
 use super::record::{apply_state, state_of};
 use super::refusal;
-use crate::runtime::timers::{complete_in, schedule_in};
+use crate::runtime::timers::complete_in;
 use crate::runtime::{
     paged, EntityEnv, EntityKind, Registry, RuntimeError, RuntimeResult, TimerFiring, TimerSpec,
     Transition,
 };
 use crate::settlement::machine::Method;
 use crate::settlement::record::entity_id as settlement_entity_id;
-use crate::settlement::submit::{insert_leg, SubmitError};
+use crate::settlement::submit::leg_plan;
 use crate::settlement::{
     LegObserver, ReverseOutcome, SettlementCommand, SettlementKind, SettlementReply,
 };
@@ -77,8 +78,15 @@ enum StepError {
     Runtime(#[from] RuntimeError),
     #[error(transparent)]
     Ledger(#[from] LedgerError),
-    #[error(transparent)]
-    Leg(#[from] SubmitError),
+}
+
+impl From<PlanError> for StepError {
+    fn from(error: PlanError) -> Self {
+        match error {
+            PlanError::Ledger(refused) => StepError::Ledger(refused),
+            other => StepError::Runtime(other.into()),
+        }
+    }
 }
 
 impl From<StoreError> for StepError {
@@ -97,8 +105,7 @@ impl From<StepError> for RuntimeError {
     fn from(error: StepError) -> Self {
         match error {
             StepError::Runtime(error) => error,
-            StepError::Ledger(LedgerError::Store(error))
-            | StepError::Leg(SubmitError::Store(error)) => error.into(),
+            StepError::Ledger(LedgerError::Store(error)) => error.into(),
             other => RuntimeError::Refused(format!("a transfer transition: {other}")),
         }
     }
@@ -420,46 +427,26 @@ async fn step(
     let mut next = apply_state(row, &moved.state);
     next.version = crate::runtime::version::next_version(row.version);
     next.updated_at = utc_now();
-    let before = row.clone();
     let Moved {
         effects, statuses, ..
     } = moved;
-    let events = env.ctx.outbox.events(&next, &statuses);
-    // Group-committed with other transitions: durable when this returns Ok.
-    // Its postings move system accounts only, so without a timer claim to
-    // lose and without a leg to insert it cannot be refused, and needs no
-    // savepoint of its own. A leg's key is shown from the transfer's
-    // creation, so a merchant may have taken it for a settlement of its own
-    // first: that insert fails, and must fail this transition alone.
-    let starts_leg = effects
-        .iter()
-        .any(|effect| matches!(effect, Effect::StartLeg1 | Effect::StartLeg2));
-    let rollback = if firing.is_none() && !starts_leg {
-        Rollback::WithBatch
-    } else {
-        Rollback::Alone
+    let mut plan = Plan {
+        completes_timer: firing.as_ref().map(TimerFiring::claim),
+        events: env.ctx.outbox.events(&next, &statuses),
+        ..Plan::default()
     };
-    let written: Result<(TransferRow, bool, Vec<SettlementRow>), StepError> = env
-        .db
-        .write_as(rollback, move |tx| {
-            Box::pin(async move {
-                if let Some(firing) = &firing {
-                    complete_in(tx, firing).await?;
-                }
-                let mut legs = Vec::new();
-                for effect in &effects {
-                    legs.extend(book(tx, &mut next, effect).await?);
-                }
-                // A conflict (another writer moved the row) is a
-                // StoreError::Conflict, here or when a pipelined unit ends.
-                transfers::update_at_version(tx, &next, before.version).await?;
-                audit_step(tx, &before, &next, &statuses).await?;
-                let deliver = Outbox::record(tx, events).await?;
-                Ok((next, deliver, legs))
-            })
-        })
-        .await;
-    let (next, deliver, legs) = written?;
+    let mut legs = Vec::new();
+    for effect in &effects {
+        legs.extend(book(&mut plan, &mut next, effect));
+    }
+    plan.moves.push(RowMove::Transfer {
+        row: next.clone(),
+        expected_version: row.version,
+    });
+    plan.audit = audit_step(row, &next, &statuses);
+    // Group-committed with other transitions: durable when this returns Ok.
+    let written = env.db.commit(plan).await?;
+    let deliver = written.events_wait;
     if deliver {
         env.ctx.outbox.wake(&next.merchant_id);
     }
@@ -522,50 +509,47 @@ fn leg_intent(row: &TransferRow, leg: u8) -> (SettlementIntent, Method) {
     }
 }
 
-/// The bookkeeping of one effect, inside the move's transaction; the leg
-/// it created, if it started one.
-async fn book(
-    tx: &mut Tx<'_>,
-    next: &mut TransferRow,
-    effect: &Effect,
-) -> Result<Option<SettlementRow>, StepError> {
+/// The bookkeeping of one effect: what it adds to the move's plan; the
+/// leg it creates, if it starts one.
+fn book(plan: &mut Plan, next: &mut TransferRow, effect: &Effect) -> Option<SettlementRow> {
     match effect {
         Effect::StartLeg1 | Effect::StartLeg2 => {
             let leg = if *effect == Effect::StartLeg1 { 1 } else { 2 };
             let (intent, method) = leg_intent(next, leg);
-            return Ok(Some(insert_leg(tx, intent, method, &next.id).await?));
+            let (created, leg_plan) = leg_plan(intent, method, &next.id);
+            plan.new_settlements.extend(leg_plan.new_settlements);
+            plan.audit.extend(leg_plan.audit);
+            return Some(created);
         }
         Effect::Convert => {
-            next.conversion_transaction_id = Some(postings::convert(tx, next).await?);
+            next.conversion_transaction_id = Some(postings::convert(plan, next));
         }
         Effect::Unconvert => {
-            postings::unconvert(tx, next).await?;
+            postings::unconvert(plan, next);
         }
         Effect::ScheduleRetry { at } => {
             let timer_id = format!("{}:refund:{}", next.id, next.version);
-            schedule_in(
-                tx,
-                &TimerSpec {
-                    id: &timer_id,
-                    kind: TransferKind::NAME,
-                    entity_id: &next.id,
-                    due_at: at.naive_utc(),
-                    payload: TIMER_REFUND,
-                },
-            )
-            .await?;
+            let spec = TimerSpec {
+                id: &timer_id,
+                kind: TransferKind::NAME,
+                entity_id: &next.id,
+                due_at: at.naive_utc(),
+                payload: TIMER_REFUND,
+            };
+            plan.timers.push(spec.row());
         }
         Effect::RequestRefund => {}
     }
-    Ok(None)
+    None
 }
 
-async fn audit_step(
-    tx: &mut Tx<'_>,
+/// The audit records of a move: one per status passed through, and the
+/// alert it raised.
+fn audit_step(
     before: &TransferRow,
     after: &TransferRow,
     statuses: &[machine::Status],
-) -> Result<(), StoreError> {
+) -> Vec<AuditRecord> {
     let record = |action: &'static str, data: serde_json::Value| AuditRecord {
         merchant_id: after.merchant_id.clone(),
         actor: AuditActor::System,
@@ -575,6 +559,7 @@ async fn audit_step(
         request_id: after.request_id.clone(),
         data,
     };
+    let mut records = Vec::new();
     let mut from = before.status.clone();
     for status in statuses {
         let data = json!({
@@ -584,14 +569,14 @@ async fn audit_step(
             "leg2_status": after.leg2_status,
             "failure_reason": after.failure_reason,
         });
-        audit::append(tx, record("transfer.status_changed", data)).await?;
+        records.push(record("transfer.status_changed", data));
         from = status.as_str().to_owned();
     }
     if after.alert.is_some() && before.alert.is_none() {
         let data = json!({"alert": after.alert});
-        audit::append(tx, record("transfer.alert_raised", data)).await?;
+        records.push(record("transfer.alert_raised", data));
     }
-    Ok(())
+    records
 }
 
 #[cfg(test)]

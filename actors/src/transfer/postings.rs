@@ -5,9 +5,9 @@
 //! takes the fees out of the collected fiat and turns the rest into the
 //! asset through the conversion accounts, so each currency balances alone.
 
-use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
+use tern_schema::ledger::{self, Direction, Entry, Line, Phase, SystemAccount};
 use tern_schema::models::TransferRow;
-use tern_schema::Tx;
+use tern_schema::plan::{LedgerWrite, Plan};
 
 /// The lines of the conversion: collected fiat out of clearing, into the
 /// platform fee, the network fee and the conversion desk; the asset out of
@@ -75,19 +75,19 @@ fn opposite(direction: Direction) -> Direction {
 }
 
 /// Books the conversion; answers its ledger transaction id.
-pub async fn convert(tx: &mut Tx<'_>, row: &TransferRow) -> Result<String, LedgerError> {
+pub fn convert(plan: &mut Plan, row: &TransferRow) -> String {
     let entry = Entry {
         merchant_id: Some(row.merchant_id.clone()),
         settlement_key: Some(row.leg1_key.clone()),
         description: format!("transfer {} converted", row.id),
         lines: conversion_lines(row),
     };
-    ledger::record(tx, &entry, Phase::Posted).await
+    record(plan, entry)
 }
 
 /// Undoes the conversion with the opposite entry (entries are never
 /// edited), so the collected fiat is back in clearing for the refund.
-pub async fn unconvert(tx: &mut Tx<'_>, row: &TransferRow) -> Result<String, LedgerError> {
+pub fn unconvert(plan: &mut Plan, row: &TransferRow) -> String {
     let lines = conversion_lines(row)
         .into_iter()
         .map(|line| Line {
@@ -101,7 +101,18 @@ pub async fn unconvert(tx: &mut Tx<'_>, row: &TransferRow) -> Result<String, Led
         description: format!("transfer {} conversion undone", row.id),
         lines,
     };
-    ledger::record(tx, &entry, Phase::Posted).await
+    record(plan, entry)
+}
+
+/// Plans `entry`, posted at once; answers its id.
+fn record(plan: &mut Plan, entry: Entry) -> String {
+    let id = ledger::new_transaction_id();
+    plan.ledger.push(LedgerWrite::Record {
+        id: id.clone(),
+        entry,
+        phase: Phase::Posted,
+    });
+    id
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
-//! The transactional outbox: a transfer's move writes one event per status
-//! it passed, in the transaction of the move, so that no event is lost and
-//! none exists without its change (decisions §8). After the commit the
+//! The transactional outbox: a transfer's move plans one event per status
+//! it passed, written with the move, so that no event is lost and none
+//! exists without its change (decisions §8). After the commit the
 //! merchant's endpoint actor is woken; if that message is lost, its recovery
 //! at the next activation finds the pending rows.
 
@@ -11,7 +11,6 @@ use serde::Serialize;
 use tern_schema::models::{TransferRow, WebhookEventRow};
 use tern_schema::store::webhooks as store;
 use tern_schema::types::{as_utc, utc_now};
-use tern_schema::{StoreResult, Tx};
 
 use super::kind::{EndpointCommand, WebhookEndpointKind};
 use crate::runtime::Registry;
@@ -85,25 +84,6 @@ impl Outbox {
                 }
             })
             .collect()
-    }
-
-    /// Writes `events` inside the caller's transaction. Answers whether they
-    /// wait for delivery, i.e. whether to [`Outbox::wake`] after the commit.
-    /// Without an endpoint they are written already skipped: there is no
-    /// recipient, and nothing fails.
-    pub async fn record(tx: &mut Tx<'_>, events: Vec<WebhookEventRow>) -> StoreResult<bool> {
-        let Some(first) = events.first() else {
-            return Ok(false);
-        };
-        let deliver = store::has_endpoint(tx, &first.merchant_id).await?;
-        for mut event in events {
-            if !deliver {
-                event.status = store::SKIPPED.to_owned();
-                event.next_attempt_at = None;
-            }
-            store::insert_event(tx, &event).await?;
-        }
-        Ok(deliver)
     }
 
     /// Tells the merchant's endpoint actor that events wait.

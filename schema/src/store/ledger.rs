@@ -512,7 +512,7 @@ pub fn refusal(
 /// Moves one line of a pending entry out of pending: into posted when
 /// `posting`, nowhere when voiding. One statement per line, pipelined
 /// inside a group commit on PostgreSQL.
-pub async fn settle_line(
+pub async fn resolve_line(
     tx: &mut Tx<'_>,
     account_id: &str,
     debit: bool,
@@ -617,15 +617,8 @@ async fn add_line_moved(
         room.is_none_or(|room| room < amount)
             .then_some(LineOutcome::Overflow)
     };
-    // A claim refused earlier in the batch may still count: judged first,
-    // so that only a real shortfall refuses.
     if let Some(refused) = judge(tx) {
-        if !tx.judge_claims().await? {
-            return Ok(refused);
-        }
-        if let Some(refused) = judge(tx) {
-            return Ok(refused);
-        }
+        return Ok(refused);
     }
     in_memory(tx)?.add(account_id, bucket, amount_minor)?;
     Ok(LineOutcome::Applied)

@@ -2,18 +2,15 @@
 //! `version`: zero rows changed means another writer (maybe another node)
 //! got there first, and the caller must reload.
 
-use diesel::pg::Pg;
 use diesel::prelude::*;
-use diesel::query_builder::{AstPass, QueryFragment};
-use diesel::sql_types::{BigInt, Integer, Nullable, Text, Timestamp};
 use diesel_async::RunQueryDsl;
 
 use crate::db::one_row;
-use crate::models::{IdempotencyRow, LedgerEntryRow, LedgerTransactionRow, SettlementRow};
+use crate::models::SettlementRow;
 use crate::schema::settlements;
 use crate::store::cached::Cached;
 use crate::{dispatch, write_behind};
-use crate::{Conn, Refusal, StoreError, StoreResult, Tx};
+use crate::{StoreResult, Tx};
 
 /// Statuses with work left for an actor (a succeeded settlement may still
 /// have a reversal under way, see [`with_work_left`]).
@@ -144,124 +141,4 @@ pub async fn find_many(
         .load(conn)
         .await)?;
     Ok(rows)
-}
-
-/// What a settlement's creation writes besides its row: its hold (a
-/// ledger transaction and its lines), if it has one, and the answer
-/// recorded for its Idempotency-Key.
-pub struct Created<'r> {
-    pub hold: Option<(&'r LedgerTransactionRow, &'r [LedgerEntryRow])>,
-    pub answer: &'r IdempotencyRow,
-}
-
-/// A settlement's creation inside a group commit on PostgreSQL, as one
-/// statement that makes the row, its hold and its recorded answer, or
-/// nothing if the key is taken: the row's insert claims the key, and every
-/// other insert selects from what it inserted. The unit therefore needs no
-/// savepoint and nothing waits for the answer (see
-/// [`crate::commit::Rollback::Claim`]); a taken key refuses with
-/// [`Refusal::KeyTaken`]. Elsewhere the same rows are written one
-/// statement each, in a unit of their own.
-pub async fn insert_claimed(
-    tx: &mut Tx<'_>,
-    row: &SettlementRow,
-    created: Created<'_>,
-) -> StoreResult<()> {
-    let (Conn::Pg(conn), behind) = tx.parts() else {
-        return Err(StoreError::Unavailable(
-            "a claimed insert is made only on PostgreSQL".into(),
-        ));
-    };
-    let claim = Claimed {
-        settlement: diesel::insert_into(settlements::table)
-            .values(row)
-            .on_conflict_do_nothing()
-            .returning(settlements::version),
-        created,
-    };
-    let write = Cached(claim).execute(conn);
-    behind
-        .send(Box::pin(write), |claimed| match claimed {
-            1 => Ok(()),
-            _ => Err(StoreError::Refused(Refusal::KeyTaken)),
-        })
-        .await
-}
-
-/// `WITH claimed AS (INSERT INTO settlements ... ON CONFLICT DO NOTHING
-/// RETURNING ...), hold AS (INSERT ... SELECT ... FROM claimed), ...
-/// SELECT 1 FROM claimed`: one row changed when the key was free, none
-/// otherwise. The foreign keys of the hold's lines are checked when the
-/// statement ends, after every insert in it.
-struct Claimed<'r, S> {
-    settlement: S,
-    created: Created<'r>,
-}
-
-/// Pushes `value`s as binds of their SQL types, separated by commas.
-macro_rules! binds {
-    ($out:ident, $first_type:ty => $first:expr $(, $sql_type:ty => $value:expr)* $(,)?) => {{
-        $out.push_bind_param::<$first_type, _>($first)?;
-        $(
-            $out.push_sql(", ");
-            $out.push_bind_param::<$sql_type, _>($value)?;
-        )*
-    }};
-}
-
-impl<S: QueryFragment<Pg>> QueryFragment<Pg> for Claimed<'_, S> {
-    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
-        out.push_sql("WITH claimed AS (");
-        self.settlement.walk_ast(out.reborrow())?;
-        out.push_sql(")");
-        if let Some((hold, lines)) = self.created.hold {
-            out.push_sql(
-                ", hold AS (INSERT INTO ledger_transactions (id, status, merchant_id, \
-                 settlement_key, description, created_at, updated_at) SELECT ",
-            );
-            binds!(out,
-                Text => &hold.id,
-                Text => &hold.status,
-                Nullable<Text> => &hold.merchant_id,
-                Nullable<Text> => &hold.settlement_key,
-                Text => &hold.description,
-                Timestamp => &hold.created_at,
-                Timestamp => &hold.updated_at,
-            );
-            out.push_sql(" FROM claimed), lines AS (INSERT INTO ledger_entries (id, transaction_id, \
-                 account_id, direction, amount_minor, currency, created_at) SELECT line.* FROM claimed, (VALUES ");
-            for (index, line) in lines.iter().enumerate() {
-                out.push_sql(if index == 0 { "(" } else { ", (" });
-                binds!(out,
-                    Text => &line.id,
-                    Text => &line.transaction_id,
-                    Text => &line.account_id,
-                    Text => &line.direction,
-                    BigInt => &line.amount_minor,
-                    Text => &line.currency,
-                    Timestamp => &line.created_at,
-                );
-                out.push_sql(")");
-            }
-            out.push_sql(") AS line)");
-        }
-        let answer = self.created.answer;
-        out.push_sql(
-            ", answer AS (INSERT INTO idempotency_records (merchant_id, scope, idempotency_key, \
-             request_sha256, state, response_status, response_body, created_at, updated_at) SELECT ",
-        );
-        binds!(out,
-            Text => &answer.merchant_id,
-            Text => &answer.scope,
-            Text => &answer.idempotency_key,
-            Text => &answer.request_sha256,
-            Text => &answer.state,
-            Nullable<Integer> => &answer.response_status,
-            Nullable<Text> => &answer.response_body,
-            Timestamp => &answer.created_at,
-            Timestamp => &answer.updated_at,
-        );
-        out.push_sql(" FROM claimed) SELECT 1 FROM claimed");
-        Ok(())
-    }
 }

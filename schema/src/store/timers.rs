@@ -21,7 +21,7 @@ use crate::{StoreResult, Tx};
 pub const CLAIM_BATCH_MAX: i64 = 500;
 
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
-#[diesel(table_name = actor_timers)]
+#[diesel(table_name = actor_timers, treat_none_as_default_value = false)]
 pub struct TimerRow {
     /// Chosen by the scheduler; deriving it from the entity and the purpose
     /// (`"<entity>:retry:3"`) makes scheduling idempotent.

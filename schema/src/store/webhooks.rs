@@ -71,6 +71,24 @@ pub async fn delete_endpoint(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<
     Ok(deleted == 1)
 }
 
+/// Writes a merchant's new events, waiting for delivery if the merchant
+/// has an endpoint and already skipped if not (there is no recipient, and
+/// nothing fails); answers whether they wait.
+pub async fn insert_events(tx: &mut Tx<'_>, events: Vec<WebhookEventRow>) -> StoreResult<bool> {
+    let Some(first) = <[WebhookEventRow]>::first(&events) else {
+        return Ok(false);
+    };
+    let deliver = has_endpoint(tx, &first.merchant_id).await?;
+    for mut event in events {
+        if !deliver {
+            event.status = SKIPPED.to_owned();
+            event.next_attempt_at = None;
+        }
+        insert_event(tx, &event).await?;
+    }
+    Ok(deliver)
+}
+
 pub async fn insert_event(tx: &mut Tx<'_>, row: &WebhookEventRow) -> StoreResult<()> {
     dispatch!(tx, conn => Cached(diesel::insert_into(webhook_events::table).values(row))
         .execute(conn)

@@ -1,0 +1,163 @@
+//! A transition's writes, as data.
+//!
+//! An actor's step decides what it wants written and hands the store a
+//! [`Plan`]: the entity rows it creates or moves (each move under the
+//! version it expects), the ledger transactions it records, posts or
+//! voids, its audit records, the webhook events it raises, the timers it
+//! completes or sets, and the Idempotency-Key answer it records. The store
+//! writes the plan atomically with other writers' plans (see
+//! [`crate::commit`]) and answers [`Written`] or why it was refused
+//! ([`PlanError`]). A batch's plans are read for, judged one by one in
+//! memory (`judge`), and written together with set-based statements
+//! (`batch`); how, and what each backend sends, is the store's business
+//! alone: nothing in a plan names a transaction or a backend.
+//!
+//! Every id a plan writes is chosen when the plan is made, so the rows that
+//! name each other (a settlement and its hold, a posting and the row that
+//! shows it) are filled in before anything is written, and a plan can be
+//! judged, compared and replayed as a value.
+
+mod batch;
+mod judge;
+
+use crate::audit::AuditRecord;
+use crate::ledger::{Entry, LedgerError, Phase};
+use crate::models::{IdempotencyRow, SettlementRow, TransferRow, WebhookEventRow};
+use crate::store::timers::TimerRow;
+use crate::{Refusal, StoreError};
+
+pub(crate) use batch::write;
+
+/// What one transition wants written; see the module documentation. Its
+/// parts are judged in a fixed order, and the first refusal is its answer:
+/// the funding check, the timer it completes, new settlements (key, then
+/// hold), the answer's key, ledger writes, moved rows, new timers.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// Refuse the plan unless this account is a funding account of this
+    /// merchant in this currency (a settlement's source).
+    pub funding_source: Option<FundingSource>,
+    /// A fired timer the transition consumes: the plan is refused
+    /// ([`PlanError::TimerLost`]) if its claim passed to another node.
+    pub completes_timer: Option<TimerClaim>,
+    /// Settlements created with their holds. A settlement's key is unique
+    /// per merchant: a plan whose key is taken is refused alone.
+    pub new_settlements: Vec<NewSettlement>,
+    pub ledger: Vec<LedgerWrite>,
+    pub moves: Vec<RowMove>,
+    pub timers: Vec<TimerRow>,
+    pub audit: Vec<AuditRecord>,
+    /// Events for the merchant's webhook endpoint. The store decides
+    /// whether each waits for delivery (the merchant has an endpoint) or
+    /// is written already skipped, and says so in [`Written::events_wait`].
+    pub events: Vec<WebhookEventRow>,
+    /// The Idempotency-Key's answer, recorded with the plan's writes: a key
+    /// already recorded refuses the plan ([`Refusal::KeyTaken`]).
+    pub answer: Option<IdempotencyRow>,
+}
+
+#[derive(Clone, Debug)]
+pub struct FundingSource {
+    pub account_id: String,
+    pub merchant_id: String,
+    pub currency: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct TimerClaim {
+    pub timer_id: String,
+    pub claim_token: String,
+}
+
+/// A settlement's row and the hold it places, recorded under the
+/// transaction id its `funding_transaction_id` names.
+#[derive(Clone, Debug)]
+pub struct NewSettlement {
+    pub row: SettlementRow,
+    pub hold: Entry,
+}
+
+/// One ledger write, under an id chosen when the plan was made.
+#[derive(Clone, Debug)]
+pub enum LedgerWrite {
+    /// A balanced entry, pending (a hold) or posted. A debit of a funding
+    /// account must be covered by its available balance.
+    Record {
+        id: String,
+        entry: Entry,
+        phase: Phase,
+    },
+    /// Posts the pending transaction `hold_id` as transaction `id`.
+    Post { hold_id: String, id: String },
+    /// Voids the pending transaction `hold_id` as transaction `id`.
+    Void { hold_id: String, id: String },
+}
+
+/// An entity row written over the version it was read at; another writer
+/// having moved it refuses the plan with [`StoreError::Conflict`].
+#[derive(Clone, Debug)]
+pub enum RowMove {
+    Settlement {
+        row: SettlementRow,
+        expected_version: i64,
+    },
+    Transfer {
+        row: TransferRow,
+        expected_version: i64,
+    },
+}
+
+/// What a written plan tells its writer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Some of the plan's events wait for delivery: wake the merchant's
+    /// endpoint.
+    pub events_wait: bool,
+}
+
+/// Why a plan was not written. Nothing of it was.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The ledger refused an entry: funds, overflow, currency, an account
+    /// or a hold that is not there or not pending.
+    #[error(transparent)]
+    Ledger(LedgerError),
+    /// The settlement's source is not a funding account of its merchant in
+    /// its currency.
+    #[error("{0}")]
+    Source(String),
+    /// The timer the plan completes was claimed by another node.
+    #[error("timer {timer_id} was claimed by another node")]
+    TimerLost { timer_id: String },
+    /// A row moved under the plan ([`StoreError::Conflict`]), a key was
+    /// taken ([`Refusal::KeyTaken`], [`StoreError::UniqueViolation`]), or
+    /// the database failed.
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for PlanError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Refused(Refusal::InsufficientFunds { account_id }) => {
+                PlanError::Ledger(LedgerError::InsufficientFunds { account_id })
+            }
+            other => PlanError::Store(other),
+        }
+    }
+}
+
+impl From<LedgerError> for PlanError {
+    fn from(error: LedgerError) -> Self {
+        match error {
+            LedgerError::Store(store) => store.into(),
+            refused => PlanError::Ledger(refused),
+        }
+    }
+}
+
+impl From<diesel::result::Error> for PlanError {
+    fn from(error: diesel::result::Error) -> Self {
+        StoreError::from(error).into()
+    }
+}

@@ -1,0 +1,445 @@
+//! Writing a batch of plans with set-based statements.
+//!
+//! A batch reads what its plans expect, one statement per table (rows to
+//! move locked `FOR UPDATE` on PostgreSQL; on SQLite the committer is the
+//! one writer), judges every plan in memory (see [`super::judge`]), and
+//! writes the accepted plans' rows with one statement per table and kind of
+//! write: a multi-row INSERT per table, one DELETE for the timers they
+//! complete, one UPDATE per account for the balances. Rows moved under
+//! their version are written one statement each, pipelined on PostgreSQL,
+//! and their counts are checked. A refused plan writes nothing and never
+//! fails its neighbours; a statement that fails (the database, or another
+//! node writing a key between the reads and the insert) fails the batch,
+//! and its writers are told.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+use super::judge::{self, Account, AnswerKey, Hold, Rows, SettlementKey, Sums, World};
+use super::{LedgerWrite, Plan, PlanError, RowMove, Written};
+use crate::balances::Buckets;
+use crate::db::{Conn, Tx};
+use crate::known::AccountFacts;
+use crate::ledger::SystemAccount;
+use crate::models::{LedgerAccountRow, LedgerEntryRow};
+use crate::schema::{
+    actor_timers, idempotency_records, ledger_accounts, ledger_entries, ledger_transactions,
+    settlements, transfers, webhook_endpoints, webhook_events,
+};
+use crate::store::transfers as transfer_store;
+use crate::store::{ledger as ledger_store, settlements as settlement_store};
+use crate::types::utc_now;
+use crate::{audit, StoreError, StoreResult};
+
+/// Rows per multi-row INSERT: within SQLite's and PostgreSQL's limits on
+/// bound values for the widest table (settlements, 32 columns).
+const ROWS_PER_INSERT: usize = 500;
+
+/// Writes `plans` in the open transaction of `tx`; answers each plan's
+/// verdict. `Err` means a statement failed and the batch must roll back.
+pub(crate) async fn write(
+    tx: &mut Tx<'_>,
+    plans: Vec<Plan>,
+) -> StoreResult<Vec<Result<Written, PlanError>>> {
+    if plans.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut world = read(tx, &plans).await?;
+    let (rows, verdicts) = judge::judge(&mut world, plans, utc_now());
+    write_rows(tx, rows).await?;
+    Ok(verdicts)
+}
+
+/// Loads `$query`, built once per backend; on PostgreSQL `FOR UPDATE`
+/// when `locked` (SQLite has no row locks: its one writer is the
+/// committer).
+macro_rules! load {
+    ($tx:expr, $query:expr, locked) => {
+        match $tx.parts() {
+            (Conn::Pg(inner), behind) => {
+                behind
+                    .drive(async {
+                        let conn = inner;
+                        $query.for_update().load(conn).await
+                    })
+                    .await
+            }
+            (Conn::Sqlite(inner), _) => $query.load(&mut **inner).await,
+        }
+    };
+    ($tx:expr, $query:expr) => {
+        match $tx.parts() {
+            (Conn::Pg(inner), behind) => {
+                behind
+                    .drive(async {
+                        let conn = inner;
+                        $query.load(conn).await
+                    })
+                    .await
+            }
+            (Conn::Sqlite(inner), _) => $query.load(&mut **inner).await,
+        }
+    };
+}
+
+/// Everything the plans expect, read once per table.
+async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
+    let mut world = World::default();
+    let mut timer_ids = Vec::new();
+    let mut settlement_keys = Vec::new();
+    let mut transfer_ids = Vec::new();
+    let mut answer_keys = Vec::new();
+    let mut hold_ids = Vec::new();
+    let mut account_ids = Vec::new();
+    let mut merchants = Vec::new();
+    for plan in plans {
+        timer_ids.extend(plan.completes_timer.iter().map(|c| c.timer_id.clone()));
+        timer_ids.extend(plan.timers.iter().map(|t| t.id.clone()));
+        for created in &plan.new_settlements {
+            settlement_keys.push(created.row.idempotency_key.clone());
+            account_ids.extend(created.hold.lines.iter().map(|l| l.account_id.clone()));
+        }
+        for moved in &plan.moves {
+            match moved {
+                RowMove::Settlement { row, .. } => {
+                    settlement_keys.push(row.idempotency_key.clone())
+                }
+                RowMove::Transfer { row, .. } => transfer_ids.push(row.id.clone()),
+            }
+        }
+        answer_keys.extend(plan.answer.iter().map(|a| a.idempotency_key.clone()));
+        account_ids.extend(plan.funding_source.iter().map(|s| s.account_id.clone()));
+        for write in &plan.ledger {
+            match write {
+                LedgerWrite::Record { entry, .. } => {
+                    account_ids.extend(entry.lines.iter().map(|l| l.account_id.clone()))
+                }
+                LedgerWrite::Post { hold_id, .. } | LedgerWrite::Void { hold_id, .. } => {
+                    hold_ids.push(hold_id.clone())
+                }
+            }
+        }
+        merchants.extend(
+            <[_]>::first(&plan.events)
+                .map(|e: &crate::models::WebhookEventRow| e.merchant_id.clone()),
+        );
+    }
+    for ids in [
+        &mut timer_ids,
+        &mut settlement_keys,
+        &mut transfer_ids,
+        &mut answer_keys,
+        &mut hold_ids,
+        &mut merchants,
+    ] {
+        ids.sort();
+        ids.dedup();
+    }
+
+    if !timer_ids.is_empty() {
+        let found: Vec<(String, Option<String>)> = load!(
+            tx,
+            (actor_timers::table
+                .filter(actor_timers::id.eq_any(&timer_ids))
+                .select((actor_timers::id, actor_timers::claim_token))),
+            locked
+        )?;
+        world.timers = found.into_iter().collect();
+    }
+    if !settlement_keys.is_empty() {
+        let found: Vec<(String, String, i64)> = load!(
+            tx,
+            (settlements::table
+                .filter(settlements::idempotency_key.eq_any(&settlement_keys))
+                .select((
+                    settlements::merchant_id,
+                    settlements::idempotency_key,
+                    settlements::version,
+                ))),
+            locked
+        )?;
+        world.settlements = found
+            .into_iter()
+            .map(|(merchant, key, version)| -> (SettlementKey, i64) { ((merchant, key), version) })
+            .collect();
+    }
+    if !transfer_ids.is_empty() {
+        let found: Vec<(String, i64)> = load!(
+            tx,
+            (transfers::table
+                .filter(transfers::id.eq_any(&transfer_ids))
+                .select((transfers::id, transfers::version))),
+            locked
+        )?;
+        world.transfers = found.into_iter().collect();
+    }
+    if !answer_keys.is_empty() {
+        let found: Vec<(String, String, String)> = load!(
+            tx,
+            (idempotency_records::table
+                .filter(idempotency_records::idempotency_key.eq_any(&answer_keys))
+                .select((
+                    idempotency_records::merchant_id,
+                    idempotency_records::scope,
+                    idempotency_records::idempotency_key,
+                )))
+        )?;
+        world.answers = found.into_iter().collect::<HashSet<AnswerKey>>();
+    }
+    if !hold_ids.is_empty() {
+        read_holds(tx, &hold_ids, &mut world).await?;
+        for hold in world.holds.values() {
+            account_ids.extend(hold.lines.iter().map(|l| l.account_id.clone()));
+        }
+    }
+    account_ids.sort();
+    account_ids.dedup();
+    if !account_ids.is_empty() {
+        read_accounts(tx, &account_ids, &mut world).await?;
+    }
+    if !merchants.is_empty() {
+        let found: Vec<String> = load!(
+            tx,
+            (webhook_endpoints::table
+                .filter(webhook_endpoints::merchant_id.eq_any(&merchants))
+                .select(webhook_endpoints::merchant_id))
+        )?;
+        world.endpoints = found.into_iter().collect();
+    }
+    Ok(world)
+}
+
+/// The holds the plans post or void: their rows, how they were resolved
+/// if they were, and their lines (remembered by the committer, or read).
+async fn read_holds(tx: &mut Tx<'_>, hold_ids: &[String], world: &mut World) -> StoreResult<()> {
+    type HoldFields = (String, String, Option<String>, Option<String>, String);
+    let found: Vec<HoldFields> = load!(
+        tx,
+        (ledger_transactions::table
+            .filter(ledger_transactions::id.eq_any(hold_ids))
+            .select((
+                ledger_transactions::id,
+                ledger_transactions::status,
+                ledger_transactions::merchant_id,
+                ledger_transactions::settlement_key,
+                ledger_transactions::description,
+            )))
+    )?;
+    let resolved: Vec<(Option<String>, String)> = load!(
+        tx,
+        (ledger_transactions::table
+            .filter(ledger_transactions::pending_id.eq_any(hold_ids))
+            .select((ledger_transactions::pending_id, ledger_transactions::status)))
+    )?;
+    let mut unknown_lines = Vec::new();
+    for (id, ..) in &found {
+        if tx.known().and_then(|known| known.lines(id)).is_none() {
+            unknown_lines.push(id.clone());
+        }
+    }
+    let mut lines: Vec<LedgerEntryRow> = Vec::new();
+    if !unknown_lines.is_empty() {
+        lines = load!(
+            tx,
+            (ledger_entries::table
+                .filter(ledger_entries::transaction_id.eq_any(&unknown_lines))
+                .select(LedgerEntryRow::as_select()))
+        )?;
+    }
+    for (id, status, merchant_id, settlement_key, description) in found {
+        let hold_lines = match tx.known().and_then(|known| known.lines(&id)) {
+            Some(known) => known,
+            None => {
+                let mut of_hold: Vec<LedgerEntryRow> = lines
+                    .iter()
+                    .filter(|line| line.transaction_id == id)
+                    .cloned()
+                    .collect();
+                of_hold.sort_by(|a, b| a.id.cmp(&b.id));
+                let of_hold: crate::known::Lines = Arc::from(of_hold);
+                if let Some(known) = tx.known() {
+                    known.learn_lines(&id, of_hold.clone());
+                }
+                of_hold
+            }
+        };
+        let how = resolved
+            .iter()
+            .find(|(pending, _)| pending.as_deref() == Some(id.as_str()))
+            .map(|(_, how)| how.clone());
+        world.holds.insert(
+            id,
+            Hold {
+                merchant_id,
+                settlement_key,
+                description,
+                status,
+                resolved: how,
+                lines: hold_lines,
+            },
+        );
+    }
+    Ok(())
+}
+
+/// The accounts the plans move. On PostgreSQL a merchant's account is
+/// read `FOR UPDATE`, so its available balance is exact until the commit;
+/// a system account, in nearly every batch of every node, is read without
+/// a lock (its balance is never guarded, only its room, see
+/// [`crate::balances`]).
+async fn read_accounts(tx: &mut Tx<'_>, ids: &[String], world: &mut World) -> StoreResult<()> {
+    let (system, merchant): (Vec<String>, Vec<String>) = ids
+        .iter()
+        .cloned()
+        .partition(|id| SystemAccount::parse_id(id).is_some());
+    let mut found: Vec<LedgerAccountRow> = Vec::new();
+    if !merchant.is_empty() {
+        found.extend(load!(
+            tx,
+            (ledger_accounts::table
+                .filter(ledger_accounts::id.eq_any(&merchant))
+                .select(LedgerAccountRow::as_select())),
+            locked
+        )?);
+    }
+    if !system.is_empty() {
+        found.extend(load!(
+            tx,
+            (ledger_accounts::table
+                .filter(ledger_accounts::id.eq_any(&system))
+                .select(LedgerAccountRow::as_select()))
+        )?);
+    }
+    for row in found {
+        let facts = AccountFacts::from(&row);
+        if let Some(known) = tx.known() {
+            known.learn_account(facts.clone());
+        }
+        world.accounts.insert(
+            row.id.clone(),
+            Account {
+                facts,
+                buckets: Sums::from(Buckets::from(&row)),
+                exists: true,
+            },
+        );
+    }
+    Ok(())
+}
+
+/// Inserts `$rows` (a `Vec` of one table's rows) with multi-row INSERTs,
+/// checking that every row went in.
+macro_rules! insert_rows {
+    ($tx:expr, $table:expr, $rows:expr, $what:literal) => {{
+        let rows = $rows;
+        if rows.is_empty() {
+            Ok::<(), StoreError>(())
+        } else {
+            match $tx.parts() {
+                (Conn::Pg(conn), behind) => {
+                    let mut result = Ok(());
+                    for chunk in rows.chunks(ROWS_PER_INSERT) {
+                        let inserted = behind
+                            .drive(diesel::insert_into($table).values(chunk).execute(conn))
+                            .await?;
+                        if inserted != chunk.len() {
+                            result = Err(StoreError::Conflict(format!(
+                                concat!($what, ": {} of {} rows inserted"),
+                                inserted,
+                                chunk.len()
+                            )));
+                            break;
+                        }
+                    }
+                    result
+                }
+                (Conn::Sqlite(inner), _) => inner
+                    .spawn_blocking(move |conn| {
+                        for chunk in rows.chunks(ROWS_PER_INSERT) {
+                            diesel::RunQueryDsl::execute(
+                                diesel::insert_into($table).values(chunk),
+                                conn,
+                            )?;
+                        }
+                        Ok(())
+                    })
+                    .await
+                    .map_err(StoreError::from),
+            }
+        }
+    }};
+}
+
+/// Writes the accepted plans' rows, in an order that satisfies the
+/// foreign keys; on PostgreSQL waits for the pipelined moves' answers.
+async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<()> {
+    let Rows {
+        timers_done,
+        accounts_opened,
+        settlements: new_settlements,
+        answers,
+        transactions,
+        entries,
+        settlement_moves,
+        transfer_moves,
+        balances,
+        timers,
+        events,
+        audit: records,
+        holds,
+    } = rows;
+    if !timers_done.is_empty() {
+        let deleted = crate::dispatch!(tx, conn => diesel::delete(
+                actor_timers::table.filter(actor_timers::id.eq_any(&timers_done)),
+            )
+            .execute(conn)
+            .await)?;
+        if deleted != timers_done.len() {
+            return Err(StoreError::Conflict(format!(
+                "completing timers: {deleted} of {} deleted",
+                timers_done.len()
+            )));
+        }
+    }
+    for account in &accounts_opened {
+        ledger_store::insert_account_if_absent(tx, account).await?;
+    }
+    insert_rows!(tx, settlements::table, new_settlements, "settlements")?;
+    insert_rows!(
+        tx,
+        idempotency_records::table,
+        answers,
+        "idempotency records"
+    )?;
+    insert_rows!(
+        tx,
+        ledger_transactions::table,
+        transactions,
+        "ledger transactions"
+    )?;
+    insert_rows!(tx, ledger_entries::table, entries, "ledger entries")?;
+    for (row, expected_version) in &settlement_moves {
+        settlement_store::update_at_version(tx, row, *expected_version).await?;
+    }
+    for (row, expected_version) in &transfer_moves {
+        transfer_store::update_at_version(tx, row, *expected_version).await?;
+    }
+    for (account_id, moves) in balances {
+        ledger_store::apply_moves(tx, &account_id, moves).await?;
+    }
+    insert_rows!(tx, actor_timers::table, timers, "timers")?;
+    insert_rows!(tx, webhook_events::table, events, "webhook events")?;
+    for record in records {
+        audit::append(tx, record).await?;
+    }
+    tx.await_writes().await?;
+    if let Some(known) = tx.known() {
+        for (hold_id, lines) in holds {
+            known.learn_lines(&hold_id, lines);
+        }
+    }
+    Ok(())
+}
