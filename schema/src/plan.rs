@@ -19,6 +19,7 @@
 
 mod batch;
 mod judge;
+mod moves;
 
 use crate::audit::AuditRecord;
 use crate::ledger::{Entry, LedgerError, Phase};

@@ -1,24 +1,33 @@
 //! Writing a batch of plans with set-based statements.
 //!
-//! A batch reads what its plans expect, one statement per table (rows to
-//! move locked `FOR UPDATE` on PostgreSQL; on SQLite the committer is the
-//! one writer), judges every plan in memory (see [`super::judge`]), and
+//! A batch reads what its plans expect, one statement per table, judges
+//! every plan in memory (see [`super::judge`]), and
 //! writes the accepted plans' rows with one statement per table and kind of
 //! write: a multi-row INSERT per table, one DELETE for the timers they
 //! complete, one UPDATE per account for the balances. Rows moved under
 //! their version are written one statement each, pipelined on PostgreSQL,
 //! and their counts are checked. A refused plan writes nothing and never
-//! fails its neighbours; a statement that fails (the database, or another
-//! node writing a key between the reads and the insert) fails the batch,
-//! and its writers are told.
+//! fails its neighbours.
+//!
+//! On SQLite the committer is the one writer, so what it read holds until
+//! it commits. On PostgreSQL, where other nodes write too, what a judgement
+//! rests on is locked `FOR UPDATE` where a lost race would be wrong rather
+//! than late: merchants' ledger accounts (their available balance decides
+//! a debit) and the timers completed (a claim passes between nodes). A
+//! settlement's or transfer's row is not locked: the UPDATE under its
+//! version is the guard, and another node having moved it, or having
+//! inserted a key between the read and the insert, fails the batch, whose
+//! writers are told and try again.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Text};
 use diesel_async::RunQueryDsl;
 
 use super::judge::{self, Account, AnswerKey, Hold, Rows, SettlementKey, Sums, World};
+use super::moves::SettlementMoves;
 use super::{LedgerWrite, Plan, PlanError, RowMove, Written};
 use crate::balances::Buckets;
 use crate::db::{Conn, Tx};
@@ -47,7 +56,18 @@ pub(crate) async fn write(
     if plans.is_empty() {
         return Ok(Vec::new());
     }
+    // The reads name a batch's rows in arrays: a plan cached for one array
+    // (PostgreSQL's generic plan, made while a table was small) may scan
+    // the whole table for the next. They are planned each time instead.
+    if tx.pipelined_writes() {
+        tx.execute_batch_now("SET LOCAL plan_cache_mode = force_custom_plan")
+            .await?;
+    }
     let mut world = read(tx, &plans).await?;
+    if tx.pipelined_writes() {
+        tx.send_batch_statement("SET LOCAL plan_cache_mode = auto")
+            .await?;
+    }
     let (rows, verdicts) = judge::judge(&mut world, plans, utc_now());
     write_rows(tx, rows).await?;
     Ok(verdicts)
@@ -85,13 +105,33 @@ macro_rules! load {
     };
 }
 
+/// The versions of settlements named by (merchant, key) pairs, on
+/// PostgreSQL.
+const SETTLEMENT_VERSIONS: &str = "SELECT s.merchant_id, s.idempotency_key, s.version \
+     FROM settlements AS s JOIN unnest($1::text[], $2::text[]) AS k (merchant_id, idempotency_key) \
+     ON s.merchant_id = k.merchant_id AND s.idempotency_key = k.idempotency_key";
+
+#[derive(QueryableByName)]
+struct Versioned {
+    #[diesel(sql_type = Text)]
+    merchant_id: String,
+    #[diesel(sql_type = Text)]
+    idempotency_key: String,
+    #[diesel(sql_type = BigInt)]
+    version: i64,
+}
+
 /// Everything the plans expect, read once per table.
 async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
     let mut world = World::default();
     let mut timer_ids = Vec::new();
     let mut settlement_keys = Vec::new();
+    let mut settlement_merchants = Vec::new();
+    let mut settlement_pairs: Vec<(String, String)> = Vec::new();
     let mut transfer_ids = Vec::new();
     let mut answer_keys = Vec::new();
+    let mut answer_merchants = Vec::new();
+    let mut answer_scopes = Vec::new();
     let mut hold_ids = Vec::new();
     let mut account_ids = Vec::new();
     let mut merchants = Vec::new();
@@ -100,17 +140,28 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
         timer_ids.extend(plan.timers.iter().map(|t| t.id.clone()));
         for created in &plan.new_settlements {
             settlement_keys.push(created.row.idempotency_key.clone());
+            settlement_merchants.push(created.row.merchant_id.clone());
+            settlement_pairs.push((
+                created.row.merchant_id.clone(),
+                created.row.idempotency_key.clone(),
+            ));
             account_ids.extend(created.hold.lines.iter().map(|l| l.account_id.clone()));
         }
         for moved in &plan.moves {
             match moved {
                 RowMove::Settlement { row, .. } => {
-                    settlement_keys.push(row.idempotency_key.clone())
+                    settlement_keys.push(row.idempotency_key.clone());
+                    settlement_merchants.push(row.merchant_id.clone());
+                    settlement_pairs.push((row.merchant_id.clone(), row.idempotency_key.clone()));
                 }
                 RowMove::Transfer { row, .. } => transfer_ids.push(row.id.clone()),
             }
         }
-        answer_keys.extend(plan.answer.iter().map(|a| a.idempotency_key.clone()));
+        for answer in &plan.answer {
+            answer_keys.push(answer.idempotency_key.clone());
+            answer_merchants.push(answer.merchant_id.clone());
+            answer_scopes.push(answer.scope.clone());
+        }
         account_ids.extend(plan.funding_source.iter().map(|s| s.account_id.clone()));
         for write in &plan.ledger {
             match write {
@@ -127,11 +178,16 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
                 .map(|e: &crate::models::WebhookEventRow| e.merchant_id.clone()),
         );
     }
+    settlement_pairs.sort();
+    settlement_pairs.dedup();
     for ids in [
         &mut timer_ids,
         &mut settlement_keys,
+        &mut settlement_merchants,
         &mut transfer_ids,
         &mut answer_keys,
+        &mut answer_merchants,
+        &mut answer_scopes,
         &mut hold_ids,
         &mut merchants,
     ] {
@@ -150,17 +206,41 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
         world.timers = found.into_iter().collect();
     }
     if !settlement_keys.is_empty() {
-        let found: Vec<(String, String, i64)> = load!(
-            tx,
-            (settlements::table
-                .filter(settlements::idempotency_key.eq_any(&settlement_keys))
-                .select((
-                    settlements::merchant_id,
-                    settlements::idempotency_key,
-                    settlements::version,
-                ))),
-            locked
-        )?;
+        let found: Vec<(String, String, i64)> = match tx.parts() {
+            // One index lookup per (merchant, key) pair: PostgreSQL 15 reads
+            // a merchant's whole range for two arrays over the two columns.
+            (Conn::Pg(inner), behind) => {
+                let (merchants, keys): (Vec<&str>, Vec<&str>) = settlement_pairs
+                    .iter()
+                    .map(|(m, k)| (m.as_str(), k.as_str()))
+                    .unzip();
+                let rows: Vec<Versioned> = behind
+                    .drive(async {
+                        let conn = inner;
+                        diesel::sql_query(SETTLEMENT_VERSIONS)
+                            .bind::<Array<Text>, _>(&merchants)
+                            .bind::<Array<Text>, _>(&keys)
+                            .load(conn)
+                            .await
+                    })
+                    .await?;
+                rows.into_iter()
+                    .map(|row| (row.merchant_id, row.idempotency_key, row.version))
+                    .collect()
+            }
+            (Conn::Sqlite(inner), _) => {
+                settlements::table
+                    .filter(settlements::idempotency_key.eq_any(&settlement_keys))
+                    .filter(settlements::merchant_id.eq_any(&settlement_merchants))
+                    .select((
+                        settlements::merchant_id,
+                        settlements::idempotency_key,
+                        settlements::version,
+                    ))
+                    .load(&mut **inner)
+                    .await?
+            }
+        };
         world.settlements = found
             .into_iter()
             .map(|(merchant, key, version)| -> (SettlementKey, i64) { ((merchant, key), version) })
@@ -171,8 +251,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
             tx,
             (transfers::table
                 .filter(transfers::id.eq_any(&transfer_ids))
-                .select((transfers::id, transfers::version))),
-            locked
+                .select((transfers::id, transfers::version)))
         )?;
         world.transfers = found.into_iter().collect();
     }
@@ -180,6 +259,8 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
         let found: Vec<(String, String, String)> = load!(
             tx,
             (idempotency_records::table
+                .filter(idempotency_records::merchant_id.eq_any(&answer_merchants))
+                .filter(idempotency_records::scope.eq_any(&answer_scopes))
                 .filter(idempotency_records::idempotency_key.eq_any(&answer_keys))
                 .select((
                     idempotency_records::merchant_id,
@@ -421,9 +502,7 @@ async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<()> {
         "ledger transactions"
     )?;
     insert_rows!(tx, ledger_entries::table, entries, "ledger entries")?;
-    for (row, expected_version) in &settlement_moves {
-        settlement_store::update_at_version(tx, row, *expected_version).await?;
-    }
+    write_settlement_moves(tx, &settlement_moves).await?;
     for (row, expected_version) in &transfer_moves {
         transfer_store::update_at_version(tx, row, *expected_version).await?;
     }
@@ -440,6 +519,39 @@ async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<()> {
         for (hold_id, lines) in holds {
             known.learn_lines(&hold_id, lines);
         }
+    }
+    Ok(())
+}
+
+/// Moved settlement rows under their versions: one statement per chunk on
+/// PostgreSQL, one per row on SQLite (where a statement costs no round
+/// trip) or when a batch moves one row twice.
+async fn write_settlement_moves(
+    tx: &mut Tx<'_>,
+    moves: &[(crate::models::SettlementRow, i64)],
+) -> StoreResult<()> {
+    let mut keys: Vec<(&str, &str)> = moves
+        .iter()
+        .map(|(row, _)| (row.merchant_id.as_str(), row.idempotency_key.as_str()))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    if let (Conn::Pg(conn), behind) = tx.parts() {
+        if keys.len() == moves.len() {
+            for chunk in moves.chunks(ROWS_PER_INSERT) {
+                let changed = behind.drive(SettlementMoves(chunk).execute(conn)).await?;
+                if changed != chunk.len() {
+                    return Err(StoreError::Conflict(format!(
+                        "settlement moves: {changed} of {} rows at their versions",
+                        chunk.len()
+                    )));
+                }
+            }
+            return Ok(());
+        }
+    }
+    for (row, expected_version) in moves {
+        settlement_store::update_at_version(tx, row, *expected_version).await?;
     }
     Ok(())
 }
