@@ -157,7 +157,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
                 RowMove::Transfer { row, .. } => transfer_ids.push(row.id.clone()),
             }
         }
-        for answer in &plan.answer {
+        if let Some(answer) = &plan.answer {
             answer_keys.push(answer.idempotency_key.clone());
             answer_merchants.push(answer.merchant_id.clone());
             answer_scopes.push(answer.scope.clone());
