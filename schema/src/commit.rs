@@ -185,6 +185,26 @@ async fn run_work(work: Work, tx: &mut Tx<'_>) -> (bool, Answer) {
     }
 }
 
+/// Writes the batch's plans, guarded against panics: a plan that made the
+/// judge panic fails its batch, not the committer.
+async fn write_plans(
+    tx: &mut Tx<'_>,
+    plans: Vec<Plan>,
+) -> StoreResult<Vec<Result<Written, PlanError>>> {
+    match AssertUnwindSafe(plan::write(tx, plans))
+        .catch_unwind()
+        .await
+    {
+        Ok(written) => written,
+        Err(_) => {
+            tracing::error!("writing a batch's plans panicked; the batch is rolled back");
+            Err(StoreError::Unavailable(
+                "writing a batch's plans failed".into(),
+            ))
+        }
+    }
+}
+
 /// How one unit ended: its success, and how to answer its writer.
 struct Ran {
     succeeded: bool,
@@ -292,7 +312,7 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, j
         Some(Writer::Sqlite(conn)) => {
             immediate_transaction(conn, async |conn| {
                 let mut tx = Tx::sqlite(conn).with_deferred(deferred);
-                verdicts = plan::write(&mut tx, plans).await?;
+                verdicts = write_plans(&mut tx, plans).await?;
                 drop(tx);
                 let mut held = false;
                 for unit in batch {
@@ -308,7 +328,7 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, j
                 let conn: &AsyncPgConnection = conn;
                 let mut held = false;
                 let mut tx = Tx::pipelined(conn).with_deferred(&mut *deferred);
-                verdicts = plan::write(&mut tx, plans).await?;
+                verdicts = write_plans(&mut tx, plans).await?;
                 for unit in batch {
                     let ran = pg_unit(&mut tx, &mut held, unit).await?;
                     answers.push((ran.succeeded, ran.answer));

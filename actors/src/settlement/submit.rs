@@ -164,8 +164,9 @@ pub async fn submit(
                 None => Ok(Submitted::InProgress),
             }
         }
-        // A plan's funds are judged before its key: a repeat of a request
-        // that spent the funds, or the room, is still answered as a repeat.
+        // A plan's funds are judged before its answer's key: a repeat of a
+        // request that spent the funds, or the room, is still answered as
+        // a repeat.
         Err(refused @ (SubmitError::InsufficientFunds | SubmitError::Overflow)) => {
             match earlier_use(db, key, request_sha256).await? {
                 Some(earlier) => Ok(earlier),

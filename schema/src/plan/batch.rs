@@ -38,6 +38,7 @@ use crate::schema::{
     actor_timers, idempotency_records, ledger_accounts, ledger_entries, ledger_transactions,
     settlements, transfers, webhook_endpoints, webhook_events,
 };
+use crate::store::ledger::Bucket;
 use crate::store::transfers as transfer_store;
 use crate::store::{ledger as ledger_store, settlements as settlement_store};
 use crate::types::utc_now;
@@ -65,7 +66,7 @@ pub(crate) async fn write(
     }
     let mut world = read(tx, &plans).await?;
     if tx.pipelined_writes() {
-        tx.send_batch_statement("SET LOCAL plan_cache_mode = auto")
+        tx.send_batch_statement("SET LOCAL plan_cache_mode TO DEFAULT")
             .await?;
     }
     let (rows, verdicts) = judge::judge(&mut world, plans, utc_now());
@@ -195,11 +196,27 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
         ids.dedup();
     }
 
+    // Locks first (merchants' accounts, then timers, each in id order),
+    // then the rows and keys: a plan racing one on another node for the
+    // same merchant waits here for that node's commit, and then reads the
+    // key it took, instead of failing its batch at the insert.
+    if !hold_ids.is_empty() {
+        read_holds(tx, &hold_ids, &mut world).await?;
+        for hold in world.holds.values() {
+            account_ids.extend(hold.lines.iter().map(|l| l.account_id.clone()));
+        }
+    }
+    account_ids.sort();
+    account_ids.dedup();
+    if !account_ids.is_empty() {
+        read_accounts(tx, &account_ids, &mut world).await?;
+    }
     if !timer_ids.is_empty() {
         let found: Vec<(String, Option<String>)> = load!(
             tx,
             (actor_timers::table
                 .filter(actor_timers::id.eq_any(&timer_ids))
+                .order(actor_timers::id)
                 .select((actor_timers::id, actor_timers::claim_token))),
             locked
         )?;
@@ -269,17 +286,6 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
                 )))
         )?;
         world.answers = found.into_iter().collect::<HashSet<AnswerKey>>();
-    }
-    if !hold_ids.is_empty() {
-        read_holds(tx, &hold_ids, &mut world).await?;
-        for hold in world.holds.values() {
-            account_ids.extend(hold.lines.iter().map(|l| l.account_id.clone()));
-        }
-    }
-    account_ids.sort();
-    account_ids.dedup();
-    if !account_ids.is_empty() {
-        read_accounts(tx, &account_ids, &mut world).await?;
     }
     if !merchants.is_empty() {
         let found: Vec<String> = load!(
@@ -382,6 +388,7 @@ async fn read_accounts(tx: &mut Tx<'_>, ids: &[String], world: &mut World) -> St
             tx,
             (ledger_accounts::table
                 .filter(ledger_accounts::id.eq_any(&merchant))
+                .order(ledger_accounts::id)
                 .select(LedgerAccountRow::as_select())),
             locked
         )?);
@@ -506,8 +513,30 @@ async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<()> {
     for (row, expected_version) in &transfer_moves {
         transfer_store::update_at_version(tx, row, *expected_version).await?;
     }
-    for (account_id, moves) in balances {
-        ledger_store::apply_moves(tx, &account_id, moves).await?;
+    // On PostgreSQL the moves join the batch's others, written once per
+    // account in id order just before the commit: a system account's row,
+    // in every node's batches, stays unlocked until then. SQLite's one
+    // writer applies them now.
+    match tx.balances() {
+        Some(batch) => {
+            for (account_id, moves) in balances {
+                for (bucket, amount) in [
+                    (Bucket::PostedDebits, moves.posted_debits_minor),
+                    (Bucket::PostedCredits, moves.posted_credits_minor),
+                    (Bucket::PendingDebits, moves.pending_debits_minor),
+                    (Bucket::PendingCredits, moves.pending_credits_minor),
+                ] {
+                    if amount != 0 {
+                        batch.add(&account_id, bucket, amount)?;
+                    }
+                }
+            }
+        }
+        None => {
+            for (account_id, moves) in balances {
+                ledger_store::apply_moves(tx, &account_id, moves).await?;
+            }
+        }
     }
     insert_rows!(tx, actor_timers::table, timers, "timers")?;
     insert_rows!(tx, webhook_events::table, events, "webhook events")?;

@@ -554,12 +554,22 @@ fn accept(world: &mut World, rows: &mut Rows, draft: Draft, plan: Plan, events_w
             },
         );
     }
+    // Within i64: every amount was judged against its side's room, and a
+    // bucket's moves are part of its side.
     for (id, moves) in draft.moves {
         let total = rows.balances.entry(id).or_default();
-        total.posted_debits_minor += moves.posted_debits_minor;
-        total.posted_credits_minor += moves.posted_credits_minor;
-        total.pending_debits_minor += moves.pending_debits_minor;
-        total.pending_credits_minor += moves.pending_credits_minor;
+        total.posted_debits_minor = total
+            .posted_debits_minor
+            .saturating_add(moves.posted_debits_minor);
+        total.posted_credits_minor = total
+            .posted_credits_minor
+            .saturating_add(moves.posted_credits_minor);
+        total.pending_debits_minor = total
+            .pending_debits_minor
+            .saturating_add(moves.pending_debits_minor);
+        total.pending_credits_minor = total
+            .pending_credits_minor
+            .saturating_add(moves.pending_credits_minor);
     }
     for (key, version) in draft.settlement_versions {
         world.settlements.insert(key, version);
@@ -574,14 +584,15 @@ fn accept(world: &mut World, rows: &mut Rows, draft: Draft, plan: Plan, events_w
             answer.idempotency_key.clone(),
         ));
     }
+    // Recorded first: a hold the plan records and resolves ends resolved.
+    for (hold_id, hold) in draft.holds_recorded {
+        rows.holds.push((hold_id.clone(), hold.lines.clone()));
+        world.holds.insert(hold_id, hold);
+    }
     for (hold_id, how) in draft.holds_resolved {
         if let Some(hold) = world.holds.get_mut(&hold_id) {
             hold.resolved = Some(how);
         }
-    }
-    for (hold_id, hold) in draft.holds_recorded {
-        rows.holds.push((hold_id.clone(), hold.lines.clone()));
-        world.holds.insert(hold_id, hold);
     }
     for timer in &draft.timers {
         world.timers.insert(timer.id.clone(), None);
