@@ -72,12 +72,12 @@ impl Buckets {
 }
 
 /// Buckets in i128, where no sum of them can overflow.
-#[derive(Clone, Copy)]
-struct Sums {
-    posted_debits: i128,
-    posted_credits: i128,
-    pending_debits: i128,
-    pending_credits: i128,
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Sums {
+    pub posted_debits: i128,
+    pub posted_credits: i128,
+    pub pending_debits: i128,
+    pub pending_credits: i128,
 }
 
 impl From<Buckets> for Sums {
@@ -92,11 +92,22 @@ impl From<Buckets> for Sums {
 }
 
 impl Sums {
-    fn available(&self) -> i128 {
+    /// The bucket, to move.
+    pub(crate) fn bucket(&mut self, bucket: Bucket) -> &mut i128 {
+        match bucket {
+            Bucket::PostedDebits => &mut self.posted_debits,
+            Bucket::PostedCredits => &mut self.posted_credits,
+            Bucket::PendingDebits => &mut self.pending_debits,
+            Bucket::PendingCredits => &mut self.pending_credits,
+        }
+    }
+
+    pub(crate) fn available(&self) -> i128 {
         self.posted_credits - self.posted_debits - self.pending_debits
     }
 
-    fn room(&self, bucket: Bucket) -> i128 {
+    /// What the side `bucket` is on may still take before `i64::MAX`.
+    pub(crate) fn room(&self, bucket: Bucket) -> i128 {
         let side = match bucket {
             Bucket::PendingDebits | Bucket::PostedDebits => {
                 self.posted_debits + self.pending_debits

@@ -297,6 +297,16 @@ pub async fn record(tx: &mut Tx<'_>, entry: &Entry, phase: Phase) -> Result<Stri
     record_as(tx, new_transaction_id(), entry, phase).await
 }
 
+/// The balance bucket a line of an entry in `phase` moves.
+pub(crate) fn bucket_of(phase: Phase, direction: Direction) -> Bucket {
+    match (phase, direction) {
+        (Phase::Pending, Direction::Debit) => Bucket::PendingDebits,
+        (Phase::Pending, Direction::Credit) => Bucket::PendingCredits,
+        (Phase::Posted, Direction::Debit) => Bucket::PostedDebits,
+        (Phase::Posted, Direction::Credit) => Bucket::PostedCredits,
+    }
+}
+
 /// A fresh ledger transaction id, for [`record_as`].
 pub fn new_transaction_id() -> String {
     format!("ltx_{}", uuid::Uuid::now_v7().simple())
@@ -343,12 +353,7 @@ async fn apply(
     let mut lines: Vec<&Line> = entry.lines.iter().collect();
     lines.sort_by(|a, b| a.account_id.cmp(&b.account_id));
     for line in lines {
-        let bucket = match (phase, line.direction) {
-            (Phase::Pending, Direction::Debit) => Bucket::PendingDebits,
-            (Phase::Pending, Direction::Credit) => Bucket::PendingCredits,
-            (Phase::Posted, Direction::Debit) => Bucket::PostedDebits,
-            (Phase::Posted, Direction::Credit) => Bucket::PostedCredits,
-        };
+        let bucket = bucket_of(phase, line.direction);
         // Only a debit can take a funding account below zero.
         let guard = line.direction == Direction::Debit;
         let (id, currency, amount) = (&line.account_id, &line.currency, line.amount_minor);

@@ -18,7 +18,8 @@ use chrono::NaiveDateTime;
 
 use super::{LedgerWrite, Plan, PlanError, RowMove, Written};
 use crate::audit::AuditRecord;
-use crate::balances::{Buckets, Moves};
+use crate::balances::Moves;
+pub(crate) use crate::balances::Sums;
 use crate::known::{AccountFacts, Lines};
 use crate::ledger::{self, Direction, Entry, LedgerError, Phase, SystemAccount, FUNDING};
 use crate::models::{
@@ -56,54 +57,6 @@ pub(crate) struct Account {
     pub buckets: Sums,
     /// `false` for a system account the batch opens.
     pub exists: bool,
-}
-
-/// Buckets in i128, where no sum of them can overflow.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Sums {
-    pub posted_debits: i128,
-    pub posted_credits: i128,
-    pub pending_debits: i128,
-    pub pending_credits: i128,
-}
-
-impl From<Buckets> for Sums {
-    fn from(read: Buckets) -> Self {
-        Sums {
-            posted_debits: i128::from(read.posted_debits_minor),
-            posted_credits: i128::from(read.posted_credits_minor),
-            pending_debits: i128::from(read.pending_debits_minor),
-            pending_credits: i128::from(read.pending_credits_minor),
-        }
-    }
-}
-
-impl Sums {
-    fn bucket(&mut self, bucket: Bucket) -> &mut i128 {
-        match bucket {
-            Bucket::PostedDebits => &mut self.posted_debits,
-            Bucket::PostedCredits => &mut self.posted_credits,
-            Bucket::PendingDebits => &mut self.pending_debits,
-            Bucket::PendingCredits => &mut self.pending_credits,
-        }
-    }
-
-    fn available(&self) -> i128 {
-        self.posted_credits - self.posted_debits - self.pending_debits
-    }
-
-    /// What the side `bucket` is on may still take before `i64::MAX`.
-    fn room(&self, bucket: Bucket) -> i128 {
-        let side = match bucket {
-            Bucket::PendingDebits | Bucket::PostedDebits => {
-                self.posted_debits + self.pending_debits
-            }
-            Bucket::PendingCredits | Bucket::PostedCredits => {
-                self.posted_credits + self.pending_credits
-            }
-        };
-        i128::from(i64::MAX) - side
-    }
 }
 
 /// What the plans of a batch find in the database.
@@ -394,12 +347,7 @@ fn record(
 ) -> Result<(), LedgerError> {
     ledger::check_balanced(&entry.lines)?;
     for line in &entry.lines {
-        let bucket = match (phase, line.direction) {
-            (Phase::Pending, Direction::Debit) => Bucket::PendingDebits,
-            (Phase::Pending, Direction::Credit) => Bucket::PendingCredits,
-            (Phase::Posted, Direction::Debit) => Bucket::PostedDebits,
-            (Phase::Posted, Direction::Credit) => Bucket::PostedCredits,
-        };
+        let bucket = ledger::bucket_of(phase, line.direction);
         let account = account(world, draft, &line.account_id)?;
         if account.facts.currency != line.currency {
             return Err(LedgerError::CurrencyMismatch {
