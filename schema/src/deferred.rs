@@ -34,7 +34,6 @@ pub struct Deferred {
 pub struct Mark {
     audit: usize,
     known: usize,
-    balances: usize,
 }
 
 impl Deferred {
@@ -46,14 +45,12 @@ impl Deferred {
         Mark {
             audit: self.audit.len(),
             known: self.known.mark(),
-            balances: self.balances.mark(),
         }
     }
 
     pub(crate) fn roll_back_to(&mut self, mark: Mark) {
         self.audit.truncate(mark.audit);
         self.known.forget_since(mark.known);
-        self.balances.undo_since(mark.balances);
     }
 
     /// The batch ended, committed or not: nothing deferred is left over,

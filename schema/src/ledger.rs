@@ -1,6 +1,7 @@
 //! How money is posted: balanced journal entries over accounts of one
-//! currency each, always inside the caller's transaction so that every
-//! movement commits with the state change that causes it.
+//! currency each, written only as parts of plans (see [`crate::plan`]), so
+//! that every movement commits with the state change that causes it and is
+//! judged by the one funding rule, in `plan::judge`.
 //!
 //! The ledger is append-only and two-phase, as TigerBeetle's: a hold is a
 //! `pending` transaction and stays one; its posting or its void is a new
@@ -14,12 +15,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::known::{AccountFacts, Lines};
-use crate::models::{LedgerAccountRow, LedgerEntryRow, LedgerTransactionRow};
+use crate::known::AccountFacts;
+use crate::models::LedgerAccountRow;
 use crate::money::Currency;
-use crate::store::ledger::{self as store, Bucket, LineOutcome};
+use crate::plan::{LedgerWrite, Plan, PlanError};
+use crate::store::ledger::{self as store, Bucket};
 use crate::types::utc_now;
-use crate::{DieselError, Refusal, StoreError, Tx};
+use crate::{Db, DieselError, Refusal, StoreError, Tx};
 
 mod check;
 
@@ -249,20 +251,6 @@ pub async fn account_facts(
     Ok(store::account_facts(tx, account_id).await?)
 }
 
-/// Remembers that the system account `account_id` exists, once a line has
-/// been applied to it (see [`crate::known`]).
-fn learn_system_account(tx: &mut Tx<'_>, account_id: &str) {
-    let Some(known) = tx.known() else { return };
-    if let Some((account, currency)) = SystemAccount::parse_id(account_id) {
-        known.learn_account(AccountFacts {
-            id: account_id.to_owned(),
-            merchant_id: None,
-            kind: account.kind().to_owned(),
-            currency,
-        });
-    }
-}
-
 /// Makes the system account `account_id` names, if it names one.
 async fn open_system_account(tx: &mut Tx<'_>, account_id: &str) -> Result<bool, LedgerError> {
     let Some((account, currency)) = SystemAccount::parse_id(account_id) else {
@@ -286,15 +274,61 @@ async fn open_system_account(tx: &mut Tx<'_>, account_id: &str) -> Result<bool, 
     Ok(true)
 }
 
-/// Records a balanced entry and applies it to the balances. Debits of a
-/// funding account must be covered by its available balance, and no side
-/// of an account may pass `i64::MAX`; both are checked by the database in
-/// the statement that applies the line (or, inside a group commit on
-/// PostgreSQL, against the account's row as read in the batch, see
-/// [`crate::balances`]), or nothing is applied (the caller's transaction
-/// rolls back on the error). Answers the transaction id.
-pub async fn record(tx: &mut Tx<'_>, entry: &Entry, phase: Phase) -> Result<String, LedgerError> {
-    record_as(tx, new_transaction_id(), entry, phase).await
+/// Records one balanced entry alone, as a plan of its own (see
+/// [`crate::plan`]): every movement of money takes that one path, where a
+/// debit of a funding account must be covered by its available balance and
+/// no side of an account may pass `i64::MAX`. For an entry that commits with
+/// a state change, put it in that change's plan instead. Answers the
+/// transaction id.
+pub async fn record(db: &Db, entry: Entry, phase: Phase) -> Result<String, LedgerError> {
+    let id = new_transaction_id();
+    let write = LedgerWrite::Record {
+        id: id.clone(),
+        entry,
+        phase,
+    };
+    alone(db, write).await.map(|()| id)
+}
+
+/// Posts a hold alone: a new transaction, `posted`, whose lines copy the
+/// hold's and move its amounts from pending to posted. The hold itself is
+/// never edited; it stays `pending`, named by its posting's `pending_id`.
+/// A hold is resolved once: another posting or void of it is
+/// [`LedgerError::NotPending`]. Answers the posting's id.
+pub async fn post(db: &Db, hold_id: &str) -> Result<String, LedgerError> {
+    let id = new_transaction_id();
+    let write = LedgerWrite::Post {
+        hold_id: hold_id.to_owned(),
+        id: id.clone(),
+    };
+    alone(db, write).await.map(|()| id)
+}
+
+/// Voids a hold alone: a new transaction, `voided`, whose lines copy the
+/// hold's and record what was released from pending. Otherwise as
+/// [`post`]. Answers the void's id.
+pub async fn void(db: &Db, hold_id: &str) -> Result<String, LedgerError> {
+    let id = new_transaction_id();
+    let write = LedgerWrite::Void {
+        hold_id: hold_id.to_owned(),
+        id: id.clone(),
+    };
+    alone(db, write).await.map(|()| id)
+}
+
+async fn alone(db: &Db, write: LedgerWrite) -> Result<(), LedgerError> {
+    let plan = Plan {
+        ledger: vec![write],
+        ..Plan::default()
+    };
+    match db.commit(plan).await {
+        Ok(_) => Ok(()),
+        Err(PlanError::Ledger(refused)) => Err(refused),
+        Err(PlanError::Store(error)) => Err(LedgerError::Store(error)),
+        Err(other) => Err(LedgerError::Store(StoreError::Unavailable(
+            other.to_string(),
+        ))),
+    }
 }
 
 /// The balance bucket a line of an entry in `phase` moves.
@@ -314,197 +348,6 @@ pub fn new_transaction_id() -> String {
 
 pub(crate) fn new_entry_id() -> String {
     format!("len_{}", uuid::Uuid::now_v7().simple())
-}
-
-/// [`record`] under an id the caller chose beforehand (to name it in
-/// something written before the entry).
-pub async fn record_as(
-    tx: &mut Tx<'_>,
-    transaction_id: String,
-    entry: &Entry,
-    phase: Phase,
-) -> Result<String, LedgerError> {
-    let (transaction, rows) = apply(tx, transaction_id, entry, phase).await?;
-    // After the balances: a refused entry stops there having written
-    // nothing more, and a system account made on first use exists before
-    // its lines refer to it.
-    store::insert_transaction(tx, &transaction).await?;
-    store::insert_entries(tx, &rows).await?;
-    Ok(transaction.id)
-}
-
-/// Applies the entry to the balances and answers the rows
-/// [`record_as`] inserts.
-async fn apply(
-    tx: &mut Tx<'_>,
-    transaction_id: String,
-    entry: &Entry,
-    phase: Phase,
-) -> Result<(LedgerTransactionRow, Vec<LedgerEntryRow>), LedgerError> {
-    check_balanced(&entry.lines)?;
-    let now = utc_now();
-    let status = match phase {
-        Phase::Pending => "pending",
-        Phase::Posted => "posted",
-    };
-
-    // A fixed lock order (by account id) keeps concurrent entries on
-    // PostgreSQL from deadlocking on each other's rows.
-    let mut lines: Vec<&Line> = entry.lines.iter().collect();
-    lines.sort_by(|a, b| a.account_id.cmp(&b.account_id));
-    for line in lines {
-        let bucket = bucket_of(phase, line.direction);
-        // Only a debit can take a funding account below zero.
-        let guard = line.direction == Direction::Debit;
-        let (id, currency, amount) = (&line.account_id, &line.currency, line.amount_minor);
-        let outcome = match store::add_line(tx, id, currency, bucket, amount, guard).await? {
-            // A system account is made on first use.
-            LineOutcome::MissingAccount if open_system_account(tx, id).await? => {
-                store::add_line(tx, id, currency, bucket, amount, guard).await?
-            }
-            outcome => outcome,
-        };
-        if outcome != LineOutcome::Applied {
-            return Err(refusal(tx, line, outcome).await);
-        }
-        learn_system_account(tx, id);
-    }
-    let transaction = LedgerTransactionRow {
-        id: transaction_id.clone(),
-        status: status.to_owned(),
-        merchant_id: entry.merchant_id.clone(),
-        settlement_key: entry.settlement_key.clone(),
-        description: entry.description.clone(),
-        created_at: now,
-        updated_at: now,
-        pending_id: None,
-    };
-    let rows: Vec<LedgerEntryRow> = entry
-        .lines
-        .iter()
-        .map(|line| LedgerEntryRow {
-            id: new_entry_id(),
-            transaction_id: transaction_id.clone(),
-            account_id: line.account_id.clone(),
-            direction: line.direction.as_str().to_owned(),
-            amount_minor: line.amount_minor,
-            currency: line.currency.clone(),
-            created_at: now,
-        })
-        .collect();
-    if let Some(known) = tx.known() {
-        known.learn_lines(&transaction_id, Arc::from(rows.clone()));
-    }
-    Ok((transaction, rows))
-}
-
-/// Why [`store::add_line`] refused a line.
-async fn refusal(tx: &mut Tx<'_>, line: &Line, outcome: LineOutcome) -> LedgerError {
-    let account_id = line.account_id.clone();
-    match outcome {
-        LineOutcome::InsufficientFunds => LedgerError::InsufficientFunds { account_id },
-        LineOutcome::Overflow => LedgerError::Overflow { account_id },
-        LineOutcome::OtherCurrency => match store::account_facts(tx, &account_id).await {
-            Ok(Some(facts)) => LedgerError::CurrencyMismatch {
-                account_id,
-                account_currency: facts.currency.clone(),
-                line_currency: line.currency.clone(),
-            },
-            Ok(None) => LedgerError::UnknownAccount(account_id),
-            Err(error) => error.into(),
-        },
-        LineOutcome::MissingAccount | LineOutcome::Applied => {
-            LedgerError::UnknownAccount(account_id)
-        }
-    }
-}
-
-/// Posts a hold: a new transaction, `posted`, whose lines copy the hold's
-/// and move its amounts from pending to posted. The hold itself is never
-/// edited; it stays `pending`, named by its posting's `pending_id`. A hold
-/// is resolved once: another posting or void of it is
-/// [`LedgerError::NotPending`] (inside a pipelined group commit, a conflict
-/// that fails the unit when it ends). Answers the posting's id.
-pub async fn post(tx: &mut Tx<'_>, hold_id: &str) -> Result<String, LedgerError> {
-    resolve(tx, hold_id, new_transaction_id(), true).await
-}
-
-/// [`post`] under an id the caller chose beforehand.
-pub async fn post_as(tx: &mut Tx<'_>, hold_id: &str, id: String) -> Result<String, LedgerError> {
-    resolve(tx, hold_id, id, true).await
-}
-
-/// Voids a hold: a new transaction, `voided`, whose lines copy the hold's
-/// and record what was released from pending. Otherwise as [`post`].
-/// Answers the void's id.
-pub async fn void(tx: &mut Tx<'_>, hold_id: &str) -> Result<String, LedgerError> {
-    resolve(tx, hold_id, new_transaction_id(), false).await
-}
-
-/// [`void`] under an id the caller chose beforehand.
-pub async fn void_as(tx: &mut Tx<'_>, hold_id: &str, id: String) -> Result<String, LedgerError> {
-    resolve(tx, hold_id, id, false).await
-}
-
-async fn resolve(
-    tx: &mut Tx<'_>,
-    hold_id: &str,
-    id: String,
-    posting: bool,
-) -> Result<String, LedgerError> {
-    let lines = hold_lines(tx, hold_id).await?;
-    if lines.is_empty() {
-        return Err(LedgerError::NotPending {
-            id: hold_id.to_owned(),
-            status: "missing".to_owned(),
-        });
-    }
-    let now = utc_now();
-    let rows: Vec<LedgerEntryRow> = lines
-        .iter()
-        .map(|line| LedgerEntryRow {
-            id: new_entry_id(),
-            transaction_id: id.clone(),
-            created_at: now,
-            ..line.clone()
-        })
-        .collect();
-    let resolution = store::Resolution {
-        id: &id,
-        status: if posting { "posted" } else { "voided" },
-        note: if posting { " posted" } else { " voided" },
-        created_at: now,
-        hold_id,
-        lines: &rows,
-    };
-    if tx.pipelined_writes() {
-        store::send_resolution(tx, &resolution).await?;
-    } else if !store::insert_resolution(tx, &resolution).await? {
-        let status = store::hold_outcome(tx, hold_id).await?;
-        return Err(LedgerError::NotPending {
-            id: hold_id.to_owned(),
-            status: status.unwrap_or_else(|| "missing".to_owned()),
-        });
-    }
-    let mut lines: Vec<&LedgerEntryRow> = lines.iter().collect();
-    lines.sort_by(|a, b| a.account_id.cmp(&b.account_id));
-    for line in lines {
-        let debit = line.direction == Direction::Debit.as_str();
-        store::resolve_line(tx, &line.account_id, debit, line.amount_minor, posting).await?;
-    }
-    Ok(id)
-}
-
-/// A hold's lines: remembered by the group committer, read otherwise.
-async fn hold_lines(tx: &mut Tx<'_>, hold_id: &str) -> Result<Lines, LedgerError> {
-    if let Some(lines) = tx.known().and_then(|known| known.lines(hold_id)) {
-        return Ok(lines);
-    }
-    let rows: Lines = Arc::from(store::transaction_entries(tx, hold_id).await?);
-    if let Some(known) = tx.known() {
-        known.learn_lines(hold_id, rows.clone());
-    }
-    Ok(rows)
 }
 
 #[cfg(test)]

@@ -17,13 +17,18 @@
 //! shows it) are filled in before anything is written, and a plan can be
 //! judged, compared and replayed as a value.
 
+#[macro_use]
+mod statements;
 mod batch;
+mod cards;
 mod judge;
 mod moves;
 
 use crate::audit::AuditRecord;
 use crate::ledger::{Entry, LedgerError, Phase};
-use crate::models::{IdempotencyRow, SettlementRow, TransferRow, WebhookEventRow};
+use crate::models::{
+    CardTransactionRow, IdempotencyRow, SettlementRow, TransferRow, WebhookEventRow,
+};
 use crate::store::timers::TimerRow;
 use crate::{Refusal, StoreError};
 
@@ -32,7 +37,8 @@ pub(crate) use batch::write;
 /// What one transition wants written; see the module documentation. Its
 /// parts are judged in a fixed order, and the first refusal is its answer:
 /// the funding check, the timer it completes, new settlements (key, then
-/// hold), the answer's key, ledger writes, moved rows, new timers.
+/// hold), the answer's key, ledger writes, card transactions, moved rows,
+/// new timers.
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
     /// Refuse the plan unless this account is a funding account of this
@@ -45,7 +51,15 @@ pub struct Plan {
     /// per merchant: a plan whose key is taken is refused alone.
     pub new_settlements: Vec<NewSettlement>,
     pub ledger: Vec<LedgerWrite>,
+    /// Card transactions recorded. A provider event is recorded once (its
+    /// source and id are unique) and an authorization once per card: a
+    /// plan recording one again is refused alone
+    /// ([`StoreError::UniqueViolation`]).
+    pub card_transactions: Vec<CardTransactionRow>,
     pub moves: Vec<RowMove>,
+    /// Timers deleted where they exist: an authorization's hold ended
+    /// before its expiry.
+    pub cancels_timers: Vec<String>,
     pub timers: Vec<TimerRow>,
     pub audit: Vec<AuditRecord>,
     /// Events for the merchant's webhook endpoint. The store decides
@@ -106,6 +120,23 @@ pub enum RowMove {
         row: TransferRow,
         expected_version: i64,
     },
+    /// An open authorization (approved, holding `hold_id`) whose hold
+    /// ended or was renewed. Card transactions carry no version: the
+    /// authorization's status and hold are what it is read at.
+    Authorization(AuthorizationMove),
+}
+
+/// What becomes of an open authorization: `status`, holding `hold_minor`
+/// under `ledger_transaction_id` (the hold it replaced `hold_id` with, or
+/// `hold_id` itself when it ends).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthorizationMove {
+    pub id: String,
+    pub hold_id: String,
+    pub status: String,
+    pub ledger_transaction_id: String,
+    pub hold_minor: i64,
+    pub at: chrono::NaiveDateTime,
 }
 
 /// What a written plan tells its writer.

@@ -1,24 +1,16 @@
 //! The append-only ledger (decisions §6) and its int64 limit (§2), on both
-//! backends and on both write paths: a transaction of its own
-//! (`write_tx!`) and the group committer (`Db::write`, whose balances move
-//! in memory and whose writes are pipelined on PostgreSQL).
+//! backends, through the one ledger path: the plan committer
+//! (`Db::commit`, whose balances move in memory and whose writes are
+//! pipelined on PostgreSQL), which `ledger::record`, `ledger::post` and
+//! `ledger::void` each take as a plan of one write.
 
 use tern_schema::ledger::{self, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::LedgerEntryRow;
 use tern_schema::store::ledger as store;
-use tern_schema::{dispatch, write_tx, Db, StoreError};
+use tern_schema::{dispatch, Db};
 
 mod common;
 use common::{account, check, fund, lines, merchant, setup};
-
-/// Which write path a step takes.
-#[derive(Clone, Copy, Debug)]
-enum Path {
-    Transaction,
-    Committer,
-}
-
-const PATHS: [Path; 2] = [Path::Transaction, Path::Committer];
 
 fn entry(merchant_id: &str, lines: Vec<Line>) -> Entry {
     Entry {
@@ -29,34 +21,10 @@ fn entry(merchant_id: &str, lines: Vec<Line>) -> Entry {
     }
 }
 
-async fn record(db: &Db, path: Path, entry: Entry, phase: Phase) -> Result<String, LedgerError> {
-    match path {
-        Path::Transaction => write_tx!(db, |tx| ledger::record(tx, &entry, phase).await),
-        Path::Committer => {
-            db.write(move |tx| Box::pin(async move { ledger::record(tx, &entry, phase).await }))
-                .await
-        }
-    }
-}
-
-async fn resolve(db: &Db, path: Path, hold: &str, posting: bool) -> Result<String, LedgerError> {
-    let hold = hold.to_owned();
-    match path {
-        Path::Transaction => write_tx!(db, |tx| match posting {
-            true => ledger::post(tx, &hold).await,
-            false => ledger::void(tx, &hold).await,
-        }),
-        Path::Committer => {
-            db.write(move |tx| {
-                Box::pin(async move {
-                    match posting {
-                        true => ledger::post(tx, &hold).await,
-                        false => ledger::void(tx, &hold).await,
-                    }
-                })
-            })
-            .await
-        }
+async fn resolve(db: &Db, hold: &str, posting: bool) -> Result<String, LedgerError> {
+    match posting {
+        true => ledger::post(db, hold).await,
+        false => ledger::void(db, hold).await,
     }
 }
 
@@ -102,56 +70,45 @@ async fn a_posting_and_a_void_are_new_transactions_and_the_hold_never_changes() 
     let (merchant_id, usd) = merchant(&db).await;
     fund(&db, &merchant_id, &usd, 10_000).await;
     let push = SystemAccount::CardPush.account_id("USD");
-    for path in PATHS {
-        let hold = |amount| entry(&merchant_id, lines(&usd, &push, amount));
-        let posted = record(&db, path, hold(3_000), Phase::Pending)
-            .await
-            .expect("hold");
-        let voided = record(&db, path, hold(2_000), Phase::Pending)
-            .await
-            .expect("hold");
-        let (held, held_lines) = transaction(&db, &posted).await;
+    let hold = |amount| entry(&merchant_id, lines(&usd, &push, amount));
+    let posted = ledger::record(&db, hold(3_000), Phase::Pending)
+        .await
+        .expect("hold");
+    let voided = ledger::record(&db, hold(2_000), Phase::Pending)
+        .await
+        .expect("hold");
+    let (held, held_lines) = transaction(&db, &posted).await;
 
-        let posting = resolve(&db, path, &posted, true).await.expect("post");
-        let void = resolve(&db, path, &voided, false).await.expect("void");
-        for (resolution, hold, status) in
-            [(&posting, &posted, "posted"), (&void, &voided, "voided")]
-        {
-            assert_ne!(
-                resolution, hold,
-                "{path:?}: a resolution is a transaction of its own"
-            );
-            let (row, resolution_lines) = transaction(&db, resolution).await;
-            assert_eq!(
-                (
-                    row.status.as_str(),
-                    row.pending_id.as_deref(),
-                    row.settlement_key.as_deref()
-                ),
-                (status, Some(hold.as_str()), Some("key")),
-                "{path:?}"
-            );
-            let (hold_row, hold_lines) = transaction(&db, hold).await;
-            assert_eq!(
-                hold_row.status, "pending",
-                "{path:?}: the hold is never edited"
-            );
-            assert_eq!(shape(&resolution_lines), shape(&hold_lines), "{path:?}");
-            assert!(resolution_lines
-                .iter()
-                .all(|line| line.transaction_id == *resolution
-                    && hold_lines.iter().all(|held| held.id != line.id)));
-        }
-        let (held_after, held_lines_after) = transaction(&db, &posted).await;
+    let posting = resolve(&db, &posted, true).await.expect("post");
+    let void = resolve(&db, &voided, false).await.expect("void");
+    for (resolution, hold, status) in [(&posting, &posted, "posted"), (&void, &voided, "voided")] {
+        assert_ne!(resolution, hold, "a resolution is a transaction of its own");
+        let (row, resolution_lines) = transaction(&db, resolution).await;
         assert_eq!(
             (
-                held_after.status,
-                held_after.updated_at,
-                shape(&held_lines_after)
+                row.status.as_str(),
+                row.pending_id.as_deref(),
+                row.settlement_key.as_deref()
             ),
-            (held.status, held.updated_at, shape(&held_lines)),
+            (status, Some(hold.as_str()), Some("key")),
         );
+        let (hold_row, hold_lines) = transaction(&db, hold).await;
+        assert_eq!(hold_row.status, "pending", "the hold is never edited");
+        assert_eq!(shape(&resolution_lines), shape(&hold_lines));
+        assert!(resolution_lines
+            .iter()
+            .all(|line| line.transaction_id == *resolution
+                && hold_lines.iter().all(|held| held.id != line.id)));
     }
+    let (held_after, held_lines_after) = transaction(&db, &posted).await;
+    assert_eq!(
+        (
+            held_after.status,
+            held_after.updated_at,
+            shape(&held_lines_after)
+        ),
+        (held.status, held.updated_at, shape(&held_lines)),
+    );
     let funding = account(&db, &usd).await;
     assert_eq!(
         (
@@ -159,15 +116,15 @@ async fn a_posting_and_a_void_are_new_transactions_and_the_hold_never_changes() 
             funding.available_minor(),
             funding.pending_debits_minor
         ),
-        (4_000, 4_000, 0),
-        "each amount counted once: two postings of 3,000, two voids"
+        (7_000, 7_000, 0),
+        "each amount counted once: a posting of 3,000, a void"
     );
     let report = check(&db).await;
     assert!(report.is_ok(), "{:?}", report.violations);
 }
 
 #[tokio::test]
-async fn a_hold_is_resolved_once_on_either_path() {
+async fn a_hold_is_resolved_once() {
     let (_database, db) = setup().await;
     let (merchant_id, usd) = merchant(&db).await;
     fund(&db, &merchant_id, &usd, 10_000).await;
@@ -180,65 +137,63 @@ async fn a_hold_is_resolved_once_on_either_path() {
             .expect("entries");
         entries[0].0.transaction_id.clone()
     };
-    for path in PATHS {
-        let posted = record(
-            &db,
-            path,
-            entry(&merchant_id, lines(&usd, &push, 100)),
-            Phase::Pending,
-        )
-        .await
-        .expect("hold");
-        let voided = record(
-            &db,
-            path,
-            entry(&merchant_id, lines(&usd, &push, 100)),
-            Phase::Pending,
-        )
-        .await
-        .expect("hold");
-        resolve(&db, path, &posted, true).await.expect("post");
-        resolve(&db, path, &voided, false).await.expect("void");
-        let again = [
-            (posted.as_str(), true, "posted"),
-            (posted.as_str(), false, "posted"),
-            (voided.as_str(), true, "voided"),
-            (funded.as_str(), true, "posted"),
-            ("ltx_missing", false, "missing"),
-        ];
-        for (hold, posting, status) in again {
-            let refused = resolve(&db, path, hold, posting).await;
-            match (path, refused) {
-                (_, Err(LedgerError::NotPending { status: found, .. })) => {
-                    assert_eq!(found, status, "{path:?} {hold}")
-                }
-                // Pipelined in PostgreSQL's group commit: judged when the
-                // unit ends.
-                (Path::Committer, Err(LedgerError::Store(StoreError::Conflict(_)))) => {}
-                (_, other) => panic!("{path:?} {hold}: {other:?}"),
+    let posted = ledger::record(
+        &db,
+        entry(&merchant_id, lines(&usd, &push, 100)),
+        Phase::Pending,
+    )
+    .await
+    .expect("hold");
+    let voided = ledger::record(
+        &db,
+        entry(&merchant_id, lines(&usd, &push, 100)),
+        Phase::Pending,
+    )
+    .await
+    .expect("hold");
+    resolve(&db, &posted, true).await.expect("post");
+    resolve(&db, &voided, false).await.expect("void");
+    let again = [
+        (posted.as_str(), true, "posted"),
+        (posted.as_str(), false, "posted"),
+        (voided.as_str(), true, "voided"),
+        (funded.as_str(), true, "posted"),
+        ("ltx_missing", false, "missing"),
+    ];
+    for (hold, posting, status) in again {
+        let refused = resolve(&db, hold, posting).await;
+        match refused {
+            Err(LedgerError::NotPending { status: found, .. }) => {
+                assert_eq!(found, status, "{hold}")
             }
+            other => panic!("{hold}: {other:?}"),
         }
     }
-    // Two resolutions racing for one hold: the database lets one through.
-    let hold = record(
+    // Two resolutions racing for one hold: one goes through, the other
+    // finds the hold resolved.
+    let hold = ledger::record(
         &db,
-        Path::Committer,
         entry(&merchant_id, lines(&usd, &push, 500)),
         Phase::Pending,
     )
     .await
     .expect("hold");
-    let (post, void) = tokio::join!(
-        resolve(&db, Path::Committer, &hold, true),
-        resolve(&db, Path::Transaction, &hold, false)
-    );
+    let (post, void) = tokio::join!(resolve(&db, &hold, true), resolve(&db, &hold, false));
     assert_eq!(
         u8::from(post.is_ok()) + u8::from(void.is_ok()),
         1,
         "{post:?} {void:?}"
     );
+    let (loser, winner) = match post.is_ok() {
+        true => (&void, "posted"),
+        false => (&post, "voided"),
+    };
+    assert!(
+        matches!(loser, Err(LedgerError::NotPending { status, .. }) if status == winner),
+        "{post:?} {void:?}"
+    );
     let funding = account(&db, &usd).await;
-    let expected = if post.is_ok() { 9_300 } else { 9_800 };
+    let expected = if post.is_ok() { 9_400 } else { 9_900 };
     assert_eq!(
         (funding.balance_minor(), funding.pending_debits_minor),
         (expected, 0)
@@ -277,57 +232,65 @@ async fn the_database_refuses_to_edit_or_delete_ledger_rows() {
 #[tokio::test]
 async fn amounts_that_would_overflow_a_balance_are_refused_and_write_nothing() {
     let (_database, db) = setup().await;
-    // Sides only grow: each path fills a counterparty of its own.
-    let counterparties = [SystemAccount::CardAcquirer, SystemAccount::CardNetwork];
-    for (path, counterparty) in PATHS.into_iter().zip(counterparties) {
-        let system = counterparty.account_id("USD");
-        let (merchant_id, usd) = merchant(&db).await;
-        let credit = |amount| entry(&merchant_id, lines(&system, &usd, amount));
-        // A reserved credit counts against the room of its side...
-        let reserved = record(&db, path, credit(i64::MAX - 10), Phase::Pending)
-            .await
-            .expect("reserve");
-        let refused = record(&db, path, credit(11), Phase::Posted).await;
-        assert!(
-            matches!(&refused, Err(LedgerError::Overflow { account_id }) if *account_id == usd),
-            "{path:?}: {refused:?}"
-        );
-        // ... so that posting it never overflows, and the rest still fits.
-        resolve(&db, path, &reserved, true).await.expect("post");
-        record(&db, path, credit(10), Phase::Posted)
-            .await
-            .expect("fits exactly");
-        let funding = account(&db, &usd).await;
-        assert_eq!(
-            (funding.balance_minor(), funding.pending_credits_minor),
-            (i64::MAX, 0)
-        );
-        let refused = record(&db, path, credit(1), Phase::Pending).await;
-        assert!(
-            matches!(refused, Err(LedgerError::Overflow { .. })),
-            "{path:?}: {refused:?}"
-        );
+    let system = SystemAccount::CardAcquirer.account_id("USD");
+    let (merchant_id, usd) = merchant(&db).await;
+    let credit = |amount| entry(&merchant_id, lines(&system, &usd, amount));
+    // A reserved credit counts against the room of its side...
+    let reserved = ledger::record(&db, credit(i64::MAX - 10), Phase::Pending)
+        .await
+        .expect("reserve");
+    // (From a counterparty with room, so only the funding account's side
+    // can refuse it.)
+    let roomy = SystemAccount::CardNetwork.account_id("USD");
+    let refused = ledger::record(
+        &db,
+        entry(&merchant_id, lines(&roomy, &usd, 11)),
+        Phase::Posted,
+    )
+    .await;
+    assert!(
+        matches!(&refused, Err(LedgerError::Overflow { account_id }) if *account_id == usd),
+        "{refused:?}"
+    );
+    let refused = ledger::record(&db, credit(11), Phase::Posted).await;
+    assert!(
+        matches!(refused, Err(LedgerError::Overflow { .. })),
+        "{refused:?}"
+    );
+    // ... so that posting it never overflows, and the rest still fits.
+    resolve(&db, &reserved, true).await.expect("post");
+    ledger::record(&db, credit(10), Phase::Posted)
+        .await
+        .expect("fits exactly");
+    let funding = account(&db, &usd).await;
+    assert_eq!(
+        (funding.balance_minor(), funding.pending_credits_minor),
+        (i64::MAX, 0)
+    );
+    let refused = ledger::record(&db, credit(1), Phase::Pending).await;
+    assert!(
+        matches!(refused, Err(LedgerError::Overflow { .. })),
+        "{refused:?}"
+    );
 
-        // The counterparty's debits are full too: another merchant's
-        // credit is refused on the system account's side.
-        let (other_id, other) = merchant(&db).await;
-        let refused = record(
-            &db,
-            path,
-            entry(&other_id, lines(&system, &other, 1)),
-            Phase::Posted,
-        )
-        .await;
-        assert!(
-            matches!(&refused, Err(LedgerError::Overflow { account_id }) if *account_id == system),
-            "{path:?}: {refused:?}"
-        );
-        assert_eq!(
-            account(&db, &other).await.posted_credits_minor,
-            0,
-            "nothing written"
-        );
-        let report = check(&db).await;
-        assert!(report.is_ok(), "{path:?}: {:?}", report.violations);
-    }
+    // The counterparty's debits are full too: another merchant's
+    // credit is refused on the system account's side.
+    let (other_id, other) = merchant(&db).await;
+    let refused = ledger::record(
+        &db,
+        entry(&other_id, lines(&system, &other, 1)),
+        Phase::Posted,
+    )
+    .await;
+    assert!(
+        matches!(&refused, Err(LedgerError::Overflow { account_id }) if *account_id == system),
+        "{refused:?}"
+    );
+    assert_eq!(
+        account(&db, &other).await.posted_credits_minor,
+        0,
+        "nothing written"
+    );
+    let report = check(&db).await;
+    assert!(report.is_ok(), "{:?}", report.violations);
 }

@@ -17,7 +17,7 @@ use tern_schema::ledger::{self, LedgerError};
 use tern_schema::migrate::{self, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
 use tern_schema::store::ledger as store;
 use tern_schema::testing::TestDatabase;
-use tern_schema::{dispatch, write_tx, Db};
+use tern_schema::{dispatch, Db};
 
 mod common;
 use common::{account, check};
@@ -165,15 +165,15 @@ async fn a_ledger_from_before_carries_over_as_it_is_and_back() {
     assert!(report.is_ok(), "{:?}", report.violations);
     assert_eq!(report.entries, 8);
     for (hold, status) in [("ltx_posted", "posted"), ("ltx_voided", "voided")] {
-        let again: Result<String, LedgerError> = write_tx!(db, |tx| ledger::post(tx, hold).await);
+        let again = ledger::post(&db, hold).await;
         assert!(
             matches!(&again, Err(LedgerError::NotPending { status: found, .. }) if found == status),
             "a hold edited in place stays resolved: {again:?}"
         );
     }
-    let posting: Result<String, LedgerError> =
-        write_tx!(db, |tx| ledger::post(tx, "ltx_open").await);
-    let posting = posting.expect("an open hold is posted the new way");
+    let posting = ledger::post(&db, "ltx_open")
+        .await
+        .expect("an open hold is posted the new way");
     assert_eq!(status(&db, "ltx_open").await, "pending");
     let funding = account(&db, "acct_m1_usd").await;
     assert_eq!(

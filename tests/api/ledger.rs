@@ -1,8 +1,7 @@
 //! GET /v1/ledger/accounts and /v1/ledger/accounts/{id}/entries.
 
 use serde_json::Value;
-use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
-use tern_schema::write_tx;
+use tern_schema::ledger::{self, Direction, Entry, Line, Phase, SystemAccount};
 
 use crate::helpers::{assert_problem, Merchant, TestApp};
 
@@ -23,30 +22,29 @@ async fn accounts(app: &TestApp, merchant: &Merchant) -> Vec<Value> {
 /// settlement actor will; the API under test only reads them.
 async fn collect(app: &TestApp, merchant: &Merchant, account_id: &str, count: usize) {
     for i in 0..count {
-        let posted: Result<String, LedgerError> = write_tx!(app.state.db, |tx| {
-            let acquirer = SystemAccount::CardAcquirer.account_id("USD");
-            let entry = Entry {
-                merchant_id: Some(merchant.merchant_id.clone()),
-                settlement_key: Some(format!("key-{i}")),
-                description: "collection".into(),
-                lines: vec![
-                    Line {
-                        account_id: acquirer,
-                        direction: Direction::Debit,
-                        amount_minor: 100,
-                        currency: "USD".into(),
-                    },
-                    Line {
-                        account_id: account_id.to_owned(),
-                        direction: Direction::Credit,
-                        amount_minor: 100,
-                        currency: "USD".into(),
-                    },
-                ],
-            };
-            ledger::record(tx, &entry, Phase::Posted).await
-        });
-        posted.expect("posted");
+        let acquirer = SystemAccount::CardAcquirer.account_id("USD");
+        let entry = Entry {
+            merchant_id: Some(merchant.merchant_id.clone()),
+            settlement_key: Some(format!("key-{i}")),
+            description: "collection".into(),
+            lines: vec![
+                Line {
+                    account_id: acquirer,
+                    direction: Direction::Debit,
+                    amount_minor: 100,
+                    currency: "USD".into(),
+                },
+                Line {
+                    account_id: account_id.to_owned(),
+                    direction: Direction::Credit,
+                    amount_minor: 100,
+                    currency: "USD".into(),
+                },
+            ],
+        };
+        ledger::record(&app.state.db, entry, Phase::Posted)
+            .await
+            .expect("posted");
     }
 }
 

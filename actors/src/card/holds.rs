@@ -13,15 +13,15 @@
 use chrono::{NaiveDateTime, TimeDelta};
 use tern_schema::ledger::{self, Direction, Entry, Line, Phase, SystemAccount};
 use tern_schema::models::{CardRow, CardTransactionRow};
+use tern_schema::plan::{AuthorizationMove, LedgerWrite, Plan, RowMove};
 use tern_schema::store::cards as store;
-use tern_schema::Tx;
+use tern_schema::store::timers::TimerRow;
 
 use super::kind::{
-    answer, complete_timer, funding_account, recorded, replayed, settled, transaction_row,
-    CardContext, CardKind, CardState, Step, WriteError,
+    answer, commit, complete_timer, funding_account, recorded, replayed, settled, transaction_row,
+    CardContext, CardKind, CardState, Step,
 };
-use crate::runtime::timers::{cancel_one_in, complete_in, schedule_in};
-use crate::runtime::{EntityEnv, EntityKind, RuntimeError, TimerFiring, TimerSpec};
+use crate::runtime::{EntityEnv, EntityKind, TimerFiring, TimerSpec};
 
 /// How long an authorization's hold lasts when nothing clears it, unless
 /// the operator sets `TERN_CARD_HOLD_TTL`.
@@ -89,14 +89,10 @@ pub fn expiring(payload: &str) -> Option<&str> {
         .filter(|id| !id.is_empty())
 }
 
-/// Opens an approved authorization's hold inside the transaction that
-/// records it: the row holds its whole amount, and the hold's expiry is
-/// scheduled `ttl` after the approval.
-pub(super) async fn open_in(
-    tx: &mut Tx<'_>,
-    authorization: &mut CardTransactionRow,
-    ttl: TimeDelta,
-) -> Result<(), WriteError> {
+/// Opens an approved authorization's hold: the row holds its whole amount,
+/// and answers the hold's expiry timer, due `ttl` after the approval, for
+/// the plan that records the authorization.
+pub(super) fn open(authorization: &mut CardTransactionRow, ttl: TimeDelta) -> TimerRow {
     authorization.hold_minor = authorization.amount_minor;
     let payload = format!("{TIMER_EXPIRE_HOLD}{}", authorization.id);
     // The configuration bounds the lifetime; past the calendar's end the
@@ -105,55 +101,46 @@ pub(super) async fn open_in(
         .created_at
         .checked_add_signed(ttl)
         .unwrap_or(NaiveDateTime::MAX);
-    schedule_in(
-        tx,
-        &TimerSpec {
-            id: &expiry_timer_id(&authorization.card_id, &authorization.id),
-            kind: CardKind::NAME,
-            entity_id: &authorization.card_id,
-            due_at,
-            payload: &payload,
-        },
-    )
-    .await?;
-    Ok(())
-}
-
-/// Ends an open authorization's hold as `status` (cleared or reversed)
-/// inside the transaction that settles its ledger entry, and deletes its
-/// expiry timer there too.
-pub(super) async fn end_in(
-    tx: &mut Tx<'_>,
-    authorization: &CardTransactionRow,
-    status: &str,
-    at: NaiveDateTime,
-) -> Result<(), WriteError> {
-    end_status_in(tx, authorization, status, at).await?;
-    cancel_one_in(
-        tx,
-        &expiry_timer_id(&authorization.card_id, &authorization.id),
-    )
-    .await?;
-    Ok(())
-}
-
-async fn end_status_in(
-    tx: &mut Tx<'_>,
-    authorization: &CardTransactionRow,
-    status: &str,
-    at: NaiveDateTime,
-) -> Result<(), WriteError> {
-    if store::end_hold(tx, &authorization.id, status, at).await? {
-        return Ok(());
-    }
-    Err(conflict(authorization).into())
-}
-
-fn conflict(authorization: &CardTransactionRow) -> RuntimeError {
-    RuntimeError::Conflict {
+    TimerSpec {
+        id: &expiry_timer_id(&authorization.card_id, &authorization.id),
         kind: CardKind::NAME,
-        id: authorization.card_id.clone(),
+        entity_id: &authorization.card_id,
+        due_at,
+        payload: &payload,
     }
+    .row()
+}
+
+/// Ends an open authorization's hold (`hold`) as `status` (cleared or
+/// reversed) in the plan that settles its ledger entry, and cancels its
+/// expiry timer there too.
+pub(super) fn end(
+    plan: &mut Plan,
+    authorization: &CardTransactionRow,
+    hold: &str,
+    status: &str,
+    at: NaiveDateTime,
+) {
+    end_status(plan, authorization, hold, status, at);
+    plan.cancels_timers
+        .push(expiry_timer_id(&authorization.card_id, &authorization.id));
+}
+
+fn end_status(
+    plan: &mut Plan,
+    authorization: &CardTransactionRow,
+    hold: &str,
+    status: &str,
+    at: NaiveDateTime,
+) {
+    plan.moves.push(RowMove::Authorization(AuthorizationMove {
+        id: authorization.id.clone(),
+        hold_id: hold.to_owned(),
+        status: status.to_owned(),
+        ledger_transaction_id: hold.to_owned(),
+        hold_minor: 0,
+        at,
+    }));
 }
 
 /// The open authorization and its hold, or `None` when the authorization is
@@ -276,36 +263,42 @@ pub(super) async fn reverse(
         )),
         _ => None,
     };
-    let written = env
-        .db
-        .write(move |tx| {
-            Box::pin(async move {
-                let mut row = row;
-                // The release names the void that records it, not the hold.
-                row.ledger_transaction_id = Some(ledger::void(tx, &hold).await?);
-                match remainder {
-                    Some((entry, remaining_minor)) => {
-                        let renewed = ledger::record(tx, &entry, Phase::Pending).await?;
-                        let renewed_in_place = store::renew_hold(
-                            tx,
-                            &authorization.id,
-                            &hold,
-                            &renewed,
-                            remaining_minor,
-                            row.created_at,
-                        )
-                        .await?;
-                        if !renewed_in_place {
-                            return Err(conflict(&authorization).into());
-                        }
-                    }
-                    None => end_in(tx, &authorization, store::TX_REVERSED, row.created_at).await?,
-                }
-                store::insert_transaction(tx, &row).await?;
-                Ok::<_, WriteError>(())
-            })
-        })
-        .await;
+    let mut plan = Plan::default();
+    // The release names the void that records it, not the hold.
+    let void = ledger::new_transaction_id();
+    plan.ledger.push(LedgerWrite::Void {
+        hold_id: hold.clone(),
+        id: void.clone(),
+    });
+    let mut row = row;
+    row.ledger_transaction_id = Some(void);
+    match remainder {
+        Some((entry, remaining_minor)) => {
+            let renewed = ledger::new_transaction_id();
+            plan.ledger.push(LedgerWrite::Record {
+                id: renewed.clone(),
+                entry,
+                phase: Phase::Pending,
+            });
+            plan.moves.push(RowMove::Authorization(AuthorizationMove {
+                id: authorization.id.clone(),
+                hold_id: hold,
+                status: store::TX_APPROVED.to_owned(),
+                ledger_transaction_id: renewed,
+                hold_minor: remaining_minor,
+                at: row.created_at,
+            }));
+        }
+        None => end(
+            &mut plan,
+            &authorization,
+            &hold,
+            store::TX_REVERSED,
+            row.created_at,
+        ),
+    }
+    plan.card_transactions.push(row);
+    let written = commit(&env.db, &state.row.id, plan).await;
     settled(state, written)
 }
 
@@ -337,19 +330,25 @@ pub(super) async fn expire(
     );
     row.event_source = store::SOURCE_TERN.to_owned();
     tracing::info!(card = %state.row.id, authorization_id = %authorization.authorization_id, held = authorization.hold_minor, "uncleared hold expired");
-    let written = env
-        .db
-        .write(move |tx| {
-            Box::pin(async move {
-                complete_in(tx, &firing).await?;
-                let mut row = row;
-                row.ledger_transaction_id = Some(ledger::void(tx, &hold).await?);
-                end_status_in(tx, &authorization, store::TX_EXPIRED, row.created_at).await?;
-                store::insert_transaction(tx, &row).await?;
-                Ok::<_, WriteError>(())
-            })
-        })
-        .await;
+    let void = ledger::new_transaction_id();
+    let mut plan = Plan {
+        completes_timer: Some(firing.claim()),
+        ledger: vec![LedgerWrite::Void {
+            hold_id: hold.clone(),
+            id: void.clone(),
+        }],
+        ..Plan::default()
+    };
+    row.ledger_transaction_id = Some(void);
+    end_status(
+        &mut plan,
+        &authorization,
+        &hold,
+        store::TX_EXPIRED,
+        row.created_at,
+    );
+    plan.card_transactions.push(row);
+    let written = commit(&env.db, &state.row.id, plan).await;
     match written {
         Ok(()) => answer(state, recorded(false, false)),
         Err(error) if error.is_unique_violation() => answer(state, recorded(true, false)),

@@ -11,10 +11,11 @@ use serde_json::json;
 use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::{CardRow, CardTransactionRow, CardWalletTokenRow};
+use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::cards as store;
 use tern_schema::store::ledger as ledger_store;
 use tern_schema::types::utc_now;
-use tern_schema::{Db, DieselError, StoreError, Tx};
+use tern_schema::{Db, DieselError, PlanError, StoreError, Tx};
 
 use super::holds::{self, Reversal};
 use super::machine::{
@@ -265,6 +266,31 @@ impl From<WriteError> for RuntimeError {
                 RuntimeError::Refused(format!("ledger refused a card entry: {other}"))
             }
         }
+    }
+}
+
+impl From<PlanError> for WriteError {
+    fn from(error: PlanError) -> Self {
+        match error {
+            PlanError::Ledger(refused) => WriteError::Ledger(refused),
+            other => WriteError::Runtime(other.into()),
+        }
+    }
+}
+
+/// Writes one of the card's plans. An authorization moved meanwhile (on
+/// another node) is the card's conflict: it reloads and the caller may
+/// send the event again.
+pub(super) async fn commit(db: &Db, card_id: &str, plan: Plan) -> Result<(), WriteError> {
+    match db.commit(plan).await {
+        Ok(_) => Ok(()),
+        Err(PlanError::Store(StoreError::Conflict(_))) => {
+            Err(WriteError::Runtime(RuntimeError::Conflict {
+                kind: CardKind::NAME,
+                id: card_id.to_owned(),
+            }))
+        }
+        Err(error) => Err(error.into()),
     }
 }
 
@@ -644,12 +670,14 @@ async fn schedule_resume_in(tx: &mut Tx<'_>, card_id: &str) -> RuntimeResult<()>
 }
 
 pub(super) async fn complete_timer(db: &Db, firing: TimerFiring) -> RuntimeResult<()> {
-    db.write(move |tx| Box::pin(async move { complete_in(tx, &firing).await }))
-        .await
-        .or_else(|error| match error {
-            RuntimeError::TimerClaimLost { .. } => Ok(()),
-            other => Err(other),
-        })
+    let plan = Plan {
+        completes_timer: Some(firing.claim()),
+        ..Plan::default()
+    };
+    match db.commit(plan).await {
+        Ok(_) | Err(PlanError::TimerLost { .. }) => Ok(()),
+        Err(other) => Err(other.into()),
+    }
 }
 
 fn issued_row(intent: &CardRow, issued: &IssuedCard, now: NaiveDateTime) -> CardRow {
@@ -1237,21 +1265,23 @@ async fn authorize(
                 ),
             ],
         };
-        let approved = row.clone();
-        let ttl = env.ctx.hold_ttl;
-        let held = env
-            .db
-            .write(move |tx| {
-                Box::pin(async move {
-                    let mut approved = approved;
-                    let hold = ledger::record(tx, &entry, Phase::Pending).await?;
-                    approved.ledger_transaction_id = Some(hold);
-                    holds::open_in(tx, &mut approved, ttl).await?;
-                    store::insert_transaction(tx, &approved).await?;
-                    Ok::<_, WriteError>(approved)
-                })
-            })
-            .await;
+        let mut approved = row.clone();
+        let hold_id = ledger::new_transaction_id();
+        approved.ledger_transaction_id = Some(hold_id.clone());
+        let expiry = holds::open(&mut approved, env.ctx.hold_ttl);
+        let plan = Plan {
+            ledger: vec![LedgerWrite::Record {
+                id: hold_id,
+                entry,
+                phase: Phase::Pending,
+            }],
+            card_transactions: vec![approved.clone()],
+            timers: vec![expiry],
+            ..Plan::default()
+        };
+        let held = commit(&env.db, &state.row.id, plan)
+            .await
+            .map(|()| approved);
         match held {
             Ok(approved) => {
                 state.spend = state.spend.add(now, request.amount_minor, request.channel);
@@ -1277,16 +1307,11 @@ async fn authorize(
     };
     row.status = store::TX_DECLINED.to_owned();
     row.decline_reason = Some(reason.as_str().to_owned());
-    let declined = row.clone();
-    let written = env
-        .db
-        .write(move |tx| {
-            Box::pin(async move {
-                store::insert_transaction(tx, &declined).await?;
-                Ok::<_, WriteError>(())
-            })
-        })
-        .await;
+    let plan = Plan {
+        card_transactions: vec![row.clone()],
+        ..Plan::default()
+    };
+    let written = commit(&env.db, &state.row.id, plan).await;
     match written {
         Ok(()) => answer(state, Ok(CardReply::Decision(decision_of(&row, false)))),
         Err(error) if error.is_unique_violation() => duplicate_decision(env, state, &request).await,
@@ -1380,43 +1405,53 @@ async fn clear(
     clearing.mcc = authorization.mcc.clone();
     clearing.channel = authorization.channel.clone();
     clearing.country = authorization.country.clone();
-    let merchant_id = state.row.merchant_id.clone();
-    let card_id = state.row.id.clone();
-    let written = env
-        .db
-        .write(move |tx| {
-            Box::pin(async move {
-                let mut clearing = clearing;
-                if amount == held {
-                    clearing.ledger_transaction_id = Some(ledger::post(tx, &hold).await?);
-                } else {
-                    ledger::void(tx, &hold).await?;
-                    if amount > 0 {
-                        let currency = clearing.currency.clone();
-                        let entry = Entry {
-                            merchant_id: Some(merchant_id),
-                            settlement_key: None,
-                            description: format!("card {card_id} clearing {authorization_id}"),
-                            lines: vec![
-                                card_line(&funding, Direction::Debit, amount, &currency),
-                                card_line(
-                                    &SystemAccount::CardNetwork.account_id(&currency),
-                                    Direction::Credit,
-                                    amount,
-                                    &currency,
-                                ),
-                            ],
-                        };
-                        let posted = ledger::record(tx, &entry, Phase::Posted).await?;
-                        clearing.ledger_transaction_id = Some(posted);
-                    }
-                }
-                holds::end_in(tx, &authorization, store::TX_CLEARED, clearing.created_at).await?;
-                store::insert_transaction(tx, &clearing).await?;
-                Ok::<_, WriteError>(())
-            })
-        })
-        .await;
+    let mut plan = Plan::default();
+    if amount == held {
+        let id = ledger::new_transaction_id();
+        plan.ledger.push(LedgerWrite::Post {
+            hold_id: hold.clone(),
+            id: id.clone(),
+        });
+        clearing.ledger_transaction_id = Some(id);
+    } else {
+        plan.ledger.push(LedgerWrite::Void {
+            hold_id: hold.clone(),
+            id: ledger::new_transaction_id(),
+        });
+        if amount > 0 {
+            let currency = clearing.currency.clone();
+            let entry = Entry {
+                merchant_id: Some(state.row.merchant_id.clone()),
+                settlement_key: None,
+                description: format!("card {} clearing {authorization_id}", state.row.id),
+                lines: vec![
+                    card_line(&funding, Direction::Debit, amount, &currency),
+                    card_line(
+                        &SystemAccount::CardNetwork.account_id(&currency),
+                        Direction::Credit,
+                        amount,
+                        &currency,
+                    ),
+                ],
+            };
+            let id = ledger::new_transaction_id();
+            plan.ledger.push(LedgerWrite::Record {
+                id: id.clone(),
+                entry,
+                phase: Phase::Posted,
+            });
+            clearing.ledger_transaction_id = Some(id);
+        }
+    }
+    holds::end(
+        &mut plan,
+        &authorization,
+        &hold,
+        store::TX_CLEARED,
+        clearing.created_at,
+    );
+    plan.card_transactions.push(clearing);
+    let written = commit(&env.db, &state.row.id, plan).await;
     settled(state, written)
 }
 
@@ -1465,18 +1500,18 @@ async fn refund(
             ),
         ],
     };
-    let written = env
-        .db
-        .write(move |tx| {
-            Box::pin(async move {
-                let mut row = row;
-                let posted = ledger::record(tx, &entry, Phase::Posted).await?;
-                row.ledger_transaction_id = Some(posted);
-                store::insert_transaction(tx, &row).await?;
-                Ok::<_, WriteError>(())
-            })
-        })
-        .await;
+    let id = ledger::new_transaction_id();
+    row.ledger_transaction_id = Some(id.clone());
+    let plan = Plan {
+        ledger: vec![LedgerWrite::Record {
+            id,
+            entry,
+            phase: Phase::Posted,
+        }],
+        card_transactions: vec![row],
+        ..Plan::default()
+    };
+    let written = commit(&env.db, &state.row.id, plan).await;
     settled(state, written)
 }
 

@@ -126,14 +126,6 @@ pub async fn complete_in(tx: &mut Tx<'_>, firing: &TimerFiring) -> RuntimeResult
     }
 }
 
-/// Deletes one timer by id inside the caller's transaction, when the
-/// transition it was waiting for happened another way; answers whether it
-/// was there. A firing already under way then finds its timer gone
-/// ([`RuntimeError::TimerClaimLost`] from [`complete_in`]).
-pub async fn cancel_one_in(tx: &mut Tx<'_>, timer_id: &str) -> RuntimeResult<bool> {
-    Ok(store::delete(tx, timer_id).await?)
-}
-
 /// Deletes every timer of an entity, e.g. when it reaches a terminal state.
 pub async fn cancel_in(tx: &mut Tx<'_>, kind: &str, entity_id: &str) -> RuntimeResult<usize> {
     Ok(store::cancel_for_entity(tx, kind, entity_id).await?)

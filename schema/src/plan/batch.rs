@@ -4,10 +4,12 @@
 //! every plan in memory (see [`super::judge`]), and
 //! writes the accepted plans' rows with one statement per table and kind of
 //! write: a multi-row INSERT per table, one DELETE for the timers they
-//! complete, one UPDATE per account for the balances. Rows moved under
-//! their version are written one statement each, pipelined on PostgreSQL,
-//! and their counts are checked. A refused plan writes nothing and never
-//! fails its neighbours.
+//! complete and one for those they cancel, one UPDATE per account for the
+//! balances. Settlement rows moved under their version are one statement
+//! on PostgreSQL; transfers' and authorizations' rows one statement each,
+//! pipelined on PostgreSQL; every count is checked. A refused plan writes
+//! nothing and never fails its neighbours. The card part of a batch lives
+//! in [`super::cards`].
 //!
 //! On SQLite the committer is the one writer, so what it read holds until
 //! it commits. On PostgreSQL, where other nodes write too, what a judgement
@@ -26,8 +28,10 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Text};
 use diesel_async::RunQueryDsl;
 
+use super::cards;
 use super::judge::{self, Account, AnswerKey, Hold, Rows, SettlementKey, Sums, World};
 use super::moves::SettlementMoves;
+use super::statements::ROWS_PER_INSERT;
 use super::{LedgerWrite, Plan, PlanError, RowMove, Written};
 use crate::balances::Buckets;
 use crate::db::{Conn, Tx};
@@ -43,10 +47,6 @@ use crate::store::transfers as transfer_store;
 use crate::store::{ledger as ledger_store, settlements as settlement_store};
 use crate::types::utc_now;
 use crate::{audit, StoreError, StoreResult};
-
-/// Rows per multi-row INSERT: within SQLite's and PostgreSQL's limits on
-/// bound values for the widest table (settlements, 32 columns).
-const ROWS_PER_INSERT: usize = 500;
 
 /// Writes `plans` in the open transaction of `tx`; answers each plan's
 /// verdict. `Err` means a statement failed and the batch must roll back.
@@ -72,38 +72,6 @@ pub(crate) async fn write(
     let (rows, verdicts) = judge::judge(&mut world, plans, utc_now());
     write_rows(tx, rows).await?;
     Ok(verdicts)
-}
-
-/// Loads `$query`, built once per backend; on PostgreSQL `FOR UPDATE`
-/// when `locked` (SQLite has no row locks: its one writer is the
-/// committer).
-macro_rules! load {
-    ($tx:expr, $query:expr, locked) => {
-        match $tx.parts() {
-            (Conn::Pg(inner), behind) => {
-                behind
-                    .drive(async {
-                        let conn = inner;
-                        $query.for_update().load(conn).await
-                    })
-                    .await
-            }
-            (Conn::Sqlite(inner), _) => $query.load(&mut **inner).await,
-        }
-    };
-    ($tx:expr, $query:expr) => {
-        match $tx.parts() {
-            (Conn::Pg(inner), behind) => {
-                behind
-                    .drive(async {
-                        let conn = inner;
-                        $query.load(conn).await
-                    })
-                    .await
-            }
-            (Conn::Sqlite(inner), _) => $query.load(&mut **inner).await,
-        }
-    };
 }
 
 /// The versions of settlements named by (merchant, key) pairs, on
@@ -156,6 +124,8 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
                     settlement_pairs.push((row.merchant_id.clone(), row.idempotency_key.clone()));
                 }
                 RowMove::Transfer { row, .. } => transfer_ids.push(row.id.clone()),
+                // Read with the card rows (`cards::read`).
+                RowMove::Authorization(_) => {}
             }
         }
         if let Some(answer) = &plan.answer {
@@ -296,6 +266,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
         )?;
         world.endpoints = found.into_iter().collect();
     }
+    world.cards = cards::read(tx, plans).await?;
     Ok(world)
 }
 
@@ -418,54 +389,12 @@ async fn read_accounts(tx: &mut Tx<'_>, ids: &[String], world: &mut World) -> St
     Ok(())
 }
 
-/// Inserts `$rows` (a `Vec` of one table's rows) with multi-row INSERTs,
-/// checking that every row went in.
-macro_rules! insert_rows {
-    ($tx:expr, $table:expr, $rows:expr, $what:literal) => {{
-        let rows = $rows;
-        if rows.is_empty() {
-            Ok::<(), StoreError>(())
-        } else {
-            match $tx.parts() {
-                (Conn::Pg(conn), behind) => {
-                    let mut result = Ok(());
-                    for chunk in rows.chunks(ROWS_PER_INSERT) {
-                        let inserted = behind
-                            .drive(diesel::insert_into($table).values(chunk).execute(conn))
-                            .await?;
-                        if inserted != chunk.len() {
-                            result = Err(StoreError::Conflict(format!(
-                                concat!($what, ": {} of {} rows inserted"),
-                                inserted,
-                                chunk.len()
-                            )));
-                            break;
-                        }
-                    }
-                    result
-                }
-                (Conn::Sqlite(inner), _) => inner
-                    .spawn_blocking(move |conn| {
-                        for chunk in rows.chunks(ROWS_PER_INSERT) {
-                            diesel::RunQueryDsl::execute(
-                                diesel::insert_into($table).values(chunk),
-                                conn,
-                            )?;
-                        }
-                        Ok(())
-                    })
-                    .await
-                    .map_err(StoreError::from),
-            }
-        }
-    }};
-}
-
 /// Writes the accepted plans' rows, in an order that satisfies the
 /// foreign keys; on PostgreSQL waits for the pipelined moves' answers.
 async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<()> {
     let Rows {
         timers_done,
+        timers_cancelled,
         accounts_opened,
         settlements: new_settlements,
         answers,
@@ -478,6 +407,7 @@ async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<()> {
         events,
         audit: records,
         holds,
+        cards: card_rows,
     } = rows;
     if !timers_done.is_empty() {
         let deleted = crate::dispatch!(tx, conn => diesel::delete(
@@ -491,6 +421,13 @@ async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<()> {
                 timers_done.len()
             )));
         }
+    }
+    if !timers_cancelled.is_empty() {
+        crate::dispatch!(tx, conn => diesel::delete(
+                actor_timers::table.filter(actor_timers::id.eq_any(&timers_cancelled)),
+            )
+            .execute(conn)
+            .await)?;
     }
     for account in &accounts_opened {
         ledger_store::insert_account_if_absent(tx, account).await?;
@@ -538,6 +475,7 @@ async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<()> {
             }
         }
     }
+    cards::write(tx, card_rows).await?;
     insert_rows!(tx, actor_timers::table, timers, "timers")?;
     insert_rows!(tx, webhook_events::table, events, "webhook events")?;
     for record in records {

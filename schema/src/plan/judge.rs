@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use chrono::NaiveDateTime;
 
+use super::cards::{CardDraft, CardRows, Cards};
 use super::{LedgerWrite, Plan, PlanError, RowMove, Written};
 use crate::audit::AuditRecord;
 use crate::balances::Moves;
@@ -73,12 +74,14 @@ pub(crate) struct World {
     pub accounts: HashMap<String, Account>,
     /// Merchants with a webhook endpoint.
     pub endpoints: HashSet<String>,
+    pub cards: Cards,
 }
 
 /// The rows of a batch's accepted plans, per table.
 #[derive(Debug, Default)]
 pub(crate) struct Rows {
     pub timers_done: Vec<String>,
+    pub timers_cancelled: Vec<String>,
     pub accounts_opened: Vec<LedgerAccountRow>,
     pub settlements: Vec<SettlementRow>,
     pub answers: Vec<IdempotencyRow>,
@@ -93,6 +96,7 @@ pub(crate) struct Rows {
     pub audit: Vec<AuditRecord>,
     /// Holds recorded, with their lines, for the committer to remember.
     pub holds: Vec<(String, Lines)>,
+    pub cards: CardRows,
 }
 
 /// One plan's part while it is judged: applied to the world and the rows
@@ -100,6 +104,7 @@ pub(crate) struct Rows {
 #[derive(Default)]
 struct Draft {
     timers_done: Vec<String>,
+    timers_cancelled: Vec<String>,
     settlements: Vec<SettlementRow>,
     answers: Vec<IdempotencyRow>,
     transactions: Vec<LedgerTransactionRow>,
@@ -114,6 +119,7 @@ struct Draft {
     settlement_moves: Vec<(SettlementRow, i64)>,
     transfer_moves: Vec<(TransferRow, i64)>,
     timers: Vec<TimerRow>,
+    cards: CardDraft,
 }
 
 /// Judges `plans` in order against `world`; answers each plan's verdict and
@@ -216,8 +222,12 @@ fn plan_draft(
             LedgerWrite::Void { hold_id, id } => resolve(world, draft, hold_id, id, false, now)?,
         }
     }
+    for row in &plan.card_transactions {
+        world.cards.record(&mut draft.cards, row)?;
+    }
     for moved in &plan.moves {
         match moved {
+            RowMove::Authorization(change) => world.cards.moved(&mut draft.cards, change)?,
             RowMove::Settlement {
                 row,
                 expected_version,
@@ -261,9 +271,13 @@ fn plan_draft(
             }
         }
     }
+    draft.timers_cancelled = plan.cancels_timers.clone();
     for timer in &plan.timers {
         let taken = match world.timers.get(&timer.id) {
-            Some(_) => !draft.timers_done.contains(&timer.id),
+            Some(_) => {
+                !draft.timers_done.contains(&timer.id)
+                    && !draft.timers_cancelled.contains(&timer.id)
+            }
             None => false,
         } || draft.timers.iter().any(|t| t.id == timer.id);
         if taken {
@@ -490,6 +504,14 @@ fn accept(world: &mut World, rows: &mut Rows, draft: Draft, plan: Plan, events_w
         world.timers.remove(id);
     }
     rows.timers_done.extend(draft.timers_done);
+    // A timer set earlier in the batch is cancelled before it is written;
+    // one already stored is deleted with the batch's others.
+    for id in &draft.timers_cancelled {
+        world.timers.remove(id);
+        rows.timers.retain(|timer| timer.id != *id);
+    }
+    rows.timers_cancelled.extend(draft.timers_cancelled);
+    world.cards.accept(&mut rows.cards, draft.cards);
     for (id, account) in draft.accounts {
         if !account.exists && !world.accounts.contains_key(&id) {
             rows.accounts_opened.push(opened(&account.facts));

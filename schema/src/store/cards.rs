@@ -218,52 +218,6 @@ pub async fn transaction(
     Ok(row)
 }
 
-/// Ends an open authorization's hold: its status becomes `to` (cleared,
-/// reversed or expired) and it holds nothing more. Answers whether it was
-/// open.
-pub async fn end_hold(tx: &mut Tx<'_>, id: &str, to: &str, at: NaiveDateTime) -> StoreResult<bool> {
-    let changed = dispatch!(tx, conn => Cached(diesel::update(
-            card_transactions::table
-                .filter(card_transactions::id.eq(id))
-                .filter(card_transactions::status.eq(TX_APPROVED)),
-        )
-        .set((
-            card_transactions::status.eq(to),
-            card_transactions::hold_minor.eq(0),
-            card_transactions::updated_at.eq(at),
-        )))
-        .execute(conn)
-        .await)?;
-    Ok(changed == 1)
-}
-
-/// Points an open authorization at the hold that replaced `old_hold` (a
-/// partial reversal voids the hold and holds the rest anew: holds are never
-/// edited). Answers whether the authorization was open on `old_hold`.
-pub async fn renew_hold(
-    tx: &mut Tx<'_>,
-    id: &str,
-    old_hold: &str,
-    new_hold: &str,
-    hold_minor: i64,
-    at: NaiveDateTime,
-) -> StoreResult<bool> {
-    let changed = dispatch!(tx, conn => diesel::update(
-            card_transactions::table
-                .filter(card_transactions::id.eq(id))
-                .filter(card_transactions::status.eq(TX_APPROVED))
-                .filter(card_transactions::ledger_transaction_id.eq(old_hold)),
-        )
-        .set((
-            card_transactions::ledger_transaction_id.eq(new_hold),
-            card_transactions::hold_minor.eq(hold_minor),
-            card_transactions::updated_at.eq(at),
-        ))
-        .execute(conn)
-        .await)?;
-    Ok(changed == 1)
-}
-
 /// The card's transactions, newest first.
 pub async fn transactions(
     tx: &mut Tx<'_>,

@@ -1,0 +1,557 @@
+//! Card plans on real databases: the same random sequence of
+//! authorizations, clearings and reversals, with the refusals they provoke
+//! (an event or an authorization recorded twice, funds short, an
+//! authorization ended under a stale read), gives the same answers and the
+//! same rows on SQLite and on PostgreSQL (when TERN_TEST_DATABASE_URL names
+//! a server; otherwise on SQLite alone, with the books checked).
+
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use futures_util::future::join_all;
+use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
+use tern_schema::models::{CardRow, CardTransactionRow, LedgerAccountRow, MerchantRow, UserRow};
+use tern_schema::plan::{AuthorizationMove, LedgerWrite, Plan, PlanError, RowMove};
+use tern_schema::schema::{actor_timers, card_transactions, ledger_accounts, ledger_transactions};
+use tern_schema::store::cards::{self as card_store, KIND_AUTHORIZATION, TX_APPROVED};
+use tern_schema::store::timers::TimerRow;
+use tern_schema::store::{ledger as ledger_store, merchants, users};
+use tern_schema::testing::TestDatabase;
+use tern_schema::types::utc_now;
+use tern_schema::{dispatch, migrate, write_tx, Db, StoreError};
+
+const MERCHANT: &str = "m_cards";
+const CARD: &str = "card_plans";
+
+async fn migrated(database: &TestDatabase) -> Db {
+    migrate::run_pending(database.url())
+        .await
+        .expect("migrations");
+    Db::connect(database.url()).await.expect("connect")
+}
+
+/// The merchant, a user and an active card, with the funding accounts'
+/// rows copied from `accounts` when given; answers the USD account.
+async fn open_card(db: &Db, accounts: Option<&[LedgerAccountRow]>) -> Vec<LedgerAccountRow> {
+    let now = utc_now();
+    let merchant = MerchantRow {
+        id: MERCHANT.into(),
+        organization_name: "M".into(),
+        status: "active".into(),
+        created_at: now,
+        updated_at: now,
+    };
+    let user = UserRow {
+        id: "user_cards".into(),
+        merchant_id: MERCHANT.into(),
+        email: "ada@example.com".into(),
+        name: "Ada".into(),
+        password_hash: "x".into(),
+        status: "active".into(),
+        email_verified_at: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let card = CardRow {
+        id: CARD.into(),
+        merchant_id: MERCHANT.into(),
+        user_id: user.id.clone(),
+        program_id: "prog".into(),
+        card_type: "virtual".into(),
+        status: "active".into(),
+        network: "visa".into(),
+        currency: "USD".into(),
+        cardholder: "Ada".into(),
+        display_name: None,
+        card_art: "default".into(),
+        theme: "dark".into(),
+        provider_card_id: Some("pc_1".into()),
+        last_four: Some("4242".into()),
+        expiry_month: Some(12),
+        expiry_year: Some(2030),
+        wallet_status: "none".into(),
+        per_transaction_minor: None,
+        daily_spend_minor: None,
+        monthly_spend_minor: None,
+        atm_daily_minor: None,
+        online_enabled: true,
+        international_enabled: true,
+        atm_enabled: true,
+        replaces_card_id: None,
+        replaces_status: None,
+        replaced_by_card_id: None,
+        request_id: "req".into(),
+        version: 1,
+        created_at: now,
+        updated_at: now,
+        closed_at: None,
+        limits_set: String::new(),
+    };
+    let copied = accounts.map(<[LedgerAccountRow]>::to_vec);
+    let made: Result<(), LedgerError> = write_tx!(db, |tx| {
+        merchants::insert(tx, &merchant).await?;
+        users::insert(tx, &user).await?;
+        card_store::insert(tx, &card).await?;
+        match &copied {
+            Some(rows) => {
+                for account in rows {
+                    ledger_store::insert_account(tx, account).await?;
+                }
+                Ok(())
+            }
+            None => ledger::open_funding_accounts(tx, MERCHANT).await,
+        }
+    });
+    made.expect("card");
+    let mut pooled = db.get().await.expect("conn");
+    let mut tx = pooled.tx();
+    let accounts = ledger_store::merchant_accounts(&mut tx, MERCHANT)
+        .await
+        .expect("accounts");
+    accounts
+}
+
+fn entry(description: &str, debit: &str, credit: &str, amount_minor: i64) -> Entry {
+    let line = |account_id: &str, direction| Line {
+        account_id: account_id.into(),
+        direction,
+        amount_minor,
+        currency: "USD".into(),
+    };
+    Entry {
+        merchant_id: Some(MERCHANT.into()),
+        settlement_key: None,
+        description: description.into(),
+        lines: vec![
+            line(debit, Direction::Debit),
+            line(credit, Direction::Credit),
+        ],
+    }
+}
+
+fn network() -> String {
+    SystemAccount::CardNetwork.account_id("USD")
+}
+
+fn row(
+    step: usize,
+    event: &str,
+    authorization: &str,
+    kind: &str,
+    amount: i64,
+) -> CardTransactionRow {
+    let now = utc_now();
+    CardTransactionRow {
+        id: format!("ctx_{step:05}"),
+        card_id: CARD.into(),
+        merchant_id: MERCHANT.into(),
+        provider_event_id: event.into(),
+        authorization_id: authorization.into(),
+        kind: kind.into(),
+        status: TX_APPROVED.into(),
+        amount_minor: amount,
+        currency: "USD".into(),
+        merchant_name: "Shop".into(),
+        mcc: "5411".into(),
+        channel: "online".into(),
+        country: "US".into(),
+        decline_reason: None,
+        ledger_transaction_id: None,
+        created_at: now,
+        updated_at: now,
+        hold_minor: 0,
+        event_source: card_store::SOURCE_PROVIDER.into(),
+    }
+}
+
+fn expiry(row_id: &str) -> TimerRow {
+    TimerRow {
+        id: format!("{CARD}:hold:{row_id}"),
+        kind: "card".into(),
+        entity_id: CARD.into(),
+        due_at: utc_now(),
+        payload: format!("expire_hold:{row_id}"),
+        claim_token: None,
+        claimed_until: None,
+        attempts: 0,
+        created_at: utc_now(),
+    }
+}
+
+/// An authorization the sequence approved, as the card's actor knows it.
+#[derive(Clone)]
+struct Open {
+    row_id: String,
+    hold: String,
+    held: i64,
+    /// A hold it held before, for stale reads.
+    earlier: Option<String>,
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// What the sequence does next, and how its actor's view changes if it is
+/// written.
+enum Follow {
+    Opened(Open),
+    Renewed(usize, Open),
+    Ended(usize),
+    Nothing,
+}
+
+fn next_plan(rng: &mut Rng, step: usize, open: &[Open], usd: &str) -> (Plan, Follow) {
+    let choice = rng.below(10);
+    let ltx = |n: usize| format!("ltx_card_{step:05}_{n}");
+    // Event ids from a pool, so that some arrive twice.
+    let event = format!("evt_{}", rng.below(400));
+    if open.is_empty() || choice < 4 {
+        let authorization = format!("auth_{}", rng.below(120));
+        let amount = 1 + rng.below(3_000) as i64;
+        let mut approved = row(step, &event, &authorization, KIND_AUTHORIZATION, amount);
+        approved.hold_minor = amount;
+        approved.ledger_transaction_id = Some(ltx(0));
+        let plan = Plan {
+            ledger: vec![LedgerWrite::Record {
+                id: ltx(0),
+                entry: entry("authorization", usd, &network(), amount),
+                phase: Phase::Pending,
+            }],
+            timers: vec![expiry(&approved.id)],
+            card_transactions: vec![approved.clone()],
+            ..Plan::default()
+        };
+        let opened = Open {
+            row_id: approved.id,
+            hold: ltx(0),
+            held: amount,
+            earlier: None,
+        };
+        return (plan, Follow::Opened(opened));
+    }
+    if choice == 4 && rng.below(2) == 0 {
+        let plan = Plan {
+            ledger: vec![LedgerWrite::Record {
+                id: ltx(0),
+                entry: entry(
+                    "top-up",
+                    &SystemAccount::CardAcquirer.account_id("USD"),
+                    usd,
+                    1_500,
+                ),
+                phase: Phase::Posted,
+            }],
+            ..Plan::default()
+        };
+        return (plan, Follow::Nothing);
+    }
+    let index = rng.below(open.len() as u64) as usize;
+    let authorization = &open[index];
+    let at = utc_now();
+    let mut plan = Plan::default();
+    // Now and then the actor read the authorization before a partial
+    // reversal renewed its hold: the ledger refuses the old hold, and the
+    // row's guard refuses a move from it.
+    let (hold, moved_from) = match (&authorization.earlier, rng.below(6)) {
+        (Some(earlier), 0) => (earlier.clone(), earlier.clone()),
+        (Some(earlier), 1) => (authorization.hold.clone(), earlier.clone()),
+        _ => (authorization.hold.clone(), authorization.hold.clone()),
+    };
+    let end = |plan: &mut Plan, status: &str| {
+        plan.moves.push(RowMove::Authorization(AuthorizationMove {
+            id: authorization.row_id.clone(),
+            hold_id: moved_from.clone(),
+            status: status.into(),
+            ledger_transaction_id: hold.clone(),
+            hold_minor: 0,
+            at,
+        }));
+        plan.cancels_timers
+            .push(format!("{CARD}:hold:{}", authorization.row_id));
+    };
+    match choice {
+        // A clearing of all the hold, or of part of it (the rest released).
+        5 | 6 => {
+            let amount = match choice {
+                5 => authorization.held,
+                _ => 1 + rng.below(authorization.held as u64) as i64,
+            };
+            let mut clearing = row(step, &event, "a", "clear", amount);
+            clearing.status = "posted".into();
+            if amount == authorization.held {
+                plan.ledger.push(LedgerWrite::Post {
+                    hold_id: hold.clone(),
+                    id: ltx(0),
+                });
+            } else {
+                plan.ledger.push(LedgerWrite::Void {
+                    hold_id: hold.clone(),
+                    id: ltx(0),
+                });
+                plan.ledger.push(LedgerWrite::Record {
+                    id: ltx(1),
+                    entry: entry("clearing", usd, &network(), amount),
+                    phase: Phase::Posted,
+                });
+            }
+            clearing.ledger_transaction_id = Some(ltx(0));
+            end(&mut plan, "cleared");
+            plan.card_transactions.push(clearing);
+            (plan, Follow::Ended(index))
+        }
+        // A partial reversal: the hold voided, the rest held anew.
+        7 | 8 if authorization.held > 1 => {
+            let released = 1 + rng.below(authorization.held as u64 - 1) as i64;
+            let remaining = authorization.held - released;
+            plan.ledger.push(LedgerWrite::Void {
+                hold_id: hold.clone(),
+                id: ltx(0),
+            });
+            plan.ledger.push(LedgerWrite::Record {
+                id: ltx(1),
+                entry: entry("after a reversal", usd, &network(), remaining),
+                phase: Phase::Pending,
+            });
+            plan.moves.push(RowMove::Authorization(AuthorizationMove {
+                id: authorization.row_id.clone(),
+                hold_id: moved_from.clone(),
+                status: TX_APPROVED.into(),
+                ledger_transaction_id: ltx(1),
+                hold_minor: remaining,
+                at,
+            }));
+            let mut reversal = row(step, &event, "a", "reversal", released);
+            reversal.status = "released".into();
+            reversal.ledger_transaction_id = Some(ltx(0));
+            plan.card_transactions.push(reversal);
+            let renewed = Open {
+                row_id: authorization.row_id.clone(),
+                hold: ltx(1),
+                held: remaining,
+                earlier: Some(authorization.hold.clone()),
+            };
+            (plan, Follow::Renewed(index, renewed))
+        }
+        // A full reversal.
+        _ => {
+            plan.ledger.push(LedgerWrite::Void {
+                hold_id: hold.clone(),
+                id: ltx(0),
+            });
+            end(&mut plan, "reversed");
+            let mut reversal = row(step, &event, "a", "reversal", authorization.held);
+            reversal.status = "released".into();
+            reversal.ledger_transaction_id = Some(ltx(0));
+            plan.card_transactions.push(reversal);
+            (plan, Follow::Ended(index))
+        }
+    }
+}
+
+fn answer(result: &Result<tern_schema::Written, PlanError>) -> String {
+    match result {
+        Ok(_) => "written".into(),
+        Err(PlanError::Store(StoreError::UniqueViolation(what))) => {
+            format!("taken: {}", what.split_whitespace().next().unwrap_or(""))
+        }
+        Err(PlanError::Store(StoreError::Conflict(_))) => "conflict".into(),
+        Err(other) => other.to_string(),
+    }
+}
+
+type CardFields = (String, String, String, String, i64, i64, Option<String>);
+
+/// The rows the plans wrote, without what each database chose itself.
+async fn rows(db: &Db) -> Vec<String> {
+    let mut pooled = db.get().await.expect("conn");
+    let tx = &mut pooled.tx();
+    let mut out = Vec::new();
+    let accounts: Vec<(String, i64, i64, i64, i64)> = dispatch!(tx, conn => ledger_accounts::table
+        .select((
+            ledger_accounts::id,
+            ledger_accounts::posted_debits_minor,
+            ledger_accounts::posted_credits_minor,
+            ledger_accounts::pending_debits_minor,
+            ledger_accounts::pending_credits_minor,
+        ))
+        .order(ledger_accounts::id)
+        .load(conn)
+        .await)
+    .expect("accounts");
+    out.extend(accounts.iter().map(|a| format!("account {a:?}")));
+    let transactions: Vec<(String, String, Option<String>)> =
+        dispatch!(tx, conn => ledger_transactions::table
+            .select((
+                ledger_transactions::id,
+                ledger_transactions::status,
+                ledger_transactions::pending_id,
+            ))
+            .order(ledger_transactions::id)
+            .load(conn)
+            .await)
+        .expect("transactions");
+    out.extend(transactions.iter().map(|t| format!("transaction {t:?}")));
+    let cards: Vec<CardFields> = dispatch!(tx, conn => card_transactions::table
+        .select((
+            card_transactions::id,
+            card_transactions::provider_event_id,
+            card_transactions::kind,
+            card_transactions::status,
+            card_transactions::amount_minor,
+            card_transactions::hold_minor,
+            card_transactions::ledger_transaction_id,
+        ))
+        .order(card_transactions::id)
+        .load(conn)
+        .await)
+    .expect("card transactions");
+    out.extend(cards.iter().map(|c| format!("card {c:?}")));
+    let timers: Vec<String> = dispatch!(tx, conn => actor_timers::table
+        .select(actor_timers::id)
+        .order(actor_timers::id)
+        .load(conn)
+        .await)
+    .expect("timers");
+    out.extend(timers.iter().map(|t| format!("timer {t}")));
+    out
+}
+
+#[tokio::test]
+async fn the_same_card_plans_give_the_same_answers_and_rows_on_both_backends() {
+    let sqlite_database = TestDatabase::create_sqlite();
+    let postgres_database = TestDatabase::create_postgres_if_configured().await;
+    let mut dbs = vec![migrated(&sqlite_database).await];
+    if let Some(database) = &postgres_database {
+        dbs.push(migrated(database).await);
+    }
+    let accounts = open_card(&dbs[0], None).await;
+    for db in &dbs[1..] {
+        open_card(db, Some(&accounts)).await;
+    }
+    let usd = accounts
+        .iter()
+        .find(|a| a.currency == "USD")
+        .map(|a| a.id.clone())
+        .expect("usd");
+    for db in &dbs {
+        let funding = Plan {
+            ledger: vec![LedgerWrite::Record {
+                id: "ltx_funding".into(),
+                entry: entry(
+                    "fund",
+                    &SystemAccount::CardAcquirer.account_id("USD"),
+                    &usd,
+                    8_000,
+                ),
+                phase: Phase::Posted,
+            }],
+            ..Plan::default()
+        };
+        db.commit(funding).await.expect("funded");
+    }
+
+    let mut rng = Rng(2_027);
+    let mut open: Vec<Open> = Vec::new();
+    let mut tally = std::collections::BTreeMap::<String, usize>::new();
+    let mut step = 0;
+    while step < 300 {
+        // Now and then several plans at once, on distinct authorizations,
+        // so that they share a batch.
+        let group = if rng.below(3) == 0 {
+            2 + rng.below(6)
+        } else {
+            1
+        };
+        let mut plans = Vec::new();
+        let mut touched = std::collections::BTreeSet::new();
+        for _ in 0..group {
+            let (plan, follow) = next_plan(&mut rng, step, &open, &usd);
+            step += 1;
+            let index = match &follow {
+                Follow::Renewed(index, _) | Follow::Ended(index) => Some(*index),
+                _ => None,
+            };
+            if index.is_some_and(|index| !touched.insert(index)) {
+                continue;
+            }
+            plans.push((plan, follow));
+        }
+        let mut answers: Vec<Vec<String>> = Vec::new();
+        for db in &dbs {
+            let written = join_all(plans.iter().map(|(plan, _)| db.commit(plan.clone()))).await;
+            answers.push(written.iter().map(answer).collect());
+        }
+        for other in &answers[1..] {
+            assert_eq!(&answers[0], other, "step {step}");
+        }
+        let mut ended = Vec::new();
+        for ((_, follow), said) in plans.into_iter().zip(&answers[0]) {
+            *tally.entry(said.clone()).or_default() += 1;
+            if said != "written" {
+                continue;
+            }
+            match follow {
+                Follow::Opened(opened) => open.push(opened),
+                Follow::Renewed(index, renewed) => open[index] = renewed,
+                Follow::Ended(index) => ended.push(index),
+                Follow::Nothing => {}
+            }
+        }
+        ended.sort_unstable();
+        for index in ended.into_iter().rev() {
+            open.remove(index);
+        }
+    }
+    for expected in [
+        "written",
+        "taken: card",
+        "taken: authorization",
+        "insufficient",
+        "not pending",
+        "conflict",
+    ] {
+        assert!(
+            tally.keys().any(|said| said.contains(expected)),
+            "no answer like {expected:?} in {tally:?}"
+        );
+    }
+    let written: Vec<Vec<String>> = join_all(dbs.iter().map(rows)).await;
+    for other in &written[1..] {
+        assert_eq!(written[0].len(), other.len());
+        for (a, b) in written[0].iter().zip(other) {
+            assert_eq!(a, b);
+        }
+    }
+    // Every open authorization's row names its hold and still has its
+    // expiry; every ended one neither holds nor has a timer.
+    let cards = &written[0];
+    for authorization in &open {
+        let shown = cards
+            .iter()
+            .find(|line| line.starts_with(&format!("card (\"{}\"", authorization.row_id)))
+            .expect("the authorization's row");
+        assert!(shown.contains(&authorization.hold), "{shown}");
+        assert!(cards.contains(&format!("timer {CARD}:hold:{}", authorization.row_id)));
+    }
+    let timers = cards
+        .iter()
+        .filter(|line| line.starts_with("timer "))
+        .count();
+    assert_eq!(timers, open.len(), "one expiry per open authorization");
+    for db in &dbs {
+        let mut pooled = db.get().await.expect("conn");
+        let report = ledger::check(&mut pooled.tx()).await.expect("ledger check");
+        assert!(report.is_ok(), "{:?}", report.violations);
+    }
+}
