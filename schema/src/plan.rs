@@ -37,8 +37,8 @@ pub(crate) use batch::write;
 /// What one transition wants written; see the module documentation. Its
 /// parts are judged in a fixed order, and the first refusal is its answer:
 /// the funding check, the timer it completes, new settlements (key, then
-/// hold), the answer's key, ledger writes, card transactions, moved rows,
-/// new timers.
+/// hold), the answer's key, new transfers, ledger writes, card
+/// transactions, moved rows, new timers.
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
     /// Refuse the plan unless this account is a funding account of this
@@ -50,6 +50,11 @@ pub struct Plan {
     /// Settlements created with their holds. A settlement's key is unique
     /// per merchant: a plan whose key is taken is refused alone.
     pub new_settlements: Vec<NewSettlement>,
+    /// Transfers created. A quote binds one transfer: a plan whose quote is
+    /// bound already is refused alone ([`StoreError::UniqueViolation`]), as
+    /// is one whose (merchant, key) names a transfer already
+    /// ([`Refusal::KeyTaken`]).
+    pub new_transfers: Vec<TransferRow>,
     pub ledger: Vec<LedgerWrite>,
     /// Card transactions recorded. A provider event is recorded once (its
     /// source and id are unique) and an authorization once per card: a

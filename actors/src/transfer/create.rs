@@ -1,15 +1,16 @@
-//! Creating a transfer: the Idempotency-Key taken, the quote's binding,
-//! the transfer row and its audit record in one transaction (decisions §3,
-//! §4, §7). The legs are created by the transfer's actor when it starts.
+//! Creating a transfer: one plan with the transfer row (which binds its
+//! quote), its audit record, its event and the Idempotency-Key's answer
+//! (decisions §3, §4, §7). The legs are created by the transfer's actor
+//! when it starts.
 
 use chrono::NaiveDateTime;
 use serde_json::json;
-use tern_schema::audit::{self, AuditActor, AuditRecord};
+use tern_schema::audit::{AuditActor, AuditRecord};
 use tern_schema::idempotency::{self, KeyUse};
 use tern_schema::models::{QuoteRow, TransferRow};
-use tern_schema::store::{quotes, transfers, webhooks};
-use tern_schema::StoreError;
-use tern_schema::{Db, DieselError};
+use tern_schema::plan::Plan;
+use tern_schema::store::quotes;
+use tern_schema::{Db, DieselError, PlanError, Refusal, StoreError};
 
 use super::legs::leg_key;
 use super::machine::{Leg, LegStatus, Status};
@@ -155,91 +156,99 @@ pub async fn create(
     outbox: &Outbox,
     render: impl Fn(&TransferRow) -> String + Send + 'static,
 ) -> Result<Created, CreateError> {
-    let new = new.clone();
-    let merchant_id = new.merchant_id.clone();
-    let events = outbox.clone();
-    let request_sha256 = request_sha256.to_owned();
-    // Group-committed: the transfer is durable when this answers Created.
-    let (created, deliver) = db
-        .write(move |tx| {
-            Box::pin(async move {
-                let used = idempotency::use_key(
-                    tx,
-                    &new.merchant_id,
-                    IDEMPOTENCY_SCOPE,
-                    &new.idempotency_key,
-                    &request_sha256,
-                )
-                .await?;
-                match used {
-                    KeyUse::New => {}
-                    KeyUse::Replay { status, body } => {
-                        return Ok((Created::Replay { status, body }, false))
-                    }
-                    KeyUse::InProgress => return Ok((Created::InProgress, false)),
-                    KeyUse::Mismatch => return Ok((Created::Mismatch, false)),
-                }
-                let quote = quotes::find_for_merchant(tx, &new.merchant_id, &new.quote_id)
-                    .await?
-                    .ok_or(CreateError::QuoteNotFound)?;
-                if quote.is_expired_at(now) {
-                    return Err(CreateError::QuoteExpired {
-                        expires_at: quote.expires_at,
-                    });
-                }
-                check_against_quote(&new, &quote)?;
-                if transfers::quote_bound(tx, &quote.id).await? {
-                    return Err(CreateError::QuoteUsed);
-                }
-                let row = transfer_of(&new, &quote, now);
-                match transfers::insert(tx, &row).await {
-                    Ok(()) => {}
-                    // Bound by a transfer committed since the check above (on
-                    // another node): the unique constraint is the last word.
-                    Err(StoreError::UniqueViolation(_)) => return Err(CreateError::QuoteUsed),
-                    Err(error) => return Err(error.into()),
-                }
-                let created = AuditRecord {
-                    merchant_id: row.merchant_id.clone(),
-                    actor: new.actor.clone(),
-                    action: "transfer.created",
-                    resource_type: "transfer",
-                    resource_id: row.id.clone(),
-                    request_id: row.request_id.clone(),
-                    data: json!({
-                        "quote_id": row.quote_id,
-                        "send_currency": row.send_currency,
-                        "send_amount_minor": row.send_amount_minor,
-                        "receive_asset": row.receive_asset,
-                        "receive_network": row.receive_network,
-                        "receive_amount_minor": row.receive_amount_minor,
-                        "leg1_key": row.leg1_key,
-                        "leg2_key": row.leg2_key,
-                    }),
-                };
-                audit::append(tx, created).await?;
-                let deliver =
-                    webhooks::insert_events(tx, events.events(&row, &[Status::Pending])).await?;
-                let body = render(&row);
-                idempotency::complete(
-                    tx,
-                    &new.merchant_id,
-                    IDEMPOTENCY_SCOPE,
-                    &new.idempotency_key,
-                    201,
-                    &body,
-                )
-                .await?;
-                let created = Created::Created {
-                    row: Box::new(row),
-                    body,
-                };
-                Ok((created, deliver))
-            })
-        })
-        .await?;
-    if deliver {
-        outbox.wake(&merchant_id);
+    let key = (
+        new.merchant_id.as_str(),
+        IDEMPOTENCY_SCOPE,
+        new.idempotency_key.as_str(),
+    );
+    // A repeat is answered before its quote is judged: the quote may have
+    // expired, or be bound by this very request, since.
+    if let Some(earlier) = earlier_use(db, key, request_sha256).await? {
+        return Ok(earlier);
     }
-    Ok(created)
+    let quote = {
+        let mut pooled = db.get().await?;
+        let mut tx = pooled.tx();
+        quotes::find_for_merchant(&mut tx, &new.merchant_id, &new.quote_id).await?
+    }
+    .ok_or(CreateError::QuoteNotFound)?;
+    if quote.is_expired_at(now) {
+        return Err(CreateError::QuoteExpired {
+            expires_at: quote.expires_at,
+        });
+    }
+    check_against_quote(new, &quote)?;
+    let row = transfer_of(new, &quote, now);
+    let body = render(&row);
+    let plan = Plan {
+        new_transfers: vec![row.clone()],
+        audit: vec![created_record(&row, &new.actor)],
+        events: outbox.events(&row, &[Status::Pending]),
+        answer: Some(idempotency::answered(key, request_sha256, 201, &body)),
+        ..Plan::default()
+    };
+    // Group-committed: the transfer is durable when this answers Created.
+    // A key or a quote taken meanwhile (on another node, or by a request
+    // in the same batch) refuses this plan alone.
+    match db.commit(plan).await {
+        Ok(written) => {
+            if written.events_wait {
+                outbox.wake(&new.merchant_id);
+            }
+            Ok(Created::Created {
+                row: Box::new(row),
+                body,
+            })
+        }
+        Err(PlanError::Store(StoreError::Refused(Refusal::KeyTaken))) => {
+            Ok(earlier_use(db, key, request_sha256)
+                .await?
+                .unwrap_or(Created::InProgress))
+        }
+        Err(PlanError::Store(StoreError::UniqueViolation(_))) => Err(CreateError::QuoteUsed),
+        Err(PlanError::Store(error)) => Err(error.into()),
+        Err(other) => Err(CreateError::Store(StoreError::Unavailable(
+            other.to_string(),
+        ))),
+    }
+}
+
+/// What the key's committed record answers this request, if it has one.
+async fn earlier_use(
+    db: &Db,
+    key: (&str, &str, &str),
+    digest: &str,
+) -> Result<Option<Created>, CreateError> {
+    let mut pooled = db.get().await?;
+    let mut tx = pooled.tx();
+    Ok(
+        match idempotency::recorded_use(&mut tx, key, digest).await? {
+            Some(KeyUse::Replay { status, body }) => Some(Created::Replay { status, body }),
+            Some(KeyUse::Mismatch) => Some(Created::Mismatch),
+            Some(KeyUse::New | KeyUse::InProgress) => Some(Created::InProgress),
+            None => None,
+        },
+    )
+}
+
+/// The audit record of a transfer's creation.
+fn created_record(row: &TransferRow, actor: &AuditActor) -> AuditRecord {
+    AuditRecord {
+        merchant_id: row.merchant_id.clone(),
+        actor: actor.clone(),
+        action: "transfer.created",
+        resource_type: "transfer",
+        resource_id: row.id.clone(),
+        request_id: row.request_id.clone(),
+        data: json!({
+            "quote_id": row.quote_id,
+            "send_currency": row.send_currency,
+            "send_amount_minor": row.send_amount_minor,
+            "receive_asset": row.receive_asset,
+            "receive_network": row.receive_network,
+            "receive_amount_minor": row.receive_amount_minor,
+            "leg1_key": row.leg1_key,
+            "leg2_key": row.leg2_key,
+        }),
+    }
 }

@@ -5,9 +5,9 @@
 //! writes the accepted plans' rows with one statement per table and kind of
 //! write: a multi-row INSERT per table, one DELETE for the timers they
 //! complete and one for those they cancel, one UPDATE per account for the
-//! balances. Settlement rows moved under their version are one statement
-//! on PostgreSQL; transfers' and authorizations' rows one statement each,
-//! pipelined on PostgreSQL; every count is checked. A refused plan writes
+//! balances. Settlement and transfer rows moved under their version are
+//! one statement per table on PostgreSQL; authorizations' rows one
+//! statement each, pipelined; every count is checked. A refused plan writes
 //! nothing and never fails its neighbours. The card part of a batch lives
 //! in [`super::cards`].
 //!
@@ -30,7 +30,7 @@ use diesel_async::RunQueryDsl;
 
 use super::cards;
 use super::judge::{self, Account, AnswerKey, Hold, Rows, SettlementKey, Sums, World};
-use super::moves::SettlementMoves;
+use super::moves::{SettlementMoves, TransferMoves};
 use super::statements::ROWS_PER_INSERT;
 use super::{LedgerWrite, Plan, PlanError, RowMove, Written};
 use crate::balances::Buckets;
@@ -98,6 +98,9 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
     let mut settlement_merchants = Vec::new();
     let mut settlement_pairs: Vec<(String, String)> = Vec::new();
     let mut transfer_ids = Vec::new();
+    let mut quote_ids = Vec::new();
+    let mut transfer_keys = Vec::new();
+    let mut transfer_merchants = Vec::new();
     let mut answer_keys = Vec::new();
     let mut answer_merchants = Vec::new();
     let mut answer_scopes = Vec::new();
@@ -128,6 +131,11 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
                 RowMove::Authorization(_) => {}
             }
         }
+        for created in &plan.new_transfers {
+            quote_ids.push(created.quote_id.clone());
+            transfer_keys.push(created.idempotency_key.clone());
+            transfer_merchants.push(created.merchant_id.clone());
+        }
         if let Some(answer) = &plan.answer {
             answer_keys.push(answer.idempotency_key.clone());
             answer_merchants.push(answer.merchant_id.clone());
@@ -156,6 +164,9 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
         &mut settlement_keys,
         &mut settlement_merchants,
         &mut transfer_ids,
+        &mut quote_ids,
+        &mut transfer_keys,
+        &mut transfer_merchants,
         &mut answer_keys,
         &mut answer_merchants,
         &mut answer_scopes,
@@ -241,6 +252,25 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
                 .select((transfers::id, transfers::version)))
         )?;
         world.transfers = found.into_iter().collect();
+    }
+    if !quote_ids.is_empty() {
+        // A transfer's creation is rare beside its moves: two small reads,
+        // each exact over its unique index, kept to the batch's pairs.
+        let bound: Vec<String> = load!(
+            tx,
+            (transfers::table
+                .filter(transfers::quote_id.eq_any(&quote_ids))
+                .select(transfers::quote_id))
+        )?;
+        world.bound_quotes = bound.into_iter().collect();
+        let keys: Vec<(String, String)> = load!(
+            tx,
+            (transfers::table
+                .filter(transfers::merchant_id.eq_any(&transfer_merchants))
+                .filter(transfers::idempotency_key.eq_any(&transfer_keys))
+                .select((transfers::merchant_id, transfers::idempotency_key)))
+        )?;
+        world.transfer_keys = keys.into_iter().collect();
     }
     if !answer_keys.is_empty() {
         let found: Vec<(String, String, String)> = load!(
@@ -397,6 +427,7 @@ async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<()> {
         timers_cancelled,
         accounts_opened,
         settlements: new_settlements,
+        transfers: new_transfers,
         answers,
         transactions,
         entries,
@@ -432,6 +463,7 @@ async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<()> {
     for account in &accounts_opened {
         ledger_store::insert_account_if_absent(tx, account).await?;
     }
+    insert_rows!(tx, transfers::table, new_transfers, "transfers")?;
     insert_rows!(tx, settlements::table, new_settlements, "settlements")?;
     insert_rows!(
         tx,
@@ -447,9 +479,7 @@ async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<()> {
     )?;
     insert_rows!(tx, ledger_entries::table, entries, "ledger entries")?;
     write_settlement_moves(tx, &settlement_moves).await?;
-    for (row, expected_version) in &transfer_moves {
-        transfer_store::update_at_version(tx, row, *expected_version).await?;
-    }
+    write_transfer_moves(tx, &transfer_moves).await?;
     // On PostgreSQL the moves join the batch's others, written once per
     // account in id order just before the commit: a system account's row,
     // in every node's batches, stays unlocked until then. SQLite's one
@@ -519,6 +549,34 @@ async fn write_settlement_moves(
     }
     for (row, expected_version) in moves {
         settlement_store::update_at_version(tx, row, *expected_version).await?;
+    }
+    Ok(())
+}
+
+/// Moved transfer rows under their versions, as settlements' are.
+async fn write_transfer_moves(
+    tx: &mut Tx<'_>,
+    moves: &[(crate::models::TransferRow, i64)],
+) -> StoreResult<()> {
+    let mut ids: Vec<&str> = moves.iter().map(|(row, _)| row.id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if let (Conn::Pg(conn), behind) = tx.parts() {
+        if ids.len() == moves.len() {
+            for chunk in moves.chunks(ROWS_PER_INSERT) {
+                let changed = behind.drive(TransferMoves(chunk).execute(conn)).await?;
+                if changed != chunk.len() {
+                    return Err(StoreError::Conflict(format!(
+                        "transfer moves: {changed} of {} rows at their versions",
+                        chunk.len()
+                    )));
+                }
+            }
+            return Ok(());
+        }
+    }
+    for (row, expected_version) in moves {
+        transfer_store::update_at_version(tx, row, *expected_version).await?;
     }
     Ok(())
 }

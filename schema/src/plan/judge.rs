@@ -68,6 +68,10 @@ pub(crate) struct World {
     /// Settlement versions by key.
     pub settlements: HashMap<SettlementKey, i64>,
     pub transfers: HashMap<String, i64>,
+    /// Quotes bound to a transfer.
+    pub bound_quotes: HashSet<String>,
+    /// Transfers' (merchant, Idempotency-Key) pairs.
+    pub transfer_keys: HashSet<SettlementKey>,
     pub answers: HashSet<AnswerKey>,
     pub holds: HashMap<String, Hold>,
     /// Accounts by id; an id read and not found is absent.
@@ -84,6 +88,7 @@ pub(crate) struct Rows {
     pub timers_cancelled: Vec<String>,
     pub accounts_opened: Vec<LedgerAccountRow>,
     pub settlements: Vec<SettlementRow>,
+    pub transfers: Vec<TransferRow>,
     pub answers: Vec<IdempotencyRow>,
     pub transactions: Vec<LedgerTransactionRow>,
     pub entries: Vec<LedgerEntryRow>,
@@ -106,6 +111,7 @@ struct Draft {
     timers_done: Vec<String>,
     timers_cancelled: Vec<String>,
     settlements: Vec<SettlementRow>,
+    transfers: Vec<TransferRow>,
     answers: Vec<IdempotencyRow>,
     transactions: Vec<LedgerTransactionRow>,
     entries: Vec<LedgerEntryRow>,
@@ -212,6 +218,24 @@ fn plan_draft(
             return Err(key_taken());
         }
         draft.answers.push(answer.clone());
+    }
+    for created in &plan.new_transfers {
+        let key = (created.merchant_id.clone(), created.idempotency_key.clone());
+        let again = |row: &TransferRow| row.merchant_id == key.0 && row.idempotency_key == key.1;
+        if world.transfer_keys.contains(&key) || draft.transfers.iter().any(again) {
+            return Err(key_taken());
+        }
+        let bound = |row: &TransferRow| row.quote_id == created.quote_id;
+        if world.bound_quotes.contains(&created.quote_id) || draft.transfers.iter().any(bound) {
+            return Err(PlanError::Store(StoreError::UniqueViolation(format!(
+                "quote {} is bound to a transfer",
+                created.quote_id
+            ))));
+        }
+        draft
+            .transfer_versions
+            .push((created.id.clone(), created.version));
+        draft.transfers.push(created.clone());
     }
     for write in &plan.ledger {
         match write {
@@ -567,7 +591,14 @@ fn accept(world: &mut World, rows: &mut Rows, draft: Draft, plan: Plan, events_w
     for timer in &draft.timers {
         world.timers.insert(timer.id.clone(), None);
     }
+    for created in &draft.transfers {
+        world.bound_quotes.insert(created.quote_id.clone());
+        world
+            .transfer_keys
+            .insert((created.merchant_id.clone(), created.idempotency_key.clone()));
+    }
     rows.settlements.extend(draft.settlements);
+    rows.transfers.extend(draft.transfers);
     rows.answers.extend(draft.answers);
     rows.transactions.extend(draft.transactions);
     rows.entries.extend(draft.entries);

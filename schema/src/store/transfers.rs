@@ -14,12 +14,6 @@ use crate::{StoreResult, Tx};
 /// Statuses after which nothing more happens to a transfer.
 pub const TERMINAL_STATUSES: [&str; 2] = ["succeeded", "failed"];
 
-/// Pipelined inside a group commit on PostgreSQL (see [`crate::db::Behind`]).
-pub async fn insert(tx: &mut Tx<'_>, row: &TransferRow) -> StoreResult<()> {
-    write_behind!(tx, conn => Cached(diesel::insert_into(transfers::table).values(row)).execute(conn),
-        one_row("transfers insert"))
-}
-
 /// A transfer by id, whoever owns it (the actor's load).
 pub async fn find(tx: &mut Tx<'_>, id: &str) -> StoreResult<Option<TransferRow>> {
     let row = dispatch!(tx, conn => transfers::table
@@ -29,17 +23,6 @@ pub async fn find(tx: &mut Tx<'_>, id: &str) -> StoreResult<Option<TransferRow>>
         .await
         .optional())?;
     Ok(row)
-}
-
-/// Whether a transfer already binds the quote.
-pub async fn quote_bound(tx: &mut Tx<'_>, quote_id: &str) -> StoreResult<bool> {
-    let found: Option<String> = dispatch!(tx, conn => transfers::table
-        .filter(transfers::quote_id.eq(quote_id))
-        .select(transfers::id)
-        .first(conn)
-        .await
-        .optional())?;
-    Ok(found.is_some())
 }
 
 /// One page of the merchant's transfers, newest first, optionally of one

@@ -35,18 +35,6 @@ pub async fn endpoint(
     Ok(row)
 }
 
-/// Whether the merchant has an endpoint: the outbox's question on every
-/// transfer move, so it reads the key alone.
-pub async fn has_endpoint(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<bool> {
-    let found: Option<String> = dispatch!(tx, conn => webhook_endpoints::table
-        .find(merchant_id)
-        .select(webhook_endpoints::merchant_id)
-        .get_result(conn)
-        .await
-        .optional())?;
-    Ok(found.is_some())
-}
-
 /// Stores the endpoint, replacing an earlier one (whose `created_at` the
 /// caller keeps in `row`).
 pub async fn put_endpoint(tx: &mut Tx<'_>, row: &WebhookEndpointRow) -> StoreResult<()> {
@@ -69,24 +57,6 @@ pub async fn delete_endpoint(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<
         .execute(conn)
         .await)?;
     Ok(deleted == 1)
-}
-
-/// Writes a merchant's new events, waiting for delivery if the merchant
-/// has an endpoint and already skipped if not (there is no recipient, and
-/// nothing fails); answers whether they wait.
-pub async fn insert_events(tx: &mut Tx<'_>, events: Vec<WebhookEventRow>) -> StoreResult<bool> {
-    let Some(first) = <[WebhookEventRow]>::first(&events) else {
-        return Ok(false);
-    };
-    let deliver = has_endpoint(tx, &first.merchant_id).await?;
-    for mut event in events {
-        if !deliver {
-            event.status = SKIPPED.to_owned();
-            event.next_attempt_at = None;
-        }
-        insert_event(tx, &event).await?;
-    }
-    Ok(deliver)
 }
 
 pub async fn insert_event(tx: &mut Tx<'_>, row: &WebhookEventRow) -> StoreResult<()> {
