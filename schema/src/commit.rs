@@ -189,7 +189,7 @@ async fn run_work(work: Work, tx: &mut Tx<'_>) -> (bool, Answer) {
 /// judge panic fails its batch, not the committer.
 async fn write_plans(
     tx: &mut Tx<'_>,
-    plans: Vec<Plan>,
+    plans: &[Plan],
 ) -> StoreResult<Vec<Result<Written, PlanError>>> {
     match AssertUnwindSafe(plan::write(tx, plans))
         .catch_unwind()
@@ -280,25 +280,81 @@ async fn pg_unit(tx: &mut Tx<'_>, held: &mut bool, unit: Unit) -> StoreResult<Ra
     })
 }
 
-/// One transaction for the whole batch, one savepoint per unit, through
-/// the committer's own connection (opened on first use, reopened after a
-/// failed commit).
+/// Plans waiting for a batch, with their writers' answers.
+struct Plans {
+    plans: Vec<Plan>,
+    answers: Vec<oneshot::Sender<Result<Written, PlanError>>>,
+}
+
+/// Commits a batch. A batch that lost a race before its commit (a
+/// statement the judge could not foresee: a key taken or a row moved by
+/// another node between the read and the write) wrote nothing; its plans,
+/// being data, are written again without it: halved while more than one,
+/// so that the race reaches the writer of the plan that lost it alone,
+/// with its own cause. Closures run once: theirs is the batch's failure.
 async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, jobs: Vec<Job>) {
-    let started = std::time::Instant::now();
-    let units = jobs.len();
-    let mut batch = Vec::with_capacity(jobs.len());
-    let (mut plans, mut plan_answers) = (Vec::new(), Vec::new());
+    let mut units = Vec::with_capacity(jobs.len());
+    let mut first = Plans {
+        plans: Vec::new(),
+        answers: Vec::new(),
+    };
     for job in jobs {
         match job {
-            Job::Work(unit) => batch.push(unit),
+            Job::Work(unit) => units.push(unit),
             Job::Plan { plan, answer } => {
-                plans.push(*plan);
-                plan_answers.push(answer);
+                first.plans.push(*plan);
+                first.answers.push(answer);
             }
         }
     }
+    let mut pending = vec![(first, units)];
+    while let Some((plans, units)) = pending.pop() {
+        let alone = plans.plans.len() == 1 && units.is_empty();
+        let Some((failed, error)) = commit_once(db, writer, deferred, plans, units, alone).await
+        else {
+            continue;
+        };
+        let Plans {
+            mut plans,
+            mut answers,
+        } = failed;
+        tracing::warn!(%error, plans = plans.len(), "a batch failed before its commit; its plans are written again without it");
+        if plans.len() > 1 {
+            let half = plans.len() / 2;
+            let later = Plans {
+                plans: plans.split_off(half),
+                answers: answers.split_off(half),
+            };
+            pending.push((later, Vec::new()));
+        }
+        pending.push((Plans { plans, answers }, Vec::new()));
+    }
+}
+
+/// One transaction for one batch, one savepoint per unit, through the
+/// committer's own connection (opened on first use, reopened after a
+/// failed commit). Answers every writer, except, when the batch failed
+/// before its commit and its plans may be written again (it was more than
+/// `alone`), the plans' writers: those plans come back with the failure.
+async fn commit_once(
+    db: &Db,
+    writer: &mut Option<Writer>,
+    deferred: &mut Deferred,
+    batch_plans: Plans,
+    batch: Vec<Unit>,
+    alone: bool,
+) -> Option<(Plans, StoreError)> {
+    let started = std::time::Instant::now();
+    let units = batch.len() + batch_plans.plans.len();
+    let Plans {
+        plans,
+        answers: plan_answers,
+    } = batch_plans;
     let mut verdicts = Vec::new();
     let mut answers: Vec<(bool, Answer)> = Vec::with_capacity(batch.len());
+    // Whether every statement before the commit succeeded: a failure after
+    // it leaves the batch's outcome unknown, and nothing is written again.
+    let mut reached_commit = false;
     if writer.is_none() {
         match Writer::open(db.url()).await {
             Ok(opened) => *writer = Some(opened),
@@ -312,14 +368,16 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, j
         Some(Writer::Sqlite(conn)) => {
             immediate_transaction(conn, async |conn| {
                 let mut tx = Tx::sqlite(conn).with_deferred(deferred);
-                verdicts = write_plans(&mut tx, plans).await?;
+                verdicts = write_plans(&mut tx, &plans).await?;
                 drop(tx);
                 let mut held = false;
                 for unit in batch {
                     let ran = sqlite_unit(conn, deferred, &mut held, unit).await?;
                     answers.push((ran.succeeded, ran.answer));
                 }
-                deferred.flush(&mut Tx::sqlite(conn)).await
+                deferred.flush(&mut Tx::sqlite(conn)).await?;
+                reached_commit = true;
+                Ok(())
             })
             .await
         }
@@ -328,7 +386,7 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, j
                 let conn: &AsyncPgConnection = conn;
                 let mut held = false;
                 let mut tx = Tx::pipelined(conn).with_deferred(&mut *deferred);
-                verdicts = write_plans(&mut tx, plans).await?;
+                verdicts = write_plans(&mut tx, &plans).await?;
                 for unit in batch {
                     let ran = pg_unit(&mut tx, &mut held, unit).await?;
                     answers.push((ran.succeeded, ran.answer));
@@ -344,41 +402,34 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, j
                     return Err(StoreError::Unavailable(failure));
                 }
                 drop(tx);
-                deferred.flush(&mut Tx::pg(conn)).await
+                deferred.flush(&mut Tx::pg(conn)).await?;
+                reached_commit = true;
+                Ok(())
             })
             .await
         }
     };
     deferred.end_batch(committed.is_ok());
-    if committed.is_err() {
+    // A lost race is a statement's refusal, rolled back with the batch:
+    // the connection stays good. Anything else may have broken it.
+    let race = !reached_commit
+        && matches!(
+            committed,
+            Err(StoreError::UniqueViolation(_) | StoreError::Conflict(_))
+        );
+    if committed.is_err() && !race {
         *writer = None;
     }
-    if let Err(error) = &committed {
-        tracing::error!(%error, units = answers.len(), "a group commit failed; its writers are told");
+    match &committed {
+        Err(error) if race => tracing::info!(%error, units, "a batch lost a race"),
+        Err(error) => tracing::error!(%error, units, "a group commit failed; its writers are told"),
+        Ok(()) => {}
     }
     tracing::debug!(
         units,
         elapsed_us = started.elapsed().as_micros() as u64,
         "group commit"
     );
-    // A plan's verdict stands only if its batch committed.
-    for (index, answer) in plan_answers.into_iter().enumerate() {
-        let verdict = match &committed {
-            Ok(()) => verdicts.get_mut(index).map(|verdict| {
-                std::mem::replace(
-                    verdict,
-                    Err(PlanError::Store(StoreError::Unavailable(String::new()))),
-                )
-            }),
-            Err(_) => None,
-        };
-        let _ = answer.send(verdict.unwrap_or_else(|| {
-            let error = committed.as_ref().err().map(ToString::to_string);
-            Err(PlanError::Store(StoreError::Unavailable(
-                error.unwrap_or_else(|| "a plan's batch ended without its verdict".into()),
-            )))
-        }));
-    }
     for (succeeded, answer) in answers {
         // A failed unit's own error is its answer, whatever the commit did.
         answer(match (&committed, succeeded) {
@@ -386,4 +437,40 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, j
             _ => Ok(()),
         });
     }
+    let error = match committed {
+        Ok(()) => {
+            // A plan's verdict stands only if its batch committed.
+            let mut verdicts = verdicts.into_iter();
+            for answer in plan_answers {
+                let _ = answer.send(verdicts.next().unwrap_or_else(|| {
+                    Err(PlanError::Store(StoreError::Unavailable(
+                        "a plan's batch ended without its verdict".into(),
+                    )))
+                }));
+            }
+            return None;
+        }
+        Err(error) => error,
+    };
+    if race && !alone && !plans.is_empty() {
+        return Some((
+            Plans {
+                plans,
+                answers: plan_answers,
+            },
+            error,
+        ));
+    }
+    // Alone, a lost race is the plan's own answer: a key or a row another
+    // node took or moved. Anything else (an outage, or a failure once the
+    // commit was sent, whose outcome nobody knows) is unavailable.
+    for answer in plan_answers {
+        let own = match (&error, race && alone) {
+            (StoreError::UniqueViolation(what), true) => StoreError::UniqueViolation(what.clone()),
+            (StoreError::Conflict(what), true) => StoreError::Conflict(what.clone()),
+            _ => StoreError::Unavailable(error.to_string()),
+        };
+        let _ = answer.send(Err(PlanError::Store(own)));
+    }
+    None
 }

@@ -3,7 +3,8 @@
 //! (an event or an authorization recorded twice, funds short, an
 //! authorization ended under a stale read), gives the same answers and the
 //! same rows on SQLite and on PostgreSQL (when TERN_TEST_DATABASE_URL names
-//! a server; otherwise on SQLite alone, with the books checked).
+//! a server; otherwise on SQLite alone, with the books checked). And a
+//! plan that fails a batch in a way its judge did not foresee fails alone.
 
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
@@ -554,4 +555,85 @@ async fn the_same_card_plans_give_the_same_answers_and_rows_on_both_backends() {
         let report = ledger::check(&mut pooled.tx()).await.expect("ledger check");
         assert!(report.is_ok(), "{:?}", report.violations);
     }
+}
+
+/// What the judge cannot foresee (here a card transaction id already
+/// written, which it never reads; in production a key or a row another
+/// node wrote between the batch's read and its write) fails the batch's
+/// statement. The batch's plans are written again without it, halved, so
+/// the one plan that lost is told why and every other plan is written.
+#[tokio::test]
+async fn a_plan_that_loses_a_race_the_judge_did_not_see_fails_alone() {
+    let database = TestDatabase::create().await;
+    let db = migrated(&database).await;
+    let accounts = open_card(&db, None).await;
+    let usd = accounts
+        .iter()
+        .find(|a| a.currency == "USD")
+        .map(|a| a.id.clone())
+        .expect("usd");
+    let authorization = |step: usize, id: &str| {
+        let mut approved = row(
+            step,
+            &format!("evt_race_{id}"),
+            &format!("auth_race_{id}"),
+            KIND_AUTHORIZATION,
+            10,
+        );
+        approved.id = id.to_owned();
+        Plan {
+            ledger: vec![LedgerWrite::Record {
+                id: format!("ltx_{id}"),
+                entry: entry(
+                    "posted",
+                    &SystemAccount::CardAcquirer.account_id("USD"),
+                    &usd,
+                    10,
+                ),
+                phase: Phase::Posted,
+            }],
+            card_transactions: vec![approved],
+            ..Plan::default()
+        }
+    };
+    db.commit(authorization(0, "ctx_taken"))
+        .await
+        .expect("first");
+    for round in 0..3 {
+        let ids: Vec<String> = (0..40)
+            .map(|i| match i {
+                17 => "ctx_taken".to_owned(),
+                _ => format!("ctx_{round}_{i}"),
+            })
+            .collect();
+        let plans: Vec<Plan> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                let mut plan = authorization(i, id);
+                // A fresh event, authorization and ledger id for the copy.
+                plan.card_transactions[0].provider_event_id = format!("evt_{round}_{i}");
+                plan.card_transactions[0].authorization_id = format!("auth_{round}_{i}");
+                if let LedgerWrite::Record { id, .. } = &mut plan.ledger[0] {
+                    *id = format!("ltx_{round}_{i}");
+                }
+                plan
+            })
+            .collect();
+        let outcomes = join_all(plans.into_iter().map(|plan| db.commit(plan))).await;
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            match (i, outcome) {
+                (17, Err(PlanError::Store(StoreError::UniqueViolation(_)))) => {}
+                (17, other) => panic!("round {round}: the taken id answered {other:?}"),
+                (_, Ok(_)) => {}
+                (_, Err(error)) => panic!("round {round}: plan {i} failed beside it: {error}"),
+            }
+        }
+    }
+    let written = rows(&db).await;
+    let recorded = written
+        .iter()
+        .filter(|line| line.starts_with("card ("))
+        .count();
+    assert_eq!(recorded, 1 + 3 * 39, "every plan but the one that lost");
 }

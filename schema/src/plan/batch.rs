@@ -52,7 +52,7 @@ use crate::{audit, StoreError, StoreResult};
 /// verdict. `Err` means a statement failed and the batch must roll back.
 pub(crate) async fn write(
     tx: &mut Tx<'_>,
-    plans: Vec<Plan>,
+    plans: &[Plan],
 ) -> StoreResult<Vec<Result<Written, PlanError>>> {
     if plans.is_empty() {
         return Ok(Vec::new());
@@ -64,7 +64,7 @@ pub(crate) async fn write(
         tx.execute_batch_now("SET LOCAL plan_cache_mode = force_custom_plan")
             .await?;
     }
-    let mut world = read(tx, &plans).await?;
+    let mut world = read(tx, plans).await?;
     if tx.pipelined_writes() {
         tx.send_batch_statement("SET LOCAL plan_cache_mode TO DEFAULT")
             .await?;

@@ -132,15 +132,15 @@ struct Draft {
 /// the rows of those accepted. `world` ends as the accepted plans leave it.
 pub(crate) fn judge(
     world: &mut World,
-    plans: Vec<Plan>,
+    plans: &[Plan],
     now: NaiveDateTime,
 ) -> (Rows, Vec<Result<Written, PlanError>>) {
     let mut rows = Rows::default();
     let verdicts = plans
-        .into_iter()
+        .iter()
         .map(|plan| {
             let mut draft = Draft::default();
-            let events_wait = plan_draft(world, &plan, &mut draft, now)?;
+            let events_wait = plan_draft(world, plan, &mut draft, now)?;
             accept(world, &mut rows, draft, plan, events_wait);
             Ok(Written { events_wait })
         })
@@ -523,7 +523,7 @@ fn resolve(
 }
 
 /// Applies an accepted plan's draft to the world and the batch's rows.
-fn accept(world: &mut World, rows: &mut Rows, draft: Draft, plan: Plan, events_wait: bool) {
+fn accept(world: &mut World, rows: &mut Rows, draft: Draft, plan: &Plan, events_wait: bool) {
     for id in &draft.timers_done {
         world.timers.remove(id);
     }
@@ -605,16 +605,17 @@ fn accept(world: &mut World, rows: &mut Rows, draft: Draft, plan: Plan, events_w
     rows.settlement_moves.extend(draft.settlement_moves);
     rows.transfer_moves.extend(draft.transfer_moves);
     rows.timers.extend(draft.timers);
-    rows.audit.extend(plan.audit);
-    rows.events.extend(plan.events.into_iter().map(|mut event| {
-        if !events_wait {
-            event.status = SKIPPED.to_owned();
-            event.next_attempt_at = None;
-        } else {
-            event.status = PENDING.to_owned();
-        }
-        event
-    }));
+    rows.audit.extend(plan.audit.iter().cloned());
+    rows.events
+        .extend(plan.events.iter().cloned().map(|mut event| {
+            if !events_wait {
+                event.status = SKIPPED.to_owned();
+                event.next_attempt_at = None;
+            } else {
+                event.status = PENDING.to_owned();
+            }
+            event
+        }));
 }
 
 fn opened(facts: &AccountFacts) -> LedgerAccountRow {

@@ -57,7 +57,7 @@ fn debit(amount_minor: i64, phase: Phase, id: &str) -> Plan {
 }
 
 fn verdicts(world: &mut World, plans: Vec<Plan>) -> (Rows, Vec<String>) {
-    let (rows, verdicts) = judge(world, plans, now());
+    let (rows, verdicts) = judge(world, &plans, now());
     let said = verdicts
         .iter()
         .map(|verdict| match verdict {
