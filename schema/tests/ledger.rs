@@ -73,7 +73,7 @@ async fn unbalanced_and_mismatched_entries_write_nothing() {
     fund(&db, &merchant_id, &usd, 500).await;
     let push = SystemAccount::CardPush.account_id("EUR");
     let entry = Entry {
-        merchant_id: None,
+        merchant_id: Some(merchant_id.clone()),
         settlement_key: None,
         description: "bad".into(),
         lines: vec![

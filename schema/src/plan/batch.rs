@@ -106,6 +106,9 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
     let mut answer_scopes = Vec::new();
     let mut hold_ids = Vec::new();
     let mut account_ids = Vec::new();
+    // (account, merchant): a debit by an entry of that merchant, whose
+    // account is locked if it is that merchant's.
+    let mut debited: Vec<(String, String)> = Vec::new();
     let mut merchants = Vec::new();
     for plan in plans {
         timer_ids.extend(plan.completes_timer.iter().map(|c| c.timer_id.clone()));
@@ -118,6 +121,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
                 created.row.idempotency_key.clone(),
             ));
             account_ids.extend(created.hold.lines.iter().map(|l| l.account_id.clone()));
+            debited.extend(debits(&created.hold));
         }
         for moved in &plan.moves {
             match moved {
@@ -145,7 +149,8 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
         for write in &plan.ledger {
             match write {
                 LedgerWrite::Record { entry, .. } => {
-                    account_ids.extend(entry.lines.iter().map(|l| l.account_id.clone()))
+                    account_ids.extend(entry.lines.iter().map(|l| l.account_id.clone()));
+                    debited.extend(debits(entry));
                 }
                 LedgerWrite::Post { hold_id, .. } | LedgerWrite::Void { hold_id, .. } => {
                     hold_ids.push(hold_id.clone())
@@ -189,8 +194,10 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
     }
     account_ids.sort();
     account_ids.dedup();
+    debited.sort();
+    debited.dedup();
     if !account_ids.is_empty() {
-        read_accounts(tx, &account_ids, &mut world).await?;
+        read_accounts(tx, &account_ids, &debited, &mut world).await?;
     }
     if !timer_ids.is_empty() {
         let found: Vec<(String, Option<String>)> = load!(
@@ -373,36 +380,66 @@ async fn read_holds(tx: &mut Tx<'_>, hold_ids: &[String], world: &mut World) -> 
     Ok(())
 }
 
-/// The accounts the plans move. On PostgreSQL a merchant's account is
-/// read `FOR UPDATE`, so its available balance is exact until the commit;
-/// a system account, in nearly every batch of every node, is read without
-/// a lock (its balance is never guarded, only its room, see
-/// [`crate::balances`]).
-async fn read_accounts(tx: &mut Tx<'_>, ids: &[String], world: &mut World) -> StoreResult<()> {
-    let (system, merchant): (Vec<String>, Vec<String>) = ids
+/// The (account, merchant) pairs of an entry's debits, when the entry is
+/// a merchant's.
+fn debits(entry: &crate::ledger::Entry) -> impl Iterator<Item = (String, String)> + '_ {
+    entry
+        .lines
         .iter()
-        .cloned()
-        .partition(|id| SystemAccount::parse_id(id).is_some());
-    let mut found: Vec<LedgerAccountRow> = Vec::new();
-    if !merchant.is_empty() {
-        found.extend(load!(
+        .filter(|line| line.direction == crate::ledger::Direction::Debit)
+        .filter(|line| SystemAccount::parse_id(&line.account_id).is_none())
+        .filter_map(|line| {
+            let merchant = entry.merchant_id.clone()?;
+            Some((line.account_id.clone(), merchant))
+        })
+}
+
+/// The accounts the plans move. On PostgreSQL a merchant's account that
+/// an entry of that merchant debits is read `FOR UPDATE`, in id order, so
+/// its available balance is exact until the commit; every other account
+/// (a system account, in nearly every batch of every node; an account a
+/// plan only credits; one another merchant's plan names) is read without
+/// a lock, which the judge knows: only room is judged on it, and a debit
+/// of a funding account not locked is refused. On SQLite, the one writer,
+/// every read is exact.
+async fn read_accounts(
+    tx: &mut Tx<'_>,
+    ids: &[String],
+    debited: &[(String, String)],
+    world: &mut World,
+) -> StoreResult<()> {
+    let mut found: Vec<(LedgerAccountRow, bool)> = Vec::new();
+    if tx.pipelined_writes() && !debited.is_empty() {
+        let (accounts, merchants): (Vec<&str>, Vec<&str>) = debited
+            .iter()
+            .map(|(account, merchant)| (account.as_str(), merchant.as_str()))
+            .unzip();
+        let locked: Vec<LedgerAccountRow> = load!(
             tx,
             (ledger_accounts::table
-                .filter(ledger_accounts::id.eq_any(&merchant))
+                .filter(ledger_accounts::id.eq_any(&accounts))
+                .filter(ledger_accounts::merchant_id.eq_any(&merchants))
                 .order(ledger_accounts::id)
                 .select(LedgerAccountRow::as_select())),
             locked
-        )?);
+        )?;
+        found.extend(locked.into_iter().map(|row| (row, true)));
     }
-    if !system.is_empty() {
-        found.extend(load!(
+    let rest: Vec<&String> = ids
+        .iter()
+        .filter(|id| !found.iter().any(|(row, _)| row.id == **id))
+        .collect();
+    if !rest.is_empty() {
+        let exact = !tx.pipelined_writes();
+        let plain: Vec<LedgerAccountRow> = load!(
             tx,
             (ledger_accounts::table
-                .filter(ledger_accounts::id.eq_any(&system))
+                .filter(ledger_accounts::id.eq_any(&rest))
                 .select(LedgerAccountRow::as_select()))
-        )?);
+        )?;
+        found.extend(plain.into_iter().map(|row| (row, exact)));
     }
-    for row in found {
+    for (row, settled) in found {
         let facts = AccountFacts::from(&row);
         if let Some(known) = tx.known() {
             known.learn_account(facts.clone());
@@ -413,6 +450,7 @@ async fn read_accounts(tx: &mut Tx<'_>, ids: &[String], world: &mut World) -> St
                 facts,
                 buckets: Sums::from(Buckets::from(&row)),
                 exists: true,
+                settled,
             },
         );
     }

@@ -58,6 +58,10 @@ pub(crate) struct Account {
     pub buckets: Sums,
     /// `false` for a system account the batch opens.
     pub exists: bool,
+    /// Whether its available balance holds until the commit: read under a
+    /// lock on PostgreSQL (only a funding account an entry of its own
+    /// merchant debits), always on SQLite (one writer).
+    pub settled: bool,
 }
 
 /// What the plans of a batch find in the database.
@@ -344,6 +348,7 @@ fn account<'d>(
                     },
                     buckets: Sums::default(),
                     exists: false,
+                    settled: true,
                 }
             }
         };
@@ -395,13 +400,17 @@ fn record(
             });
         }
         let amount = i128::from(line.amount_minor);
-        if line.direction == Direction::Debit
-            && account.facts.kind == FUNDING
-            && account.buckets.available() < amount
-        {
-            return Err(LedgerError::InsufficientFunds {
-                account_id: line.account_id.clone(),
-            });
+        if line.direction == Direction::Debit && account.facts.kind == FUNDING {
+            // Only its own merchant's entries debit a funding account (and
+            // only those lock it): another's is told it does not exist.
+            if !account.settled || account.facts.merchant_id != entry.merchant_id {
+                return Err(LedgerError::UnknownAccount(line.account_id.clone()));
+            }
+            if account.buckets.available() < amount {
+                return Err(LedgerError::InsufficientFunds {
+                    account_id: line.account_id.clone(),
+                });
+            }
         }
         if account.buckets.room(bucket) < amount {
             return Err(LedgerError::Overflow {

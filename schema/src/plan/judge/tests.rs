@@ -26,6 +26,7 @@ fn world(available: i64) -> World {
                 ..Sums::default()
             },
             exists: true,
+            settled: true,
         },
     );
     world
@@ -219,4 +220,34 @@ fn versions_keys_and_timers_are_judged_per_plan() {
     assert_eq!(rows.settlement_moves.len(), 2);
     assert_eq!(rows.timers_done, ["t"]);
     assert_eq!(world.settlements[&("m".to_owned(), "a".to_owned())], 3);
+}
+
+#[test]
+fn only_its_own_merchant_debits_a_funding_account_and_only_once_it_is_locked() {
+    let foreign = |mut plan: Plan| {
+        if let LedgerWrite::Record { entry, .. } = &mut plan.ledger[0] {
+            entry.merchant_id = Some("other".into());
+        }
+        plan
+    };
+    let mut shared = world(1_000);
+    let (rows, said) = verdicts(
+        &mut shared,
+        vec![
+            foreign(debit(10, Phase::Pending, "t1")),
+            debit(10, Phase::Pending, "t2"),
+        ],
+    );
+    assert_eq!(said[0], format!("no ledger account {FUNDING_ID}"));
+    assert_eq!(said[1], "ok");
+    assert_eq!(rows.transactions.len(), 1);
+
+    // Read without its lock (another merchant's plan named it): its
+    // available balance may move before the commit, so nothing debits it.
+    let mut unlocked = world(1_000);
+    if let Some(account) = unlocked.accounts.get_mut(FUNDING_ID) {
+        account.settled = false;
+    }
+    let (_, said) = verdicts(&mut unlocked, vec![debit(10, Phase::Posted, "t3")]);
+    assert_eq!(said, [format!("no ledger account {FUNDING_ID}")]);
 }
