@@ -8,14 +8,15 @@
 #   bench/write-path.sh [sqlite|postgres] [runs] [workload...]
 #
 # workloads: settlements transfers authorizations paced (default: all).
-# Needs a release build (cargo build --release). Loopback only.
+# Needs a release build (cargo build --release), or TERN_BENCH_BIN naming
+# another binary (to compare builds). Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 backend=${1:-sqlite}
 runs=${2:-3}
 shift $(( $# > 2 ? 2 : $# ))
 workloads=${*:-settlements transfers authorizations paced}
-bin=target/release/tern
+bin=${TERN_BENCH_BIN:-target/release/tern}
 port=18090
 sandbox=18091
 secret=bench-secret

@@ -17,8 +17,10 @@
 //! On PostgreSQL a closure's writes whose only answer is a changed-row
 //! count are pipelined (see [`crate::db::Behind`]): sent without waiting
 //! and judged when the closure ends, before its savepoint is released.
-//! Ledger balances a closure moves are moved in memory and written once per
-//! account before the commit ([`crate::balances`]).
+//! Closures move no money: the plans' ledger balance moves are written
+//! once per account, in id order, just before the commit
+//! ([`crate::balances`]). A batch that lost a race its judge could not see
+//! has its plans written again without it (see [`commit`]).
 
 use std::panic::AssertUnwindSafe;
 
@@ -280,6 +282,25 @@ async fn pg_unit(tx: &mut Tx<'_>, held: &mut bool, unit: Unit) -> StoreResult<Ra
     })
 }
 
+/// Whether a batch's failure is a race with another writer that the
+/// judge could not see: a key taken or a row moved since the read, or
+/// PostgreSQL breaking a deadlock or a serialization conflict by aborting
+/// this transaction. Written again, the plans meet what won.
+fn lost_race(error: &StoreError) -> bool {
+    use diesel::result::{DatabaseErrorKind, Error as DieselError};
+    match error {
+        StoreError::UniqueViolation(_) | StoreError::Conflict(_) => true,
+        StoreError::Query(DieselError::DatabaseError(
+            DatabaseErrorKind::SerializationFailure,
+            _,
+        )) => true,
+        StoreError::Query(DieselError::DatabaseError(_, info)) => {
+            info.message().contains("deadlock detected")
+        }
+        _ => false,
+    }
+}
+
 /// Plans waiting for a batch, with their writers' answers.
 struct Plans {
     plans: Vec<Plan>,
@@ -412,11 +433,7 @@ async fn commit_once(
     deferred.end_batch(committed.is_ok());
     // A lost race is a statement's refusal, rolled back with the batch:
     // the connection stays good. Anything else may have broken it.
-    let race = !reached_commit
-        && matches!(
-            committed,
-            Err(StoreError::UniqueViolation(_) | StoreError::Conflict(_))
-        );
+    let race = !reached_commit && committed.as_ref().err().is_some_and(lost_race);
     if committed.is_err() && !race {
         *writer = None;
     }

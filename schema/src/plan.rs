@@ -37,8 +37,8 @@ pub(crate) use batch::write;
 /// What one transition wants written; see the module documentation. Its
 /// parts are judged in a fixed order, and the first refusal is its answer:
 /// the funding check, the timer it completes, new settlements (key, then
-/// hold), the answer's key, new transfers, ledger writes, card
-/// transactions, moved rows, new timers.
+/// hold), the answer's key, new transfers, card transactions, ledger
+/// writes, moved rows, new timers.
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
     /// Refuse the plan unless this account is a funding account of this

@@ -516,6 +516,14 @@ async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<()> {
         "ledger transactions"
     )?;
     insert_rows!(tx, ledger_entries::table, entries, "ledger entries")?;
+    // In key order (stable: a row moved twice keeps its moves' order), the
+    // order another node's batch meets the same rows in.
+    let mut settlement_moves = settlement_moves;
+    settlement_moves.sort_by(|(a, _), (b, _)| {
+        (&a.merchant_id, &a.idempotency_key).cmp(&(&b.merchant_id, &b.idempotency_key))
+    });
+    let mut transfer_moves = transfer_moves;
+    transfer_moves.sort_by(|(a, _), (b, _)| a.id.cmp(&b.id));
     write_settlement_moves(tx, &settlement_moves).await?;
     write_transfer_moves(tx, &transfer_moves).await?;
     // On PostgreSQL the moves join the batch's others, written once per

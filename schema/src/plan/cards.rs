@@ -228,8 +228,10 @@ pub(crate) async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<Cards> 
 pub(crate) async fn write(tx: &mut Tx<'_>, rows: CardRows) -> StoreResult<()> {
     let CardRows {
         transactions,
-        moves,
+        mut moves,
     } = rows;
+    // In id order (stable), as other nodes' batches meet them.
+    moves.sort_by(|a, b| a.id.cmp(&b.id));
     insert_rows!(
         tx,
         card_transactions::table,

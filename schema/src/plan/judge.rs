@@ -241,6 +241,12 @@ fn plan_draft(
             .push((created.id.clone(), created.version));
         draft.transfers.push(created.clone());
     }
+    // Before the ledger: a provider event recorded already (on another
+    // node, whose write resolved the hold this one names) is a repeat, not
+    // a refused entry.
+    for row in &plan.card_transactions {
+        world.cards.record(&mut draft.cards, row)?;
+    }
     for write in &plan.ledger {
         match write {
             LedgerWrite::Record { id, entry, phase } => {
@@ -249,9 +255,6 @@ fn plan_draft(
             LedgerWrite::Post { hold_id, id } => resolve(world, draft, hold_id, id, true, now)?,
             LedgerWrite::Void { hold_id, id } => resolve(world, draft, hold_id, id, false, now)?,
         }
-    }
-    for row in &plan.card_transactions {
-        world.cards.record(&mut draft.cards, row)?;
     }
     for moved in &plan.moves {
         match moved {

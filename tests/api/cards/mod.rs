@@ -7,6 +7,7 @@ mod authorizations;
 mod holds;
 mod lifecycle;
 mod on_session;
+mod races;
 mod repeats;
 mod secure;
 mod standing;

@@ -7,6 +7,7 @@
 //! simulator's execution log: one execution per provider operation.
 
 mod leg_keys;
+mod races;
 mod requests;
 mod saga;
 
