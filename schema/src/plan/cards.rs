@@ -11,10 +11,11 @@
 use std::collections::{HashMap, HashSet};
 
 use diesel::prelude::*;
+use diesel::sql_types::{Array, Text};
 use diesel_async::RunQueryDsl;
 
 use super::{AuthorizationMove, Plan, PlanError, RowMove};
-use crate::db::Tx;
+use crate::db::{Conn, Tx};
 use crate::models::CardTransactionRow;
 use crate::schema::card_transactions;
 use crate::store::cards::{KIND_AUTHORIZATION, TX_APPROVED};
@@ -140,6 +141,22 @@ impl Cards {
     }
 }
 
+/// Authorizations recorded, by (card, authorization id) pairs, on
+/// PostgreSQL: the partial unique index answers each pair.
+const AUTHORIZATIONS_RECORDED: &str = "SELECT c.card_id, c.authorization_id \
+     FROM card_transactions AS c \
+     JOIN unnest($1::text[], $2::text[]) AS k (card_id, authorization_id) \
+     ON c.card_id = k.card_id AND c.authorization_id = k.authorization_id \
+     WHERE c.kind = 'authorization'";
+
+#[derive(QueryableByName)]
+struct Recorded {
+    #[diesel(sql_type = Text)]
+    card_id: String,
+    #[diesel(sql_type = Text)]
+    authorization_id: String,
+}
+
 /// Reads what the plans' card rows expect: their events and
 /// authorizations already recorded, and the authorizations they move.
 pub(crate) async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<Cards> {
@@ -149,6 +166,7 @@ pub(crate) async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<Cards> 
     let mut card_ids = Vec::new();
     let mut authorization_ids = Vec::new();
     let mut moved = Vec::new();
+    let mut pairs: Vec<AuthorizationKey> = Vec::new();
     for plan in plans {
         for row in &plan.card_transactions {
             sources.push(row.event_source.clone());
@@ -156,6 +174,7 @@ pub(crate) async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<Cards> 
             if row.kind == KIND_AUTHORIZATION {
                 card_ids.push(row.card_id.clone());
                 authorization_ids.push(row.authorization_id.clone());
+                pairs.push((row.card_id.clone(), row.authorization_id.clone()));
             }
         }
         for change in &plan.moves {
@@ -190,18 +209,44 @@ pub(crate) async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<Cards> 
         cards.events = found.into_iter().collect();
     }
     if !authorization_ids.is_empty() {
-        let found: Vec<AuthorizationKey> = load!(
-            tx,
-            (card_transactions::table
-                .filter(card_transactions::card_id.eq_any(&card_ids))
-                .filter(card_transactions::authorization_id.eq_any(&authorization_ids))
-                .filter(card_transactions::kind.eq(KIND_AUTHORIZATION))
-                .select((
-                    card_transactions::card_id,
-                    card_transactions::authorization_id,
-                )))
-        )?;
-        cards.authorizations = found.into_iter().collect();
+        cards.authorizations = match tx.parts() {
+            // One index lookup per (card, authorization) pair: with an array
+            // per column, PostgreSQL 15 reads every transaction of the
+            // batch's cards (2 ms a batch at 16 busy cards).
+            (Conn::Pg(inner), behind) => {
+                let (cards_of, ids): (Vec<&str>, Vec<&str>) = pairs
+                    .iter()
+                    .map(|(card, id)| (card.as_str(), id.as_str()))
+                    .unzip();
+                let found: Vec<Recorded> = behind
+                    .drive(async {
+                        let conn = inner;
+                        diesel::sql_query(AUTHORIZATIONS_RECORDED)
+                            .bind::<Array<Text>, _>(&cards_of)
+                            .bind::<Array<Text>, _>(&ids)
+                            .load(conn)
+                            .await
+                    })
+                    .await?;
+                found
+                    .into_iter()
+                    .map(|row| (row.card_id, row.authorization_id))
+                    .collect()
+            }
+            (Conn::Sqlite(inner), _) => {
+                let found: Vec<AuthorizationKey> = card_transactions::table
+                    .filter(card_transactions::card_id.eq_any(&card_ids))
+                    .filter(card_transactions::authorization_id.eq_any(&authorization_ids))
+                    .filter(card_transactions::kind.eq(KIND_AUTHORIZATION))
+                    .select((
+                        card_transactions::card_id,
+                        card_transactions::authorization_id,
+                    ))
+                    .load(&mut **inner)
+                    .await?;
+                found.into_iter().collect()
+            }
+        };
     }
     if !moved.is_empty() {
         type Open = (String, String, Option<String>);
