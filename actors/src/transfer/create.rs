@@ -10,7 +10,7 @@ use tern_schema::idempotency::{self, KeyUse};
 use tern_schema::models::{QuoteRow, TransferRow};
 use tern_schema::plan::Plan;
 use tern_schema::store::quotes;
-use tern_schema::{Db, DieselError, PlanError, Refusal, StoreError};
+use tern_schema::{Db, DieselError, PlanError, Refusal, StoreError, Tx};
 
 use super::legs::leg_key;
 use super::machine::{Leg, LegStatus, Status};
@@ -162,13 +162,14 @@ pub async fn create(
         new.idempotency_key.as_str(),
     );
     // A repeat is answered before its quote is judged: the quote may have
-    // expired, or be bound by this very request, since.
-    if let Some(earlier) = earlier_use(db, key, request_sha256).await? {
-        return Ok(earlier);
-    }
+    // expired, or be bound by this very request, since. Both reads on one
+    // pooled connection.
     let quote = {
         let mut pooled = db.get().await?;
         let mut tx = pooled.tx();
+        if let Some(earlier) = recorded(&mut tx, key, request_sha256).await? {
+            return Ok(earlier);
+        }
         quotes::find_for_merchant(&mut tx, &new.merchant_id, &new.quote_id).await?
     }
     .ok_or(CreateError::QuoteNotFound)?;
@@ -221,14 +222,20 @@ async fn earlier_use(
 ) -> Result<Option<Created>, CreateError> {
     let mut pooled = db.get().await?;
     let mut tx = pooled.tx();
-    Ok(
-        match idempotency::recorded_use(&mut tx, key, digest).await? {
-            Some(KeyUse::Replay { status, body }) => Some(Created::Replay { status, body }),
-            Some(KeyUse::Mismatch) => Some(Created::Mismatch),
-            Some(KeyUse::New | KeyUse::InProgress) => Some(Created::InProgress),
-            None => None,
-        },
-    )
+    recorded(&mut tx, key, digest).await
+}
+
+async fn recorded(
+    tx: &mut Tx<'_>,
+    key: (&str, &str, &str),
+    digest: &str,
+) -> Result<Option<Created>, CreateError> {
+    Ok(match idempotency::recorded_use(tx, key, digest).await? {
+        Some(KeyUse::Replay { status, body }) => Some(Created::Replay { status, body }),
+        Some(KeyUse::Mismatch) => Some(Created::Mismatch),
+        Some(KeyUse::New | KeyUse::InProgress) => Some(Created::InProgress),
+        None => None,
+    })
 }
 
 /// The audit record of a transfer's creation.
