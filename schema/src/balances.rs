@@ -112,6 +112,21 @@ pub struct Moves {
 }
 
 impl Moves {
+    /// Adds another batch part's moves, bucket by bucket (saturating: each
+    /// amount was judged against its side's room before it moved).
+    pub(crate) fn absorb(&mut self, other: Moves) {
+        for bucket in [
+            Bucket::PostedDebits,
+            Bucket::PostedCredits,
+            Bucket::PendingDebits,
+            Bucket::PendingCredits,
+        ] {
+            let mut other = other;
+            let slot = self.bucket(bucket);
+            *slot = slot.saturating_add(*other.bucket(bucket));
+        }
+    }
+
     fn bucket(&mut self, bucket: Bucket) -> &mut i64 {
         match bucket {
             Bucket::PostedDebits => &mut self.posted_debits_minor,

@@ -18,17 +18,13 @@ use tern_schema::store::timers::TimerRow;
 use tern_schema::store::{ledger as ledger_store, merchants, users};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::{dispatch, migrate, write_tx, Db, StoreError};
+use tern_schema::{dispatch, write_tx, Db, StoreError};
+
+mod common;
+use common::{migrated, Rng};
 
 const MERCHANT: &str = "m_cards";
 const CARD: &str = "card_plans";
-
-async fn migrated(database: &TestDatabase) -> Db {
-    migrate::run_pending(database.url())
-        .await
-        .expect("migrations");
-    Db::connect(database.url()).await.expect("connect")
-}
 
 /// The merchant, a user and an active card, with the funding accounts'
 /// rows copied from `accounts` when given; answers the USD account.
@@ -186,21 +182,6 @@ struct Open {
     held: i64,
     /// A hold it held before, for stale reads.
     earlier: Option<String>,
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 /// What the sequence does next, and how its actor's view changes if it is

@@ -21,17 +21,13 @@ use tern_schema::store::timers::TimerRow;
 use tern_schema::store::{ledger as ledger_store, merchants};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::{dispatch, idempotency, migrate, write_tx, Db, Refusal, StoreError};
+use tern_schema::{dispatch, idempotency, write_tx, Db, Refusal, StoreError};
+
+mod common;
+use common::{migrated, Rng};
 
 const MERCHANT: &str = "m_plans";
 const FUNDS: i64 = 20_000;
-
-async fn migrated(database: &TestDatabase) -> Db {
-    migrate::run_pending(database.url())
-        .await
-        .expect("migrations");
-    Db::connect(database.url()).await.expect("connect")
-}
 
 /// The merchant, its audit chain and its funding accounts on `db`, with
 /// the accounts' rows copied from `accounts` when given (so that two
@@ -190,23 +186,6 @@ struct Known {
     row: SettlementRow,
     hold: String,
     open: bool,
-}
-
-/// A small deterministic generator, so that a failing sequence can be run
-/// again from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 /// The next plan of the sequence, and the settlement it moves if it moves

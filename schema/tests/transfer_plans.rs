@@ -18,7 +18,10 @@ use tern_schema::plan::{Plan, PlanError, RowMove};
 use tern_schema::schema::{audit_events, idempotency_records, transfers};
 use tern_schema::store::{merchants, quotes};
 use tern_schema::testing::TestDatabase;
-use tern_schema::{dispatch, idempotency, migrate, write_tx, Db, Refusal, StoreError, Written};
+use tern_schema::{dispatch, idempotency, write_tx, Db, Refusal, StoreError, Written};
+
+mod common;
+use common::{migrated, Rng};
 
 const MERCHANT: &str = "m_transfers";
 const SCOPE: &str = "transfers";
@@ -37,13 +40,6 @@ fn at(seconds: usize) -> NaiveDateTime {
         .and_then(|day| day.and_hms_opt(12, 0, 0))
         .expect("a valid time");
     noon + Duration::seconds(seconds as i64)
-}
-
-async fn migrated(database: &TestDatabase) -> Db {
-    migrate::run_pending(database.url())
-        .await
-        .expect("migrations");
-    Db::connect(database.url()).await.expect("connect")
 }
 
 fn quote(index: u64) -> QuoteRow {
@@ -152,22 +148,12 @@ fn creation(step: usize, key: &str, quote: &QuoteRow, answered: bool) -> Plan {
     }
 }
 
-/// A small deterministic generator, so that a failing sequence can be run
-/// again from its seed.
-struct Rng(u64);
+/// Picks one of the space-separated words.
+trait Pick {
+    fn pick(&mut self, words: &str) -> String;
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
+impl Pick for Rng {
     fn pick(&mut self, words: &str) -> String {
         let words: Vec<&str> = words.split(' ').collect();
         words[self.below(words.len() as u64) as usize].into()

@@ -563,19 +563,7 @@ fn accept(world: &mut World, rows: &mut Rows, draft: Draft, plan: &Plan, events_
     // Within i64: every amount was judged against its side's room, and a
     // bucket's moves are part of its side.
     for (id, moves) in draft.moves {
-        let total = rows.balances.entry(id).or_default();
-        total.posted_debits_minor = total
-            .posted_debits_minor
-            .saturating_add(moves.posted_debits_minor);
-        total.posted_credits_minor = total
-            .posted_credits_minor
-            .saturating_add(moves.posted_credits_minor);
-        total.pending_debits_minor = total
-            .pending_debits_minor
-            .saturating_add(moves.pending_debits_minor);
-        total.pending_credits_minor = total
-            .pending_credits_minor
-            .saturating_add(moves.pending_credits_minor);
+        rows.balances.entry(id).or_default().absorb(moves);
     }
     for (key, version) in draft.settlement_versions {
         world.settlements.insert(key, version);

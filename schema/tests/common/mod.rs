@@ -13,11 +13,33 @@ use tern_schema::{migrate, write_tx, Db};
 
 pub async fn setup() -> (TestDatabase, Db) {
     let database = TestDatabase::create().await;
+    let db = migrated(&database).await;
+    (database, db)
+}
+
+/// `database` migrated, and a handle on it.
+pub async fn migrated(database: &TestDatabase) -> Db {
     migrate::run_pending(database.url())
         .await
         .expect("migrations");
-    let db = Db::connect(database.url()).await.expect("connect");
-    (database, db)
+    Db::connect(database.url()).await.expect("connect")
+}
+
+/// A small deterministic generator, so that a failing random sequence can
+/// be run again from its seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
 }
 
 /// A merchant with its funding accounts; answers (merchant id, USD account id).
