@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use deadpool::managed::{PoolError, Timeouts};
 use deadpool::Runtime;
-use diesel::SqliteConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 // A checkout does not ping: `Fast` recycling still drops a connection that
 // is broken or closed, and a ping per checkout was a round trip per request
@@ -19,52 +18,21 @@ use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
 };
-use diesel_async::sync_connection_wrapper::{SpawnBlocking, SyncConnectionWrapper};
-use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
-use futures_util::{FutureExt, StreamExt, TryFutureExt};
+use futures_util::StreamExt;
+
+mod sqlite;
+
+pub(crate) use sqlite::establish_sqlite_inline;
+pub use sqlite::{immediate_transaction, SqliteConn, SqliteManager, SqliteRunner};
 
 use crate::commit::Committer;
 use crate::deferred::Deferred;
 
 use crate::error::{StoreError, StoreResult};
 use crate::plan::{Plan, PlanError, Written};
-
-pub type SqliteConn = SyncConnectionWrapper<SqliteConnection, SqliteRunner>;
-
-/// Where a SQLite connection runs its statements. Pooled connections hand
-/// each one to tokio's blocking pool, so request threads never block on the
-/// database. The committer's own connection runs them inline on the
-/// committer's thread, which exists to block on them: a hop to another
-/// thread and back per statement cost more than the statement itself, and
-/// left the committer waiting on context switches instead of committing.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SqliteRunner {
-    inline: bool,
-}
-
-impl SpawnBlocking for SqliteRunner {
-    fn spawn_blocking<'a, R>(
-        &mut self,
-        task: impl FnOnce() -> R + Send + 'static,
-    ) -> BoxFuture<'a, Result<R, Box<dyn std::error::Error + Send + Sync + 'static>>>
-    where
-        R: Send + 'static,
-    {
-        if self.inline {
-            let result = task();
-            return Box::pin(async move { Ok(result) });
-        }
-        tokio::task::spawn_blocking(task)
-            .map_err(|error| Box::new(error) as Box<dyn std::error::Error + Send + Sync>)
-            .boxed()
-    }
-
-    fn get_runtime() -> Self {
-        SqliteRunner { inline: false }
-    }
-}
 
 /// How long a caller waits for a pooled connection before the database is
 /// reported unavailable (503 at the edge) instead of queueing without bound.
@@ -136,7 +104,7 @@ impl DatabaseUrl {
 
 #[derive(Clone)]
 enum DbPool {
-    Sqlite(Pool<SqliteConn>),
+    Sqlite(deadpool::managed::Pool<SqliteManager>),
     Pg(Pool<AsyncPgConnection>),
 }
 
@@ -155,7 +123,7 @@ pub struct Db {
 // would add an allocation to every checkout for no gain.
 #[allow(clippy::large_enum_variant)]
 pub enum Pooled {
-    Sqlite(Object<SqliteConn>),
+    Sqlite(deadpool::managed::Object<SqliteManager>),
     Pg(Object<AsyncPgConnection>),
 }
 
@@ -571,11 +539,11 @@ impl Db {
         let pool = match &parsed {
             DatabaseUrl::Sqlite(path) => {
                 ensure_parent_dir(path)?;
-                let mut config = ManagerConfig::<SqliteConn>::default();
-                config.recycling_method = RecyclingMethod::Fast;
-                config.custom_setup = Box::new(|path| establish_sqlite(path.to_owned()).boxed());
-                let manager = AsyncDieselConnectionManager::new_with_config(path, config);
-                DbPool::Sqlite(build_pool(Pool::builder(manager), SQLITE_POOL_SIZE_MAX)?)
+                let manager = SqliteManager { path: path.clone() };
+                DbPool::Sqlite(build_pool(
+                    deadpool::managed::Pool::builder(manager),
+                    SQLITE_POOL_SIZE_MAX,
+                )?)
             }
             DatabaseUrl::Postgres(url) => {
                 let mut config = ManagerConfig::<AsyncPgConnection>::default();
@@ -691,72 +659,6 @@ pub(crate) fn ensure_parent_dir(path: &str) -> StoreResult<()> {
         }
     }
     Ok(())
-}
-
-/// `BEGIN IMMEDIATE`, then `f`, then commit on `Ok` or roll back on `Err`:
-/// diesel-async's own `immediate_transaction` exists only for its default
-/// runner, and a deferred transaction that later needs the write lock fails
-/// with "database is locked" under concurrency.
-pub async fn immediate_transaction<R, E, F>(conn: &mut SqliteConn, f: F) -> Result<R, E>
-where
-    F: AsyncFnOnce(&mut SqliteConn) -> Result<R, E>,
-    E: From<diesel::result::Error>,
-{
-    use diesel::connection::AnsiTransactionManager;
-    use diesel_async::sync_connection_wrapper::SyncTransactionManagerWrapper;
-    use diesel_async::TransactionManager;
-    type Manager = SyncTransactionManagerWrapper<AnsiTransactionManager>;
-    conn.spawn_blocking(|inner| {
-        AnsiTransactionManager::begin_transaction_sql(inner, "BEGIN IMMEDIATE")
-    })
-    .await?;
-    match f(&mut *conn).await {
-        Ok(value) => {
-            Manager::commit_transaction(conn).await?;
-            Ok(value)
-        }
-        Err(error) => {
-            Manager::rollback_transaction(conn).await?;
-            Err(error)
-        }
-    }
-}
-
-/// The committer's own SQLite connection, whose statements run inline on
-/// the committer's thread (see [`SqliteRunner`]).
-pub(crate) async fn establish_sqlite_inline(path: &str) -> diesel::ConnectionResult<SqliteConn> {
-    use diesel::Connection as _;
-    let conn = SqliteConnection::establish(path)?;
-    let mut conn = SqliteConn::with_runtime(conn, SqliteRunner { inline: true });
-    sqlite_pragmas(&mut conn).await?;
-    Ok(conn)
-}
-
-/// Durable and concurrent SQLite: WAL with full fsync on commit, a busy
-/// timeout so writers queue for the lock, and enforced foreign keys.
-async fn establish_sqlite(path: String) -> diesel::ConnectionResult<SqliteConn> {
-    let mut conn = SqliteConn::establish(&path).await?;
-    sqlite_pragmas(&mut conn).await?;
-    Ok(conn)
-}
-
-/// `temp_store = MEMORY`: every unit of a group commit runs in a savepoint,
-/// and SQLite journals the pages a savepoint changes in a temporary file
-/// unless told to keep them in memory; the file's writes cost the committer
-/// more than its statements did. A sub-journal never outlives its
-/// transaction, so memory holds it for a batch at most. For
-/// `wal_autocheckpoint` see [`SQLITE_WAL_AUTOCHECKPOINT_PAGES`].
-/// `recursive_triggers = ON`: a REPLACE's implicit delete then fires the
-/// append-only ledger's DELETE triggers too.
-async fn sqlite_pragmas(conn: &mut SqliteConn) -> diesel::ConnectionResult<()> {
-    let pragmas = format!(
-        "PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}; PRAGMA journal_mode = WAL; \
-         PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY; \
-         PRAGMA recursive_triggers = ON; PRAGMA wal_autocheckpoint = {SQLITE_WAL_AUTOCHECKPOINT_PAGES};"
-    );
-    conn.batch_execute(&pragmas)
-        .await
-        .map_err(diesel::ConnectionError::CouldntSetupConfiguration)
 }
 
 #[cfg(test)]
