@@ -23,11 +23,13 @@ mod batch;
 mod cards;
 mod judge;
 mod moves;
+mod rows;
 
 use crate::audit::AuditRecord;
 use crate::ledger::{Entry, LedgerError, Phase};
 use crate::models::{
-    CardTransactionRow, IdempotencyRow, SettlementRow, TransferRow, WebhookEventRow,
+    CardRow, CardTransactionRow, CardWalletTokenRow, IdempotencyRow, QuoteRow, SettlementRow,
+    TransferRow, WebhookAttemptRow, WebhookEndpointRow, WebhookEventRow,
 };
 use crate::store::timers::TimerRow;
 use crate::{Refusal, StoreError};
@@ -38,7 +40,8 @@ pub(crate) use batch::write;
 /// parts are judged in a fixed order, and the first refusal is its answer:
 /// the funding check, the timer it completes, new settlements (key, then
 /// hold), the answer's key, new transfers, card transactions, ledger
-/// writes, moved rows, new timers.
+/// writes, moved rows, new timers. Its [`RowWrite`]s are not judged: they
+/// are written last, in order.
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
     /// Refuse the plan unless this account is a funding account of this
@@ -74,6 +77,7 @@ pub struct Plan {
     /// The Idempotency-Key's answer, recorded with the plan's writes: a key
     /// already recorded refuses the plan ([`Refusal::KeyTaken`]).
     pub answer: Option<IdempotencyRow>,
+    pub rows: Vec<RowWrite>,
 }
 
 #[derive(Clone, Debug)]
@@ -131,6 +135,65 @@ pub enum RowMove {
     Authorization(AuthorizationMove),
 }
 
+/// A row that moves no money: a card issued, changed or replaced, a wallet
+/// token, a webhook endpoint, a quote. These are rare next to a batch's
+/// money, so each is one statement, written after the batch's other
+/// writes in plan order rather than set-based. A version, a key or a row
+/// another writer took fails its batch, which is written again in halves
+/// until only the plan that lost it hears [`StoreError::Conflict`] or
+/// [`StoreError::UniqueViolation`].
+#[derive(Clone, Debug)]
+pub enum RowWrite {
+    /// The card written whole over the version it was read at.
+    Card {
+        row: CardRow,
+        expected_version: i64,
+    },
+    /// A card being issued; a second live card for the same replacement
+    /// is a [`StoreError::UniqueViolation`].
+    NewCard(CardRow),
+    /// A card the issuer never issued, removed while it is still issuing.
+    IssuingCardDropped {
+        card_id: String,
+    },
+    NewWalletToken(CardWalletTokenRow),
+    /// A wallet token of the card moved to `status`; a token the card does
+    /// not have is a [`StoreError::Conflict`].
+    WalletTokenStatus {
+        card_id: String,
+        token_id: String,
+        status: String,
+        at: chrono::NaiveDateTime,
+    },
+    /// The merchant's webhook endpoint, created or replaced.
+    WebhookEndpoint(WebhookEndpointRow),
+    WebhookEndpointRemoved {
+        merchant_id: String,
+    },
+    /// The merchant's events still waiting for delivery skipped: it has no
+    /// endpoint to deliver them to.
+    PendingEventsSkipped {
+        merchant_id: String,
+        at: chrono::NaiveDateTime,
+    },
+    /// An attempted event's new delivery state and the attempt's record,
+    /// written only if the event is still pending in the attempt's round
+    /// (a replay or a removal in between wins), and then its retry timer.
+    Attempt {
+        next: WebhookEventRow,
+        attempt: WebhookAttemptRow,
+        retry: Option<TimerRow>,
+    },
+    /// The transfer's delivered and dead-lettered events re-armed for an
+    /// attempt at `at`, in a new round; [`Written::rearmed`] says how many.
+    EventsRearmed {
+        merchant_id: String,
+        transfer_id: String,
+        at: chrono::NaiveDateTime,
+    },
+    NewQuote(QuoteRow),
+}
+
 /// What becomes of an open authorization: `status`, holding `hold_minor`
 /// under `ledger_transaction_id` (the hold it replaced `hold_id` with, or
 /// `hold_id` itself when it ends).
@@ -150,6 +213,8 @@ pub struct Written {
     /// Some of the plan's events wait for delivery: wake the merchant's
     /// endpoint.
     pub events_wait: bool,
+    /// Events its [`RowWrite::EventsRearmed`] re-armed.
+    pub rearmed: usize,
 }
 
 /// Why a plan was not written. Nothing of it was.

@@ -304,8 +304,12 @@ fn describe(plan: &Plan) -> String {
 /// An answer as the callers tell answers apart.
 fn answer(result: &Result<Written, PlanError>) -> String {
     match result {
-        Ok(Written { events_wait: false }) => "written".into(),
-        Ok(Written { events_wait: true }) => "written, events wait".into(),
+        Ok(Written {
+            events_wait: false, ..
+        }) => "written".into(),
+        Ok(Written {
+            events_wait: true, ..
+        }) => "written, events wait".into(),
         Err(PlanError::Store(StoreError::Refused(Refusal::KeyTaken))) => "key taken".into(),
         Err(PlanError::Store(StoreError::UniqueViolation(_))) => "quote bound".into(),
         Err(PlanError::Store(StoreError::Conflict(_))) => "conflict".into(),

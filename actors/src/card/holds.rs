@@ -18,8 +18,8 @@ use tern_schema::store::cards as store;
 use tern_schema::store::timers::TimerRow;
 
 use super::kind::{
-    answer, commit, complete_timer, funding_account, recorded, replayed, settled, transaction_row,
-    CardContext, CardKind, CardState, Step,
+    answer, commit, funding_account, recorded, replayed, settled, transaction_row, CardContext,
+    CardKind, CardState, Step,
 };
 use crate::runtime::{EntityEnv, EntityKind, TimerFiring, TimerSpec};
 
@@ -318,7 +318,7 @@ pub(super) async fn expire(
         None => None,
     };
     let Some((authorization, hold)) = open_hold(found) else {
-        complete_timer(&env.db, firing).await?;
+        crate::runtime::timers::complete(&env.db, firing).await?;
         return answer(state, recorded(false, true));
     };
     let mut row = release_row(

@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use chrono::NaiveDateTime;
 use serde_json::json;
-use tern_schema::audit::{self, AuditActor, AuditRecord};
+use tern_schema::audit::{AuditActor, AuditRecord};
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::{CardRow, CardTransactionRow, CardWalletTokenRow};
-use tern_schema::plan::{LedgerWrite, Plan};
+use tern_schema::plan::{LedgerWrite, Plan, RowWrite};
 use tern_schema::store::cards as store;
 use tern_schema::store::ledger as ledger_store;
 use tern_schema::types::utc_now;
-use tern_schema::{Db, DieselError, PlanError, StoreError, Tx};
+use tern_schema::{Db, DieselError, PlanError, StoreError};
 
 use super::holds::{self, Reversal};
 use super::machine::{
@@ -27,7 +27,7 @@ use crate::ports::{
     CardIssuer, CardNetwork, IssueRequest, IssuedCard, IssuerStatus, ProviderError, Wallet,
     WalletOutcome, WalletRequest,
 };
-use crate::runtime::timers::{complete_in, schedule_in};
+use crate::runtime::timers;
 use crate::runtime::version::next_version;
 use crate::runtime::{
     paged, EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
@@ -503,15 +503,11 @@ fn successor(row: &CardRow, now: NaiveDateTime) -> CardRow {
     }
 }
 
-async fn swap(tx: &mut Tx<'_>, next: &CardRow, held: i64) -> Result<(), WriteError> {
-    if store::update_if_version(tx, next, held).await? {
-        Ok(())
-    } else {
-        Err(RuntimeError::Conflict {
-            kind: CardKind::NAME,
-            id: next.id.clone(),
-        }
-        .into())
+/// The card written whole over the version it was read at.
+fn moved(next: &CardRow, held: i64) -> RowWrite {
+    RowWrite::Card {
+        row: next.clone(),
+        expected_version: held,
     }
 }
 
@@ -577,7 +573,7 @@ async fn issue(
 ) -> Step {
     if status_of(&state.row) != Status::Issuing {
         if let Some(firing) = firing {
-            complete_timer(&env.db, firing).await?;
+            timers::complete(&env.db, firing).await?;
         }
         let row = state.row.clone();
         return answer(state, Ok(CardReply::Card(Box::new(row))));
@@ -585,21 +581,13 @@ async fn issue(
     match ask_issuer(env.ctx.issuer.as_ref(), &state.row).await {
         IssueOutcome::Issued(issued) => {
             let row = issued_row(&state.row, &issued, utc_now());
-            let held = state.row.version;
-            let audit = issued_record(&row, &origin);
-            let written = row.clone();
-            env.db
-                .write(move |tx| {
-                    Box::pin(async move {
-                        swap(tx, &written, held).await?;
-                        if let Some(firing) = firing {
-                            complete_in(tx, &firing).await?;
-                        }
-                        audit::append(tx, audit).await?;
-                        Ok::<_, WriteError>(())
-                    })
-                })
-                .await?;
+            let plan = Plan {
+                completes_timer: firing.map(|firing| firing.claim()),
+                audit: vec![issued_record(&row, &origin)],
+                rows: vec![moved(&row, state.row.version)],
+                ..Plan::default()
+            };
+            commit(&env.db, &row.id, plan).await?;
             if let Some(old) = row.replaces_card_id.clone() {
                 block_replaced_at_issuer(env, &old).await;
             }
@@ -608,35 +596,24 @@ async fn issue(
         }
         IssueOutcome::NotIssued(reason) => {
             tracing::warn!(card = %state.row.id, %reason, "issuer did not issue the card; intent abandoned");
-            let row = state.row.clone();
-            env.db
-                .write(move |tx| {
-                    Box::pin(async move {
-                        abandon_in(tx, &row).await?;
-                        if let Some(firing) = firing {
-                            complete_in(tx, &firing).await?;
-                        }
-                        Ok::<_, WriteError>(())
-                    })
-                })
-                .await?;
+            let (rows, _) = abandonment(&env.db, &state.row).await?;
+            let plan = Plan {
+                completes_timer: firing.map(|firing| firing.claim()),
+                rows,
+                ..Plan::default()
+            };
+            commit(&env.db, &state.row.id, plan).await?;
             state.gone = true;
             answer(state, Err(CardFailure::Issuer(reason)))
         }
         IssueOutcome::Unknown(reason) => {
             tracing::warn!(card = %state.row.id, %reason, "issue outcome unknown; asking again later");
-            let id = state.row.id.clone();
-            env.db
-                .write(move |tx| {
-                    Box::pin(async move {
-                        if let Some(firing) = firing {
-                            complete_in(tx, &firing).await?;
-                        }
-                        schedule_resume_in(tx, &id).await?;
-                        Ok::<_, WriteError>(())
-                    })
-                })
-                .await?;
+            let plan = Plan {
+                completes_timer: firing.map(|firing| firing.claim()),
+                timers: vec![resume_timer(&state.row.id)],
+                ..Plan::default()
+            };
+            commit(&env.db, &state.row.id, plan).await?;
             answer(state, Err(CardFailure::Issuer(reason)))
         }
     }
@@ -654,30 +631,16 @@ fn issued_record(row: &CardRow, origin: &Origin) -> AuditRecord {
 
 /// Asks the card's actor to finish an issue whose outcome is unknown, later
 /// and across restarts: the timer commits with the transition that wants it.
-async fn schedule_resume_in(tx: &mut Tx<'_>, card_id: &str) -> RuntimeResult<()> {
+fn resume_timer(card_id: &str) -> tern_schema::store::timers::TimerRow {
     let timer_id = format!("{card_id}:resume:{}", uuid::Uuid::now_v7().simple());
-    schedule_in(
-        tx,
-        &TimerSpec {
-            id: &timer_id,
-            kind: CardKind::NAME,
-            entity_id: card_id,
-            due_at: utc_now() + ISSUE_RESUME_DELAY,
-            payload: TIMER_RESUME_ISSUE,
-        },
-    )
-    .await
-}
-
-pub(super) async fn complete_timer(db: &Db, firing: TimerFiring) -> RuntimeResult<()> {
-    let plan = Plan {
-        completes_timer: Some(firing.claim()),
-        ..Plan::default()
-    };
-    match db.commit(plan).await {
-        Ok(_) | Err(PlanError::TimerLost { .. }) => Ok(()),
-        Err(other) => Err(other.into()),
+    TimerSpec {
+        id: &timer_id,
+        kind: CardKind::NAME,
+        entity_id: card_id,
+        due_at: utc_now() + ISSUE_RESUME_DELAY,
+        payload: TIMER_RESUME_ISSUE,
     }
+    .row()
 }
 
 fn issued_row(intent: &CardRow, issued: &IssuedCard, now: NaiveDateTime) -> CardRow {
@@ -691,27 +654,37 @@ fn issued_row(intent: &CardRow, issued: &IssuedCard, now: NaiveDateTime) -> Card
     }
 }
 
-/// Removes an intent the issuer never acted on and, for a replacement,
-/// gives the old card back its status.
-async fn abandon_in(tx: &mut Tx<'_>, intent: &CardRow) -> Result<Option<CardRow>, WriteError> {
-    store::delete_issuing(tx, &intent.id).await?;
+/// The writes that remove an intent the issuer never acted on and, for a
+/// replacement, give the old card back its status (returned too).
+async fn abandonment(
+    db: &Db,
+    intent: &CardRow,
+) -> Result<(Vec<RowWrite>, Option<CardRow>), WriteError> {
+    let mut rows = vec![RowWrite::IssuingCardDropped {
+        card_id: intent.id.clone(),
+    }];
     let (Some(old_id), Some(old_status)) = (&intent.replaces_card_id, &intent.replaces_status)
     else {
-        return Ok(None);
+        return Ok((rows, None));
     };
-    let Some(old) = store::find(tx, old_id).await? else {
-        return Ok(None);
+    let old = {
+        let mut pooled = db.get().await?;
+        let found = store::find(&mut pooled.tx(), old_id).await?;
+        found
+    };
+    let Some(old) = old else {
+        return Ok((rows, None));
     };
     if old.replaced_by_card_id.as_deref() != Some(intent.id.as_str()) {
-        return Ok(None);
+        return Ok((rows, None));
     }
     let restored = CardRow {
         status: old_status.clone(),
         replaced_by_card_id: None,
         ..successor(&old, utc_now())
     };
-    swap(tx, &restored, old.version).await?;
-    Ok(Some(restored))
+    rows.push(moved(&restored, old.version));
+    Ok((rows, Some(restored)))
 }
 
 /// Tells the issuer a replaced card is blocked. Tern already declines it
@@ -795,16 +768,12 @@ async fn change(
         action,
         json!({"from": state.row.status, "to": row.status}),
     );
-    let (written, held) = (row.clone(), state.row.version);
-    env.db
-        .write(move |tx| {
-            Box::pin(async move {
-                swap(tx, &written, held).await?;
-                audit::append(tx, audit).await?;
-                Ok::<_, WriteError>(())
-            })
-        })
-        .await?;
+    let plan = Plan {
+        audit: vec![audit],
+        rows: vec![moved(&row, state.row.version)],
+        ..Plan::default()
+    };
+    commit(&env.db, &row.id, plan).await?;
     state.row = row.clone();
     answer(state, Ok(CardReply::Card(Box::new(row))))
 }
@@ -852,19 +821,15 @@ async fn replace(
         "card.replaced",
         json!({"new_card_id": new_card_id, "reason": reason, "from": old.status}),
     );
-    let (written, held, new_row) = (blocked.clone(), old.version, intent.clone());
-    let begun = env
-        .db
-        .write(move |tx| {
-            Box::pin(async move {
-                swap(tx, &written, held).await?;
-                store::insert(tx, &new_row).await?;
-                audit::append(tx, audit).await?;
-                Ok::<_, WriteError>(())
-            })
-        })
-        .await;
-    match begun {
+    let plan = Plan {
+        audit: vec![audit],
+        rows: vec![
+            moved(&blocked, old.version),
+            RowWrite::NewCard(intent.clone()),
+        ],
+        ..Plan::default()
+    };
+    match commit(&env.db, &old.id, plan).await {
         Ok(()) => {}
         Err(error) if error.is_unique_violation() => {
             return answer(state, Err(CardFailure::LiveCardExists));
@@ -875,26 +840,22 @@ async fn replace(
     match ask_issuer(env.ctx.issuer.as_ref(), &intent).await {
         IssueOutcome::Issued(issued) => {
             let row = issued_row(&intent, &issued, utc_now());
-            let issued_audit = issued_record(&row, &origin);
-            let written = row.clone();
-            env.db
-                .write(move |tx| {
-                    Box::pin(async move {
-                        swap(tx, &written, 1).await?;
-                        audit::append(tx, issued_audit).await?;
-                        Ok::<_, WriteError>(())
-                    })
-                })
-                .await?;
+            let plan = Plan {
+                audit: vec![issued_record(&row, &origin)],
+                rows: vec![moved(&row, 1)],
+                ..Plan::default()
+            };
+            commit(&env.db, &row.id, plan).await?;
             block_replaced_at_issuer(env, &old.id).await;
             answer(state, Ok(CardReply::Card(Box::new(row))))
         }
         IssueOutcome::NotIssued(reason) => {
-            let restored = env
-                .db
-                .write(move |tx| Box::pin(async move { abandon_in(tx, &intent).await }))
-                .await
-                .map_err(RuntimeError::from)?;
+            let (rows, restored) = abandonment(&env.db, &intent).await?;
+            let plan = Plan {
+                rows,
+                ..Plan::default()
+            };
+            commit(&env.db, &intent.id, plan).await?;
             if let Some(restored) = restored {
                 state.row = restored;
             }
@@ -902,10 +863,11 @@ async fn replace(
         }
         IssueOutcome::Unknown(reason) => {
             // The new card's own actor finishes it (recovery, or the timer).
-            let id = intent.id.clone();
-            env.db
-                .write(move |tx| Box::pin(async move { schedule_resume_in(tx, &id).await }))
-                .await?;
+            let plan = Plan {
+                timers: vec![resume_timer(&intent.id)],
+                ..Plan::default()
+            };
+            commit(&env.db, &intent.id, plan).await?;
             answer(state, Err(CardFailure::Issuer(reason)))
         }
     }
@@ -961,18 +923,12 @@ async fn update(
             }),
         ));
     }
-    let (written, held) = (row.clone(), state.row.version);
-    env.db
-        .write(move |tx| {
-            Box::pin(async move {
-                swap(tx, &written, held).await?;
-                for audit in audits {
-                    audit::append(tx, audit).await?;
-                }
-                Ok::<_, WriteError>(())
-            })
-        })
-        .await?;
+    let plan = Plan {
+        audit: audits,
+        rows: vec![moved(&row, state.row.version)],
+        ..Plan::default()
+    };
+    commit(&env.db, &row.id, plan).await?;
     state.row = row.clone();
     answer(state, Ok(CardReply::Card(Box::new(row))))
 }
@@ -1047,17 +1003,15 @@ async fn provision_wallet(
         "card.wallet_requested",
         json!({"token_id": token.id, "wallet": token.wallet, "device_id": token.device_id}),
     );
-    let (written, held, inserted) = (row.clone(), state.row.version, token.clone());
-    env.db
-        .write(move |tx| {
-            Box::pin(async move {
-                store::insert_wallet_token(tx, &inserted).await?;
-                swap(tx, &written, held).await?;
-                audit::append(tx, audit).await?;
-                Ok::<_, WriteError>(())
-            })
-        })
-        .await?;
+    let plan = Plan {
+        audit: vec![audit],
+        rows: vec![
+            RowWrite::NewWalletToken(token.clone()),
+            moved(&row, state.row.version),
+        ],
+        ..Plan::default()
+    };
+    commit(&env.db, &row.id, plan).await?;
     state.row = row;
     answer(state, Ok(CardReply::Token(Box::new(token))))
 }
@@ -1087,43 +1041,52 @@ async fn wallet_updated(
             }),
         );
     }
-    let card = state.row.clone();
-    let held = card.version;
+    // Tokens are the card's: its version guards them, as a change to one
+    // moves the card's wallet status.
+    let mut tokens = {
+        let mut pooled = env.db.get().await?;
+        let tokens = store::wallet_tokens(&mut pooled.tx(), &state.row.id).await?;
+        tokens
+    };
+    let Some(token) = tokens.iter_mut().find(|token| token.id == token_id) else {
+        return answer(
+            state,
+            Ok(CardReply::Recorded {
+                duplicate: false,
+                ignored: true,
+            }),
+        );
+    };
     let now = utc_now();
-    let written = env
-        .db
-        .write(move |tx| {
-            Box::pin(async move {
-                if !store::set_wallet_token_status(tx, &card.id, &token_id, &status, now).await? {
-                    return Ok::<_, WriteError>(None);
-                }
-                let tokens = store::wallet_tokens(tx, &card.id).await?;
-                let mut row = successor(&card, now);
-                row.wallet_status = wallet_status_of(&tokens);
-                swap(tx, &row, held).await?;
-                audit::append(
-                    tx,
-                    record(
-                        &row,
-                        &Origin::system(&card),
-                        "card.wallet_updated",
-                        json!({"token_id": token_id, "status": status}),
-                    ),
-                )
-                .await?;
-                Ok(Some(row))
-            })
-        })
-        .await?;
-    let ignored = written.is_none();
-    if let Some(row) = written {
-        state.row = row;
-    }
+    token.status = status.clone();
+    let mut row = successor(&state.row, now);
+    row.wallet_status = wallet_status_of(&tokens);
+    let audit = record(
+        &row,
+        &Origin::system(&state.row),
+        "card.wallet_updated",
+        json!({"token_id": token_id, "status": status}),
+    );
+    let plan = Plan {
+        audit: vec![audit],
+        rows: vec![
+            RowWrite::WalletTokenStatus {
+                card_id: row.id.clone(),
+                token_id,
+                status,
+                at: now,
+            },
+            moved(&row, state.row.version),
+        ],
+        ..Plan::default()
+    };
+    commit(&env.db, &row.id, plan).await?;
+    state.row = row;
     answer(
         state,
         Ok(CardReply::Recorded {
             duplicate: false,
-            ignored,
+            ignored: false,
         }),
     )
 }

@@ -10,9 +10,8 @@ use std::time::Duration;
 
 use tern_schema::models::QuoteRow;
 use tern_schema::money::Currency;
-use tern_schema::store::quotes;
 use tern_schema::types::utc_now;
-use tern_schema::{Db, StoreError};
+use tern_schema::{Db, Plan, PlanError, RowWrite, StoreError};
 
 pub use decimal::{DecimalError, Rate};
 pub use pricing::{NetworkFees, Price, PriceInput, Pricing, PricingError};
@@ -108,10 +107,16 @@ pub async fn create(
         created_at,
         expires_at,
     };
-    let stored = row.clone();
     // Group-committed: the quote is durable when this answers.
-    db.write(move |tx| Box::pin(async move { quotes::insert(tx, &stored).await }))
-        .await?;
+    let plan = Plan {
+        rows: vec![RowWrite::NewQuote(row.clone())],
+        ..Plan::default()
+    };
+    db.commit(plan).await.map_err(|error| match error {
+        PlanError::Store(error) => QuoteError::Store(error),
+        // A quote's plan holds no ledger write, timer or source to refuse.
+        other => QuoteError::Store(StoreError::Unavailable(other.to_string())),
+    })?;
     Ok(row)
 }
 

@@ -132,9 +132,10 @@ pub trait EntityKind: Sized + 'static {
     ) -> impl Future<Output = RuntimeResult<Vec<String>>> + 'static;
 
     /// Turns a claimed timer into a message. The message should carry the
-    /// firing so the handler can complete the timer in its own transaction
-    /// ([`super::timers::complete_in`]): that makes the timer's effect and its
-    /// deletion atomic, hence exactly once.
+    /// firing so the handler can complete the timer in the plan that writes
+    /// its effect (`Plan::completes_timer`, or [`super::timers::complete`]
+    /// when there is none): that makes the timer's effect and its deletion
+    /// atomic, hence exactly once.
     fn timer_command(firing: TimerFiring) -> RuntimeResult<Self::Command>;
 
     /// A message to send to the actor each time it is activated (on demand,

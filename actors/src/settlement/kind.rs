@@ -12,13 +12,13 @@ use tern_schema::models::SettlementRow;
 use tern_schema::plan::{LedgerWrite, Plan, RowMove};
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
-use tern_schema::{write_tx, Db, DieselError, PlanError, StoreError};
+use tern_schema::{Db, DieselError, PlanError, StoreError};
 
 use super::machine::{self, Effect, Event, Method, Rejected, RetryPolicy, Status};
 use super::parent::Parents;
 use super::providers::Providers;
 use super::record::{apply_state, entity_id, split_entity_id, state_of};
-use crate::runtime::timers::complete_in;
+use crate::runtime::timers;
 use crate::runtime::{
     paged, EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
 };
@@ -243,9 +243,7 @@ async fn advance(
             // inquiry racing a result) changes nothing; its timer is done.
             tracing::debug!(settlement = %env.id, %rejected, event = %label, "event ignored");
             if let Some(firing) = firing {
-                let done: Result<(), RuntimeError> =
-                    write_tx!(env.db, |tx| complete_in(tx, &firing).await);
-                done?;
+                timers::complete(&env.db, firing).await?;
             }
             Ok(Transition::new(row, SettlementReply::Ack))
         }

@@ -12,13 +12,13 @@ use tern_schema::models::{SettlementIntent, SettlementRow, TransferRow};
 use tern_schema::plan::{Plan, RowMove};
 use tern_schema::store::{settlements, transfers};
 use tern_schema::types::utc_now;
-use tern_schema::{write_tx, Db, DieselError, PlanError, StoreError};
+use tern_schema::{Db, DieselError, PlanError, StoreError};
 
 use super::machine::{self, Effect, Event, Moved, Observed, Policy, Refund, Rejected, Resume};
 use super::postings;
 use super::record::{apply_state, state_of};
 use super::refusal;
-use crate::runtime::timers::complete_in;
+use crate::runtime::timers;
 use crate::runtime::{
     paged, EntityEnv, EntityKind, Registry, RuntimeError, RuntimeResult, TimerFiring, TimerSpec,
     Transition,
@@ -305,9 +305,7 @@ pub(super) async fn advance(
                 }
                 // A stale timer is done with all the same.
                 if let Some(firing) = firing {
-                    let done: Result<(), RuntimeError> =
-                        write_tx!(env.db, |tx| complete_in(tx, &firing).await);
-                    done?;
+                    timers::complete(&env.db, firing).await?;
                 }
                 return Ok(Transition::new(row, TransferReply::Ack));
             }

@@ -9,15 +9,14 @@ use std::sync::Arc;
 
 use chrono::{NaiveDateTime, Utc};
 use serde_json::json;
-use tern_schema::audit::{self, AuditActor, AuditRecord};
+use tern_schema::audit::{AuditActor, AuditRecord};
 use tern_schema::models::{WebhookAttemptRow, WebhookEndpointRow, WebhookEventRow};
 use tern_schema::store::webhooks as store;
 use tern_schema::types::{as_utc, truncate_micros, utc_now};
-use tern_schema::{Db, StoreError};
+use tern_schema::{Db, Plan, RowWrite};
 
 use super::deliver::{Attempt, Deliverer};
 use super::machine::{self, Delivery, Event, Outcome, Policy, Status};
-use crate::runtime::timers::{complete_in, schedule_in};
 use crate::runtime::{
     paged, EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
 };
@@ -141,14 +140,8 @@ impl EntityKind for WebhookEndpointKind {
             }
             EndpointCommand::Timer(firing) => {
                 let id = firing.id.clone();
-                env.db
-                    .write(move |tx| Box::pin(async move { complete_in(tx, &firing).await }))
-                    .await
-                    .or_else(|error| match error {
-                        // Another node fired it: waking costs nothing anyway.
-                        RuntimeError::TimerClaimLost { .. } => Ok(()),
-                        other => Err(other),
-                    })?;
+                // Another node fired it: waking costs nothing anyway.
+                crate::runtime::timers::complete(&env.db, firing).await?;
                 tracing::debug!(endpoint = %env.id, timer = %id, "webhook retry due");
                 Ok(wake(state))
             }
@@ -201,16 +194,14 @@ async fn poll(
     state.poll_pending = false;
     let Some(endpoint) = state.endpoint.clone() else {
         // Events written while the endpoint was being removed: no recipient.
-        let merchant = env.id.to_string();
-        let skipped = env
-            .db
-            .write(move |tx| {
-                Box::pin(async move { store::skip_pending(tx, &merchant, utc_now()).await })
-            })
-            .await?;
-        if skipped > 0 {
-            tracing::info!(endpoint = %env.id, skipped, "webhook events skipped: no endpoint");
-        }
+        let plan = Plan {
+            rows: vec![RowWrite::PendingEventsSkipped {
+                merchant_id: env.id.to_string(),
+                at: utc_now(),
+            }],
+            ..Plan::default()
+        };
+        env.db.commit(plan).await?;
         return Ok(Transition::new(state, EndpointReply::Ack));
     };
     let room = IN_FLIGHT_MAX.saturating_sub(state.in_flight.len());
@@ -315,33 +306,34 @@ async fn attempted(
                 .to_std()
                 .ok()
         });
-    let merchant = env.id.to_string();
+    let rows = writes
+        .into_iter()
+        .map(|(next, attempt)| {
+            let retry = next.next_attempt_at.map(|due_at| {
+                let timer_id = format!("{}:{}:{}", next.id, next.round, next.attempts);
+                TimerSpec {
+                    id: &timer_id,
+                    kind: WebhookEndpointKind::NAME,
+                    entity_id: &env.id,
+                    due_at,
+                    payload: TIMER_RETRY,
+                }
+                .row()
+            });
+            RowWrite::Attempt {
+                next,
+                attempt,
+                retry,
+            }
+        })
+        .collect();
     let db = env.db.clone();
     let record = async move {
-        let written = db
-            .write(move |tx| {
-                Box::pin(async move {
-                    for (next, attempt) in &writes {
-                        let written = store::record_attempt(tx, next, attempt).await?;
-                        if let (true, Some(due_at)) = (written, next.next_attempt_at) {
-                            let timer_id = format!("{}:{}:{}", next.id, next.round, next.attempts);
-                            schedule_in(
-                                tx,
-                                &TimerSpec {
-                                    id: &timer_id,
-                                    kind: WebhookEndpointKind::NAME,
-                                    entity_id: &merchant,
-                                    due_at,
-                                    payload: TIMER_RETRY,
-                                },
-                            )
-                            .await?;
-                        }
-                    }
-                    Ok::<_, RuntimeError>(())
-                })
-            })
-            .await;
+        let plan = Plan {
+            rows,
+            ..Plan::default()
+        };
+        let written = db.commit(plan).await;
         Some(EndpointCommand::Recorded {
             ids,
             failure: written.err().map(|error| error.to_string()),
@@ -477,16 +469,12 @@ async fn put(
         request_id,
         json!({"url": row.url, "replaced": state.endpoint.is_some()}),
     );
-    let stored = row.clone();
-    env.db
-        .write(move |tx| {
-            Box::pin(async move {
-                store::put_endpoint(tx, &stored).await?;
-                audit::append(tx, record).await?;
-                Ok::<_, StoreError>(())
-            })
-        })
-        .await?;
+    let plan = Plan {
+        audit: vec![record],
+        rows: vec![RowWrite::WebhookEndpoint(row.clone())],
+        ..Plan::default()
+    };
+    env.db.commit(plan).await?;
     state.endpoint = Some(row.clone());
     Ok(Transition::new(state, EndpointReply::Stored(row)))
 }
@@ -497,29 +485,30 @@ async fn delete(
     actor: AuditActor,
     request_id: String,
 ) -> RuntimeResult<Transition<WebhookEndpointKind>> {
-    let merchant = env.id.to_string();
-    let record = audit_record(
-        env,
-        actor,
-        "webhook_endpoint.deleted",
-        request_id,
-        json!({}),
-    );
-    let (existed, skipped) = env
-        .db
-        .write(move |tx| {
-            Box::pin(async move {
-                let existed = store::delete_endpoint(tx, &merchant).await?;
-                let skipped = store::skip_pending(tx, &merchant, utc_now()).await?;
-                if existed {
-                    audit::append(tx, record).await?;
-                }
-                Ok::<_, StoreError>((existed, skipped))
-            })
-        })
-        .await?;
-    if skipped > 0 {
-        tracing::info!(endpoint = %env.id, skipped, "webhook endpoint removed; pending events skipped");
+    let existed = state.endpoint.is_some();
+    if existed {
+        let record = audit_record(
+            env,
+            actor,
+            "webhook_endpoint.deleted",
+            request_id,
+            json!({}),
+        );
+        let plan = Plan {
+            audit: vec![record],
+            rows: vec![
+                RowWrite::WebhookEndpointRemoved {
+                    merchant_id: env.id.to_string(),
+                },
+                RowWrite::PendingEventsSkipped {
+                    merchant_id: env.id.to_string(),
+                    at: utc_now(),
+                },
+            ],
+            ..Plan::default()
+        };
+        env.db.commit(plan).await?;
+        tracing::info!(endpoint = %env.id, "webhook endpoint removed; pending events skipped");
     }
     state.endpoint = None;
     Ok(Transition::new(state, EndpointReply::Deleted(existed)))
@@ -535,7 +524,6 @@ async fn replay(
     if state.endpoint.is_none() {
         return Ok(Transition::new(state, EndpointReply::NoEndpoint));
     }
-    let merchant = env.id.to_string();
     let record = audit_record(
         env,
         actor,
@@ -543,16 +531,16 @@ async fn replay(
         request_id,
         json!({"transfer_id": transfer_id}),
     );
-    let requeued = env
-        .db
-        .write(move |tx| {
-            Box::pin(async move {
-                let requeued = store::rearm(tx, &merchant, &transfer_id, utc_now()).await?;
-                audit::append(tx, record).await?;
-                Ok::<_, StoreError>(requeued)
-            })
-        })
-        .await?;
+    let plan = Plan {
+        audit: vec![record],
+        rows: vec![RowWrite::EventsRearmed {
+            merchant_id: env.id.to_string(),
+            transfer_id,
+            at: utc_now(),
+        }],
+        ..Plan::default()
+    };
+    let requeued = env.db.commit(plan).await?.rearmed;
     let transition = if requeued > 0 {
         wake(state)
     } else {

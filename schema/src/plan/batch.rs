@@ -21,7 +21,7 @@
 //! inserted a key between the read and the insert, fails the batch, whose
 //! writers are told and try again.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use diesel::prelude::*;
@@ -69,8 +69,13 @@ pub(crate) async fn write(
         tx.send_batch_statement("SET LOCAL plan_cache_mode TO DEFAULT")
             .await?;
     }
-    let (rows, verdicts) = judge::judge(&mut world, plans, utc_now());
-    write_rows(tx, rows).await?;
+    let (rows, mut verdicts) = judge::judge(&mut world, plans, utc_now());
+    let rearmed = write_rows(tx, rows).await?;
+    for (index, count) in rearmed {
+        if let Some(Ok(written)) = verdicts.get_mut(index) {
+            written.rearmed = count;
+        }
+    }
     Ok(verdicts)
 }
 
@@ -459,7 +464,7 @@ async fn read_accounts(
 
 /// Writes the accepted plans' rows, in an order that satisfies the
 /// foreign keys; on PostgreSQL waits for the pipelined moves' answers.
-async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<()> {
+async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<BTreeMap<usize, usize>> {
     let Rows {
         timers_done,
         timers_cancelled,
@@ -477,6 +482,7 @@ async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<()> {
         audit: records,
         holds,
         cards: card_rows,
+        row_writes,
     } = rows;
     if !timers_done.is_empty() {
         let deleted = crate::dispatch!(tx, conn => diesel::delete(
@@ -557,13 +563,14 @@ async fn write_rows(tx: &mut Tx<'_>, rows: Rows) -> StoreResult<()> {
     for record in records {
         audit::append(tx, record).await?;
     }
+    let rearmed = super::rows::write(tx, row_writes).await?;
     tx.await_writes().await?;
     if let Some(known) = tx.known() {
         for (hold_id, lines) in holds {
             known.learn_lines(&hold_id, lines);
         }
     }
-    Ok(())
+    Ok(rearmed)
 }
 
 /// Moved settlement rows under their versions: one statement per chunk on

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use chrono::NaiveDateTime;
 
 use super::cards::{CardDraft, CardRows, Cards};
-use super::{LedgerWrite, Plan, PlanError, RowMove, Written};
+use super::{LedgerWrite, Plan, PlanError, RowMove, RowWrite, Written};
 use crate::audit::AuditRecord;
 use crate::balances::Moves;
 pub(crate) use crate::balances::Sums;
@@ -106,6 +106,8 @@ pub(crate) struct Rows {
     /// Holds recorded, with their lines, for the committer to remember.
     pub holds: Vec<(String, Lines)>,
     pub cards: CardRows,
+    /// With the index of the plan each belongs to.
+    pub row_writes: Vec<(usize, RowWrite)>,
 }
 
 /// One plan's part while it is judged: applied to the world and the rows
@@ -142,11 +144,17 @@ pub(crate) fn judge(
     let mut rows = Rows::default();
     let verdicts = plans
         .iter()
-        .map(|plan| {
+        .enumerate()
+        .map(|(index, plan)| {
             let mut draft = Draft::default();
             let events_wait = plan_draft(world, plan, &mut draft, now)?;
             accept(world, &mut rows, draft, plan, events_wait);
-            Ok(Written { events_wait })
+            rows.row_writes
+                .extend(plan.rows.iter().map(|write| (index, write.clone())));
+            Ok(Written {
+                events_wait,
+                rearmed: 0,
+            })
         })
         .collect();
     (rows, verdicts)
