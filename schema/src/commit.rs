@@ -282,14 +282,23 @@ async fn pg_unit(tx: &mut Tx<'_>, held: &mut bool, unit: Unit) -> StoreResult<Ra
     })
 }
 
-/// Whether a batch's failure is a race with another writer that the
-/// judge could not see: a key taken or a row moved since the read, or
-/// PostgreSQL breaking a deadlock or a serialization conflict by aborting
-/// this transaction. Written again, the plans meet what won.
+/// Whether a batch's failure is one plan's, not the batch's: a race with
+/// another writer that the judge could not see (a key taken or a row
+/// moved since the read, or PostgreSQL breaking a deadlock or a
+/// serialization conflict by aborting this transaction), or a row the
+/// schema refused (a check, a foreign key, a missing value: the judge does
+/// not repeat the schema's constraints). Written again in halves, the
+/// plans meet what won, and the plan at fault ends alone.
 fn lost_race(error: &StoreError) -> bool {
     use diesel::result::{DatabaseErrorKind, Error as DieselError};
     match error {
         StoreError::UniqueViolation(_) | StoreError::Conflict(_) => true,
+        StoreError::Query(DieselError::DatabaseError(
+            DatabaseErrorKind::CheckViolation
+            | DatabaseErrorKind::ForeignKeyViolation
+            | DatabaseErrorKind::NotNullViolation,
+            _,
+        )) => true,
         StoreError::Query(DieselError::DatabaseError(
             DatabaseErrorKind::SerializationFailure,
             _,

@@ -26,7 +26,9 @@ use futures_util::StreamExt;
 mod sqlite;
 
 pub(crate) use sqlite::establish_sqlite_inline;
-pub use sqlite::{immediate_transaction, SqliteConn, SqliteManager, SqliteRunner};
+pub use sqlite::{
+    immediate_transaction, PooledSqlite, SqliteCheckout, SqliteConn, SqliteManager, SqliteRunner,
+};
 
 use crate::commit::Committer;
 use crate::deferred::Deferred;
@@ -123,7 +125,7 @@ pub struct Db {
 // would add an allocation to every checkout for no gain.
 #[allow(clippy::large_enum_variant)]
 pub enum Pooled {
-    Sqlite(deadpool::managed::Object<SqliteManager>),
+    Sqlite(SqliteCheckout),
     Pg(Object<AsyncPgConnection>),
 }
 
@@ -606,7 +608,11 @@ impl Db {
 
     pub async fn get(&self) -> StoreResult<Pooled> {
         match &self.pool {
-            DbPool::Sqlite(pool) => pool.get().await.map(Pooled::Sqlite).map_err(pool_error),
+            DbPool::Sqlite(pool) => pool
+                .get()
+                .await
+                .map(|object| Pooled::Sqlite(SqliteCheckout::new(object)))
+                .map_err(pool_error),
             DbPool::Pg(pool) => pool.get().await.map(Pooled::Pg).map_err(pool_error),
         }
     }

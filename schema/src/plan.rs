@@ -167,11 +167,14 @@ pub enum RowWrite {
     },
     /// The merchant's webhook endpoint, created or replaced.
     WebhookEndpoint(WebhookEndpointRow),
+    /// The merchant's webhook endpoint removed, with `audit` recorded if
+    /// there was one to remove.
     WebhookEndpointRemoved {
         merchant_id: String,
+        audit: AuditRecord,
     },
-    /// The merchant's events still waiting for delivery skipped: it has no
-    /// endpoint to deliver them to.
+    /// The merchant's events still waiting for delivery skipped, if it has
+    /// no endpoint to deliver them to.
     PendingEventsSkipped {
         merchant_id: String,
         at: chrono::NaiveDateTime,

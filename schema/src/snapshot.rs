@@ -8,9 +8,10 @@
 //! transaction on SQLite (which keeps the snapshot of its first read and,
 //! reading only, never takes the write lock, so writers are not held up).
 
+use diesel::connection::{AnsiTransactionManager, TransactionManager as _};
 use diesel_async::SimpleAsyncConnection;
 
-use crate::db::{Backend, Tx};
+use crate::db::{Conn, Tx};
 use crate::{dispatch, StoreResult};
 
 /// Starts a read-only snapshot on `tx`'s connection; end it with [`end`]
@@ -26,18 +27,34 @@ use crate::{dispatch, StoreResult};
 /// the connection inside the transaction (see the stack notes on cancelled
 /// transactions), so callers on a request path run it in a task of its own.
 pub async fn begin(tx: &mut Tx<'_>) -> StoreResult<()> {
-    let begin = match tx.backend() {
-        Backend::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-        Backend::Sqlite => "BEGIN DEFERRED",
-    };
-    dispatch!(tx, conn => conn.batch_execute(begin).await)?;
+    match tx.parts() {
+        // Through diesel's transaction manager, so that a connection left
+        // inside the snapshot is known to be and is not pooled again.
+        (Conn::Sqlite(conn), _) => {
+            conn.spawn_blocking(|inner| {
+                AnsiTransactionManager::begin_transaction_sql(inner, "BEGIN DEFERRED")
+            })
+            .await?;
+        }
+        (Conn::Pg(_), _) => {
+            dispatch!(tx, conn => conn
+                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                .await)?;
+        }
+    }
     Ok(())
 }
 
 /// Ends the snapshot [`begin`] started, and answers what was read in it.
 pub async fn end<T>(tx: &mut Tx<'_>, read: StoreResult<T>) -> StoreResult<T> {
     // Read only: nothing to keep.
-    let ended = dispatch!(tx, conn => conn.batch_execute("ROLLBACK").await);
+    let ended = match tx.parts() {
+        (Conn::Sqlite(conn), _) => {
+            conn.spawn_blocking(AnsiTransactionManager::rollback_transaction)
+                .await
+        }
+        (Conn::Pg(_), _) => dispatch!(tx, conn => conn.batch_execute("ROLLBACK").await),
+    };
     let value = read?;
     ended?;
     Ok(value)

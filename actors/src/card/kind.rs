@@ -855,7 +855,8 @@ async fn replace(
                 rows,
                 ..Plan::default()
             };
-            commit(&env.db, &intent.id, plan).await?;
+            // The version it can lose is this card's.
+            commit(&env.db, &old.id, plan).await?;
             if let Some(restored) = restored {
                 state.row = restored;
             }

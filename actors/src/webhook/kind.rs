@@ -485,29 +485,31 @@ async fn delete(
     actor: AuditActor,
     request_id: String,
 ) -> RuntimeResult<Transition<WebhookEndpointKind>> {
+    // Written whatever this actor last read: another node may have stored
+    // an endpoint since. The store records the audit only if it removed one.
     let existed = state.endpoint.is_some();
+    let record = audit_record(
+        env,
+        actor,
+        "webhook_endpoint.deleted",
+        request_id,
+        json!({}),
+    );
+    let plan = Plan {
+        rows: vec![
+            RowWrite::WebhookEndpointRemoved {
+                merchant_id: env.id.to_string(),
+                audit: record,
+            },
+            RowWrite::PendingEventsSkipped {
+                merchant_id: env.id.to_string(),
+                at: utc_now(),
+            },
+        ],
+        ..Plan::default()
+    };
+    env.db.commit(plan).await?;
     if existed {
-        let record = audit_record(
-            env,
-            actor,
-            "webhook_endpoint.deleted",
-            request_id,
-            json!({}),
-        );
-        let plan = Plan {
-            audit: vec![record],
-            rows: vec![
-                RowWrite::WebhookEndpointRemoved {
-                    merchant_id: env.id.to_string(),
-                },
-                RowWrite::PendingEventsSkipped {
-                    merchant_id: env.id.to_string(),
-                    at: utc_now(),
-                },
-            ],
-            ..Plan::default()
-        };
-        env.db.commit(plan).await?;
         tracing::info!(endpoint = %env.id, "webhook endpoint removed; pending events skipped");
     }
     state.endpoint = None;

@@ -1,11 +1,16 @@
 //! SQLite connections: where their statements run, how they are opened, and
 //! how the pool takes one back.
 
-use deadpool::managed::{Manager, Metrics, RecycleError, RecycleResult};
-use diesel::connection::{AnsiTransactionManager, TransactionManager as _};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use deadpool::managed::{Manager, Metrics, Object, RecycleError, RecycleResult};
+use diesel::connection::AnsiTransactionManager;
 use diesel::SqliteConnection;
+use diesel_async::pooled_connection::PoolableConnection;
 use diesel_async::sync_connection_wrapper::{SpawnBlocking, SyncConnectionWrapper};
-use diesel_async::{AsyncConnection, SimpleAsyncConnection};
+use diesel_async::SimpleAsyncConnection;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, TryFutureExt};
 
@@ -19,9 +24,30 @@ pub type SqliteConn = SyncConnectionWrapper<SqliteConnection, SqliteRunner>;
 /// committer's thread, which exists to block on them: a hop to another
 /// thread and back per statement cost more than the statement itself, and
 /// left the committer waiting on context switches instead of committing.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct SqliteRunner {
     inline: bool,
+    /// Statements handed to the blocking pool and not finished, counting
+    /// those whose caller gave up on them: each holds the connection until
+    /// it ends, whoever holds the connection's handle.
+    busy: Arc<AtomicUsize>,
+}
+
+/// One statement of [`SqliteRunner::busy`]; ends when dropped, after the
+/// statement's task (and the connection it captured) is gone.
+struct Busy(Arc<AtomicUsize>);
+
+impl Busy {
+    fn start(count: &Arc<AtomicUsize>) -> Busy {
+        count.fetch_add(1, Ordering::AcqRel);
+        Busy(count.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl SpawnBlocking for SqliteRunner {
@@ -36,13 +62,20 @@ impl SpawnBlocking for SqliteRunner {
             let result = task();
             return Box::pin(async move { Ok(result) });
         }
-        tokio::task::spawn_blocking(task)
-            .map_err(|error| Box::new(error) as Box<dyn std::error::Error + Send + Sync>)
-            .boxed()
+        let busy = Busy::start(&self.busy);
+        tokio::task::spawn_blocking(move || {
+            // `task` is consumed by the call: what it captured is dropped
+            // before `busy` ends.
+            let result = task();
+            drop(busy);
+            result
+        })
+        .map_err(|error| Box::new(error) as Box<dyn std::error::Error + Send + Sync>)
+        .boxed()
     }
 
     fn get_runtime() -> Self {
-        SqliteRunner { inline: false }
+        SqliteRunner::default()
     }
 }
 
@@ -79,17 +112,30 @@ where
 pub(crate) async fn establish_sqlite_inline(path: &str) -> diesel::ConnectionResult<SqliteConn> {
     use diesel::Connection as _;
     let conn = SqliteConnection::establish(path)?;
-    let mut conn = SqliteConn::with_runtime(conn, SqliteRunner { inline: true });
+    let mut conn = SqliteConn::with_runtime(
+        conn,
+        SqliteRunner {
+            inline: true,
+            ..SqliteRunner::default()
+        },
+    );
     sqlite_pragmas(&mut conn).await?;
     Ok(conn)
 }
 
 /// Durable and concurrent SQLite: WAL with full fsync on commit, a busy
 /// timeout so writers queue for the lock, and enforced foreign keys.
-async fn establish_sqlite(path: String) -> diesel::ConnectionResult<SqliteConn> {
-    let mut conn = SqliteConn::establish(&path).await?;
+async fn establish_sqlite(path: String) -> diesel::ConnectionResult<PooledSqlite> {
+    use diesel::Connection as _;
+    let mut runner = SqliteRunner::default();
+    let busy = runner.busy.clone();
+    let conn = runner
+        .spawn_blocking(move || SqliteConnection::establish(&path))
+        .await
+        .map_err(|error| diesel::ConnectionError::BadConnection(error.to_string()))??;
+    let mut conn = SqliteConn::with_runtime(conn, runner);
     sqlite_pragmas(&mut conn).await?;
-    Ok(conn)
+    Ok(PooledSqlite { conn, busy })
 }
 
 /// `temp_store = MEMORY`: every unit of a group commit runs in a savepoint,
@@ -111,45 +157,115 @@ async fn sqlite_pragmas(conn: &mut SqliteConn) -> diesel::ConnectionResult<()> {
         .map_err(diesel::ConnectionError::CouldntSetupConfiguration)
 }
 
-/// The pool's keeper of SQLite connections.
+/// A pooled SQLite connection, with the count of its statements still
+/// running.
+pub struct PooledSqlite {
+    conn: SqliteConn,
+    busy: Arc<AtomicUsize>,
+}
+
+impl PooledSqlite {
+    fn busy(&self) -> bool {
+        self.busy.load(Ordering::Acquire) > 0
+    }
+}
+
+impl Deref for PooledSqlite {
+    type Target = SqliteConn;
+
+    fn deref(&self) -> &SqliteConn {
+        &self.conn
+    }
+}
+
+impl DerefMut for PooledSqlite {
+    fn deref_mut(&mut self) -> &mut SqliteConn {
+        &mut self.conn
+    }
+}
+
+/// A SQLite connection checked out of the pool.
 ///
-/// diesel-async's own manager asks a returning connection whether it was
-/// left inside a transaction by taking the connection exclusively, and
-/// panics when it cannot: a future dropped while its statement ran (a
-/// client that hung up, a timed-out readiness check) leaves that statement
-/// running on the blocking pool, holding the connection. The next request
-/// to check the connection out then panicked with a 500 in place of its
-/// answer. This keeper asks through the connection's own lock instead, so
-/// it waits for the orphaned statement to finish, and then drops the
-/// connection if the statement left a transaction open.
+/// A caller may give up on a statement mid-flight: a client that hangs up
+/// drops its request's future, a readiness check drops its ping at its
+/// deadline. The statement still runs on the blocking pool and holds the
+/// connection; one of a write transaction may go on to take SQLite's write
+/// lock (`BEGIN IMMEDIATE` waits for it) and keep it. Such a connection is
+/// not handed back to the pool, where it would hold the lock while idle
+/// and where diesel-async's checks panic on a connection still shared:
+/// it is detached, and closes (rolling back whatever it began) when its
+/// last statement ends.
+pub struct SqliteCheckout(Option<Object<SqliteManager>>);
+
+impl SqliteCheckout {
+    pub(super) fn new(object: Object<SqliteManager>) -> SqliteCheckout {
+        SqliteCheckout(Some(object))
+    }
+}
+
+impl Deref for SqliteCheckout {
+    type Target = SqliteConn;
+
+    fn deref(&self) -> &SqliteConn {
+        // Present until dropped.
+        match &self.0 {
+            Some(object) => object,
+            None => unreachable!("a checkout holds its connection until dropped"),
+        }
+    }
+}
+
+impl DerefMut for SqliteCheckout {
+    fn deref_mut(&mut self) -> &mut SqliteConn {
+        match &mut self.0 {
+            Some(object) => object,
+            None => unreachable!("a checkout holds its connection until dropped"),
+        }
+    }
+}
+
+impl Drop for SqliteCheckout {
+    fn drop(&mut self) {
+        let Some(mut object) = self.0.take() else {
+            return;
+        };
+        // Only the holder starts statements, so a count of zero stays zero
+        // and diesel-async may then take the connection exclusively.
+        if object.busy() || PoolableConnection::is_broken(&mut object.conn) {
+            drop(Object::take(object));
+        }
+    }
+}
+
+/// The pool's keeper of SQLite connections: opens them, and takes one back
+/// only if nothing still runs on it and it holds no transaction (see
+/// [`SqliteCheckout`], which detaches such a connection before it gets
+/// here).
 pub struct SqliteManager {
     pub(super) path: String,
 }
 
 impl Manager for SqliteManager {
-    type Type = SqliteConn;
+    type Type = PooledSqlite;
     type Error = diesel::ConnectionError;
 
-    async fn create(&self) -> Result<SqliteConn, diesel::ConnectionError> {
+    async fn create(&self) -> Result<PooledSqlite, diesel::ConnectionError> {
         establish_sqlite(self.path.clone()).await
     }
 
     async fn recycle(
         &self,
-        conn: &mut SqliteConn,
+        pooled: &mut PooledSqlite,
         _: &Metrics,
     ) -> RecycleResult<diesel::ConnectionError> {
-        let left_open = conn
-            .spawn_blocking(|inner| {
-                Ok(AnsiTransactionManager::is_broken_transaction_manager(inner))
-            })
-            .await;
-        match left_open {
-            Ok(false) => Ok(()),
-            Ok(true) => Err(RecycleError::message(
-                "connection returned inside a transaction",
-            )),
-            Err(error) => Err(RecycleError::message(error.to_string())),
+        if pooled.busy() {
+            return Err(RecycleError::message("a statement still runs on it"));
         }
+        if PoolableConnection::is_broken(&mut pooled.conn) {
+            return Err(RecycleError::message(
+                "connection returned inside a transaction",
+            ));
+        }
+        Ok(())
     }
 }

@@ -15,13 +15,11 @@
 
 use std::collections::BTreeMap;
 
-use diesel_async::SimpleAsyncConnection;
-
 use super::{Direction, LedgerError, FUNDING};
 use crate::balances::Buckets;
 use crate::models::{LedgerAccountRow, LedgerEntryRow};
 use crate::store::ledger::{self as store, Bucket};
-use crate::{StoreError, Tx};
+use crate::Tx;
 
 /// Totals of one currency across every account.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -58,16 +56,9 @@ impl CheckReport {
 /// meanwhile cannot make a sound ledger look broken (lines from before,
 /// balances from after).
 pub async fn check(tx: &mut Tx<'_>) -> Result<CheckReport, LedgerError> {
-    let begin = match tx.backend() {
-        crate::db::Backend::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-        // A deferred transaction keeps the snapshot of its first read.
-        crate::db::Backend::Sqlite => "BEGIN DEFERRED",
-    };
-    crate::dispatch!(tx, conn => conn.batch_execute(begin).await).map_err(StoreError::from)?;
+    crate::snapshot::begin(tx).await?;
     let report = check_in_snapshot(tx).await;
-    // Read only: nothing to keep.
-    let ended = crate::dispatch!(tx, conn => conn.batch_execute("ROLLBACK").await)
-        .map_err(StoreError::from);
+    let ended = crate::snapshot::end(tx, Ok(())).await;
     let report = report?;
     ended?;
     Ok(report)

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::audit;
 use crate::db::Tx;
 use crate::error::{StoreError, StoreResult};
 use crate::store::{cards, quotes, timers, webhooks};
@@ -48,11 +49,16 @@ pub(super) async fn write(
                 }
             }
             RowWrite::WebhookEndpoint(row) => webhooks::put_endpoint(tx, &row).await?,
-            RowWrite::WebhookEndpointRemoved { merchant_id } => {
-                webhooks::delete_endpoint(tx, &merchant_id).await?;
+            RowWrite::WebhookEndpointRemoved { merchant_id, audit } => {
+                if webhooks::delete_endpoint(tx, &merchant_id).await? {
+                    audit::append(tx, audit).await?;
+                }
             }
             RowWrite::PendingEventsSkipped { merchant_id, at } => {
-                webhooks::skip_pending(tx, &merchant_id, at).await?;
+                // An endpoint another writer stored since keeps them.
+                if webhooks::endpoint(tx, &merchant_id).await?.is_none() {
+                    webhooks::skip_pending(tx, &merchant_id, at).await?;
+                }
             }
             RowWrite::Attempt {
                 next,
