@@ -1,6 +1,6 @@
-//! Idempotency-Key semantics (decisions §4): a key is taken in the same
-//! transaction as the effect it guards, so "durable effect" and "recorded
-//! answer" commit together or not at all.
+//! Idempotency-Key semantics (decisions §4): a key's answer is recorded in
+//! the plan that writes the effect it guards, so "durable effect" and
+//! "recorded answer" commit together or not at all.
 
 use sha2::{Digest, Sha256};
 
@@ -14,11 +14,10 @@ use crate::{StoreResult, Tx};
 /// What a key's earlier use says about this request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyUse {
-    /// The key is now this request's; do the work, then [`complete`].
-    New,
     /// The same request was answered before: send this again.
     Replay { status: u16, body: String },
-    /// The first request with this key is still running (409).
+    /// The first request with this key is still running (409): only a
+    /// record from before answers were written with their work says so.
     InProgress,
     /// The key was used with a different request (422).
     Mismatch,
@@ -29,32 +28,6 @@ pub enum KeyUse {
 /// and key order do not matter).
 pub fn request_digest(canonical_body: &str) -> String {
     hex::encode(Sha256::digest(canonical_body.as_bytes()))
-}
-
-pub async fn use_key(
-    tx: &mut Tx<'_>,
-    merchant_id: &str,
-    scope: &str,
-    key: &str,
-    request_sha256: &str,
-) -> StoreResult<KeyUse> {
-    let now = utc_now();
-    let row = IdempotencyRow {
-        merchant_id: merchant_id.to_owned(),
-        scope: scope.to_owned(),
-        idempotency_key: key.to_owned(),
-        request_sha256: request_sha256.to_owned(),
-        state: "in_progress".to_owned(),
-        response_status: None,
-        response_body: None,
-        created_at: now,
-        updated_at: now,
-    };
-    if store::insert_if_absent(tx, &row).await? {
-        return Ok(KeyUse::New);
-    }
-    let existing = store::find(tx, merchant_id, scope, key).await?;
-    Ok(judge(existing, request_sha256))
 }
 
 /// What the record of a taken key says about a request with this digest.
@@ -80,20 +53,8 @@ fn judge(existing: Option<IdempotencyRow>, request_sha256: &str) -> KeyUse {
     }
 }
 
-/// Records the key with its answer (a record made by [`answered`]), for
-/// work whose answer is known before it starts and which runs in the same
-/// transaction (no [`complete`] follows; no other transaction can see the
-/// record before the work commits, and a failure takes it back with the
-/// work). A key already recorded refuses the write with
-/// [`Refusal::KeyTaken`]: at once, or, in a pipelined group commit, when
-/// the unit ends, rolling the unit back. The caller then reads the key's
-/// [`earlier_use`].
-pub async fn insert_answered(tx: &mut Tx<'_>, row: &IdempotencyRow) -> StoreResult<()> {
-    store::insert_answered(tx, row).await
-}
-
-/// The record of a key answered before its work starts (see
-/// [`insert_answered`]).
+/// The record of a key answered before its work starts, written with the
+/// work's plan (`Plan::answer`): a key already recorded refuses the plan.
 pub fn answered(
     (merchant_id, scope, key): (&str, &str, &str),
     request_sha256: &str,
@@ -112,35 +73,6 @@ pub fn answered(
         created_at: now,
         updated_at: now,
     }
-}
-
-/// What an earlier use of a taken key says about this request.
-pub async fn earlier_use(
-    tx: &mut Tx<'_>,
-    (merchant_id, scope, key): (&str, &str, &str),
-    request_sha256: &str,
-) -> StoreResult<KeyUse> {
-    let existing = store::find(tx, merchant_id, scope, key).await?;
-    Ok(judge(existing, request_sha256))
-}
-
-/// Records the answer to replay; call in the transaction that took the key.
-pub async fn complete(
-    tx: &mut Tx<'_>,
-    merchant_id: &str,
-    scope: &str,
-    key: &str,
-    status: u16,
-    body: &str,
-) -> StoreResult<()> {
-    store::complete(
-        tx,
-        (merchant_id, scope, key),
-        i32::from(status),
-        body,
-        utc_now(),
-    )
-    .await
 }
 
 /// What the key's record says about this request, if the key has a

@@ -6,7 +6,7 @@ use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};
 use tern_schema::store::{ledger as ledger_store, merchants, settlements};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::{migrate, write_tx, Db, StoreError};
+use tern_schema::{migrate, write_tx, Db, Plan, PlanError, Refusal, StoreError};
 
 async fn setup() -> (TestDatabase, Db, String, String) {
     let database = TestDatabase::create().await;
@@ -130,88 +130,69 @@ async fn lists_filter_by_status_newest_first_and_recovery_finds_work() {
     assert_eq!(keys, ["b", "d"]);
 }
 
+async fn recorded(db: &Db, merchant: &str, scope: &str, digest: &str) -> Option<KeyUse> {
+    let mut pooled = db.get().await.expect("checkout");
+    let tx = &mut pooled.tx();
+    idempotency::recorded_use(tx, (merchant, scope, "key-1"), digest)
+        .await
+        .expect("read the key")
+}
+
+fn answering(merchant: &str, digest: &str) -> Plan {
+    Plan {
+        answer: Some(idempotency::answered(
+            (merchant, "settlements", "key-1"),
+            digest,
+            201,
+            "{\"id\":\"key-1\"}",
+        )),
+        ..Plan::default()
+    }
+}
+
 #[tokio::test]
 async fn a_key_replays_its_answer_and_refuses_a_different_request() {
     let (_database, db, merchant, _) = setup().await;
     let digest = idempotency::request_digest("{\"amount\":1}");
-    let claimed: Result<KeyUse, StoreError> = write_tx!(db, |tx| {
-        let claim = idempotency::use_key(tx, &merchant, "settlements", "key-1", &digest).await?;
-        idempotency::complete(
-            tx,
-            &merchant,
-            "settlements",
-            "key-1",
-            201,
-            "{\"id\":\"key-1\"}",
-        )
-        .await?;
-        Ok(claim)
-    });
-    assert_eq!(claimed.expect("claim"), KeyUse::New);
-    let again: Result<KeyUse, StoreError> = write_tx!(db, |tx| idempotency::use_key(
-        tx,
-        &merchant,
-        "settlements",
-        "key-1",
-        &digest
-    )
-    .await);
+    assert_eq!(recorded(&db, &merchant, "settlements", &digest).await, None);
+    db.commit(answering(&merchant, &digest))
+        .await
+        .expect("the key's answer");
     assert_eq!(
-        again.expect("claim"),
-        KeyUse::Replay {
+        recorded(&db, &merchant, "settlements", &digest).await,
+        Some(KeyUse::Replay {
             status: 201,
             body: "{\"id\":\"key-1\"}".into()
-        }
+        })
     );
     let other = idempotency::request_digest("{\"amount\":2}");
-    let mismatch: Result<KeyUse, StoreError> = write_tx!(db, |tx| idempotency::use_key(
-        tx,
-        &merchant,
-        "settlements",
-        "key-1",
-        &other
-    )
-    .await);
-    assert_eq!(mismatch.expect("claim"), KeyUse::Mismatch);
-    // Another scope or merchant has its own keys.
-    let transfers: Result<KeyUse, StoreError> = write_tx!(db, |tx| idempotency::use_key(
-        tx,
-        &merchant,
-        "transfers",
-        "key-1",
-        &other
-    )
-    .await);
-    assert_eq!(transfers.expect("claim"), KeyUse::New);
+    assert_eq!(
+        recorded(&db, &merchant, "settlements", &other).await,
+        Some(KeyUse::Mismatch)
+    );
+    // Another scope has its own keys.
+    assert_eq!(recorded(&db, &merchant, "transfers", &other).await, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_claims_of_one_key_yield_one_winner() {
+async fn concurrent_answers_of_one_key_yield_one_winner() {
     let (_database, db, merchant, _) = setup().await;
     let digest = idempotency::request_digest("{}");
     let tasks: Vec<_> = (0..20)
         .map(|_| {
-            let (db, merchant, digest) = (db.clone(), merchant.clone(), digest.clone());
-            tokio::spawn(async move {
-                let claimed: Result<KeyUse, StoreError> = write_tx!(db, |tx| {
-                    let claim =
-                        idempotency::use_key(tx, &merchant, "settlements", "race", &digest).await?;
-                    if claim == KeyUse::New {
-                        idempotency::complete(tx, &merchant, "settlements", "race", 201, "{}")
-                            .await?;
-                    }
-                    Ok(claim)
-                });
-                claimed
-            })
+            let plan = answering(&merchant, &digest);
+            let db = db.clone();
+            tokio::spawn(async move { db.commit(plan).await })
         })
         .collect();
     let mut winners = 0;
     for task in tasks {
-        match task.await.expect("task").expect("claim") {
-            KeyUse::New => winners += 1,
-            KeyUse::Replay { status, .. } => assert_eq!(status, 201),
-            other => panic!("unexpected {other:?}"),
+        match task.await.expect("task") {
+            Ok(_) => winners += 1,
+            Err(PlanError::Store(
+                StoreError::Refused(Refusal::KeyTaken) | StoreError::UniqueViolation(_),
+            )) => {}
+            Err(other) => panic!("unexpected {other}"),
         }
     }
     assert_eq!(winners, 1);

@@ -189,7 +189,7 @@ async fn earlier_use(
         match idempotency::recorded_use(&mut tx, key, digest).await? {
             Some(KeyUse::Replay { status, body }) => Some(Submitted::Replay { status, body }),
             Some(KeyUse::Mismatch) => Some(Submitted::Mismatch),
-            Some(KeyUse::New | KeyUse::InProgress) => Some(Submitted::InProgress),
+            Some(KeyUse::InProgress) => Some(Submitted::InProgress),
             None => None,
         },
     )

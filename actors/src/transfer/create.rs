@@ -233,7 +233,7 @@ async fn recorded(
     Ok(match idempotency::recorded_use(tx, key, digest).await? {
         Some(KeyUse::Replay { status, body }) => Some(Created::Replay { status, body }),
         Some(KeyUse::Mismatch) => Some(Created::Mismatch),
-        Some(KeyUse::New | KeyUse::InProgress) => Some(Created::InProgress),
+        Some(KeyUse::InProgress) => Some(Created::InProgress),
         None => None,
     })
 }
