@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
-use tern_actors::runtime::timers::{complete_in, schedule_in};
 use tern_actors::runtime::version::expect_swapped;
 use tern_actors::runtime::{
     EntityEnv, EntityKind, Registry, RegistryConfig, Runtime, RuntimeConfig, RuntimeError,
@@ -94,7 +93,13 @@ async fn persist(
             .await)?;
         expect_swapped(ProbeKind::NAME, id, rows)?;
         if let Some(firing) = timer {
-            complete_in(tx, firing).await?;
+            // The probe writes in its own transaction; a kind of Tern's
+            // completes the timer with its plan (`Plan::completes_timer`).
+            if !timer_store::complete(tx, &firing.id, &firing.claim_token).await? {
+                return Err(RuntimeError::TimerClaimLost {
+                    id: firing.id.clone(),
+                });
+            }
         }
         Ok::<(), RuntimeError>(())
     })
@@ -270,7 +275,8 @@ async fn schedule(db: &Db, timer_id: &str, entity_id: &str, due_at: NaiveDateTim
         due_at,
         payload: "fire",
     };
-    let scheduled: RuntimeResult<()> = write_tx!(db, |tx| schedule_in(tx, &spec).await);
+    let row = spec.row();
+    let scheduled: RuntimeResult<()> = write_tx!(db, |tx| Ok(timer_store::insert(tx, &row).await?));
     scheduled.expect("schedule a timer");
 }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use chrono::NaiveDateTime;
 use tern_schema::store::timers::{self as store, TimerRow};
 use tern_schema::types::{truncate_micros, utc_now};
-use tern_schema::{write_tx, Db, Tx};
+use tern_schema::{write_tx, Db};
 
 use super::error::{RuntimeError, RuntimeResult};
 use super::figures::TimerFigures;
@@ -76,15 +76,9 @@ pub struct TimerSpec<'a> {
     pub payload: &'a str,
 }
 
-/// Schedules a timer inside the caller's transaction, so the timer exists
-/// exactly when the transition that wants it has committed.
-pub async fn schedule_in(tx: &mut Tx<'_>, spec: &TimerSpec<'_>) -> RuntimeResult<()> {
-    store::insert(tx, &spec.row()).await?;
-    Ok(())
-}
-
 impl TimerSpec<'_> {
-    /// The timer's row, unclaimed, for a plan to write.
+    /// The timer's row, unclaimed, for a plan to write: the timer exists
+    /// exactly when the transition that wants it has committed.
     pub fn row(&self) -> TimerRow {
         TimerRow {
             id: self.id.to_owned(),
@@ -111,21 +105,6 @@ impl TimerFiring {
     }
 }
 
-/// Deletes the fired timer inside the transaction of the transition it
-/// caused: the effect and the deletion commit together, so the timer's
-/// effect happens once. Fails with [`RuntimeError::TimerClaimLost`] when the
-/// claim's lease has passed to another node; the caller's transaction must
-/// then roll back (returning the error from `write_tx!` does that).
-pub async fn complete_in(tx: &mut Tx<'_>, firing: &TimerFiring) -> RuntimeResult<()> {
-    if store::complete(tx, &firing.id, &firing.claim_token).await? {
-        Ok(())
-    } else {
-        Err(RuntimeError::TimerClaimLost {
-            id: firing.id.clone(),
-        })
-    }
-}
-
 /// Completes a fired timer whose transition writes nothing else. A claim
 /// that passed to another node is that node's to act on and complete.
 pub async fn complete(db: &Db, firing: TimerFiring) -> RuntimeResult<()> {
@@ -137,11 +116,6 @@ pub async fn complete(db: &Db, firing: TimerFiring) -> RuntimeResult<()> {
         Ok(_) | Err(tern_schema::PlanError::TimerLost { .. }) => Ok(()),
         Err(other) => Err(other.into()),
     }
-}
-
-/// Deletes every timer of an entity, e.g. when it reaches a terminal state.
-pub async fn cancel_in(tx: &mut Tx<'_>, kind: &str, entity_id: &str) -> RuntimeResult<usize> {
-    Ok(store::cancel_for_entity(tx, kind, entity_id).await?)
 }
 
 /// Delay before retry number `attempts` (1-based) of a failing timer:
