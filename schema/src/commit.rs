@@ -299,14 +299,7 @@ fn lost_race(error: &StoreError) -> bool {
             | DatabaseErrorKind::NotNullViolation,
             _,
         )) => true,
-        StoreError::Query(DieselError::DatabaseError(
-            DatabaseErrorKind::SerializationFailure,
-            _,
-        )) => true,
-        StoreError::Query(DieselError::DatabaseError(_, info)) => {
-            info.message().contains("deadlock detected")
-        }
-        _ => false,
+        other => transient(other),
     }
 }
 
@@ -337,6 +330,10 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, j
             }
         }
     }
+    // Enough to single out two plans at fault; a failure every part of the
+    // batch shares (a constraint a migration got wrong) would otherwise
+    // cost twice as many transactions as the batch has plans.
+    let mut splits_left = 2 * (usize::BITS - first.plans.len().leading_zeros()) + 2;
     let mut pending = vec![(first, units)];
     while let Some((plans, units)) = pending.pop() {
         let alone = plans.plans.len() == 1 && units.is_empty();
@@ -348,6 +345,16 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, j
             mut plans,
             mut answers,
         } = failed;
+        if splits_left == 0 {
+            tracing::error!(%error, plans = plans.len(), "batches keep failing before their commit; their writers are told");
+            for answer in answers {
+                let _ = answer.send(Err(PlanError::Store(StoreError::Unavailable(
+                    error.to_string(),
+                ))));
+            }
+            continue;
+        }
+        splits_left -= 1;
         tracing::warn!(%error, plans = plans.len(), "a batch failed before its commit; its plans are written again without it");
         if plans.len() > 1 {
             let half = plans.len() / 2;
@@ -488,15 +495,33 @@ async fn commit_once(
         ));
     }
     // Alone, a lost race is the plan's own answer: a key or a row another
-    // node took or moved. Anything else (an outage, or a failure once the
-    // commit was sent, whose outcome nobody knows) is unavailable.
+    // node took or moved, or a row the schema refused (no retry mends it).
+    // A deadlock broken on it, an outage, or a failure once the commit was
+    // sent (whose outcome nobody knows) is unavailable: retry.
+    let own = race && alone && !transient(&error);
+    let text = error.to_string();
+    let mut own_error = own.then_some(error);
     for answer in plan_answers {
-        let own = match (&error, race && alone) {
-            (StoreError::UniqueViolation(what), true) => StoreError::UniqueViolation(what.clone()),
-            (StoreError::Conflict(what), true) => StoreError::Conflict(what.clone()),
-            _ => StoreError::Unavailable(error.to_string()),
-        };
-        let _ = answer.send(Err(PlanError::Store(own)));
+        let answered = own_error
+            .take()
+            .unwrap_or_else(|| StoreError::Unavailable(text.clone()));
+        let _ = answer.send(Err(PlanError::Store(answered)));
     }
     None
+}
+
+/// A lost race that goes away by itself: PostgreSQL aborting a deadlock or
+/// a serialization conflict. Alone, its plan hears "unavailable, retry".
+fn transient(error: &StoreError) -> bool {
+    use diesel::result::{DatabaseErrorKind, Error as DieselError};
+    match error {
+        StoreError::Query(DieselError::DatabaseError(
+            DatabaseErrorKind::SerializationFailure,
+            _,
+        )) => true,
+        StoreError::Query(DieselError::DatabaseError(_, info)) => {
+            info.message().contains("deadlock detected")
+        }
+        _ => false,
+    }
 }

@@ -239,17 +239,10 @@ async fn a_webhook_endpoint_removal_is_audited_only_when_there_was_one() {
     assert_eq!(left, 0);
 }
 
-/// The judge does not repeat the schema's constraints: a row the schema
-/// refuses (here a signing secret too short for its CHECK) fails the
-/// batch, which is written again in halves until that plan alone fails.
-#[tokio::test]
-async fn a_row_the_schema_refuses_fails_its_plan_alone() {
-    let database = TestDatabase::create().await;
-    let db = migrated(&database).await;
-    open_merchant(&db).await;
+/// An endpoint whose signing secret is too short for the schema's CHECK.
+fn refused_endpoint() -> Plan {
     let now = utc_now();
-    let mut plans: Vec<Plan> = (0..30).map(quote).collect();
-    plans[7] = Plan {
+    Plan {
         rows: vec![RowWrite::WebhookEndpoint(WebhookEndpointRow {
             merchant_id: MERCHANT.into(),
             url: "https://example.com/hooks".into(),
@@ -258,15 +251,53 @@ async fn a_row_the_schema_refuses_fails_its_plan_alone() {
             updated_at: now,
         })],
         ..Plan::default()
-    };
+    }
+}
+
+/// The judge does not repeat the schema's constraints: a row the schema
+/// refuses (here a signing secret too short for its CHECK) fails the
+/// batch, which is written again in halves until that plan alone fails.
+#[tokio::test]
+async fn a_row_the_schema_refuses_fails_its_plan_alone() {
+    let database = TestDatabase::create().await;
+    let db = migrated(&database).await;
+    open_merchant(&db).await;
+    let mut plans: Vec<Plan> = (0..30).map(quote).collect();
+    plans[7] = refused_endpoint();
     let outcomes = join_all(plans.into_iter().map(|plan| db.commit(plan))).await;
     for (i, outcome) in outcomes.into_iter().enumerate() {
         match (i, outcome) {
-            (7, Err(PlanError::Store(_))) => {}
+            // Its own error, not "unavailable, retry": no retry mends it.
+            (7, Err(PlanError::Store(StoreError::Query(_)))) => {}
             (7, other) => panic!("the refused row answered {other:?}"),
             (_, Ok(_)) => {}
             (_, Err(error)) => panic!("plan {i} failed beside it: {error}"),
         }
     }
     assert_eq!(count_quotes(&db).await, 29);
+}
+
+/// A failure every plan of a batch shares (as a constraint a migration got
+/// wrong would be) is not split down to single plans, which would cost
+/// twice as many transactions as the batch has plans: after a few splits
+/// the plans left hear "unavailable".
+#[tokio::test]
+async fn a_failure_every_plan_shares_stops_splitting() {
+    let database = TestDatabase::create().await;
+    let db = migrated(&database).await;
+    open_merchant(&db).await;
+    // Plans sent at once share a batch unless the committer wakes between
+    // them: a few rounds make a batch of many all but certain.
+    let mut unavailable = 0;
+    for _ in 0..3 {
+        let outcomes = join_all((0..64).map(|_| db.commit(refused_endpoint()))).await;
+        for outcome in outcomes {
+            match outcome {
+                Err(PlanError::Store(StoreError::Unavailable(_))) => unavailable += 1,
+                Err(PlanError::Store(StoreError::Query(_))) => {}
+                other => panic!("a refused endpoint answered {other:?}"),
+            }
+        }
+    }
+    assert!(unavailable > 0, "every plan was split down to itself");
 }

@@ -229,12 +229,22 @@ impl Drop for SqliteCheckout {
         let Some(mut object) = self.0.take() else {
             return;
         };
-        // Only the holder starts statements, so a count of zero stays zero
-        // and diesel-async may then take the connection exclusively.
-        if object.busy() || PoolableConnection::is_broken(&mut object.conn) {
+        if object.busy() || std::thread::panicking() || broken(&mut object.conn) {
             drop(Object::take(object));
         }
     }
+}
+
+/// Whether the connection was left inside a transaction, or its lock was
+/// poisoned by a statement that panicked (diesel-async's check panics on
+/// that). Only the holder starts statements, so a connection not
+/// [`PooledSqlite::busy`] stays so, and diesel-async may take it
+/// exclusively.
+fn broken(conn: &mut SqliteConn) -> bool {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        PoolableConnection::is_broken(conn)
+    }))
+    .unwrap_or(true)
 }
 
 /// The pool's keeper of SQLite connections: opens them, and takes one back
@@ -261,7 +271,7 @@ impl Manager for SqliteManager {
         if pooled.busy() {
             return Err(RecycleError::message("a statement still runs on it"));
         }
-        if PoolableConnection::is_broken(&mut pooled.conn) {
+        if broken(&mut pooled.conn) {
             return Err(RecycleError::message(
                 "connection returned inside a transaction",
             ));
