@@ -10,7 +10,7 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use futures_util::future::join_all;
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
-use tern_schema::models::{CardRow, CardTransactionRow, LedgerAccountRow, MerchantRow, UserRow};
+use tern_schema::models::{CardTransactionRow, LedgerAccountRow};
 use tern_schema::plan::{AuthorizationMove, LedgerWrite, Plan, PlanError, RowMove};
 use tern_schema::schema::{actor_timers, card_transactions, ledger_accounts, ledger_transactions};
 use tern_schema::store::cards::{self as card_store, KIND_AUTHORIZATION, TX_APPROVED};
@@ -21,7 +21,7 @@ use tern_schema::types::utc_now;
 use tern_schema::{dispatch, write_tx, Db, StoreError};
 
 mod common;
-use common::{migrated, Rng};
+use common::{card_row, merchant_row, migrated, user_row, Rng};
 
 const MERCHANT: &str = "m_cards";
 const CARD: &str = "card_plans";
@@ -29,60 +29,9 @@ const CARD: &str = "card_plans";
 /// The merchant, a user and an active card, with the funding accounts'
 /// rows copied from `accounts` when given; answers the USD account.
 async fn open_card(db: &Db, accounts: Option<&[LedgerAccountRow]>) -> Vec<LedgerAccountRow> {
-    let now = utc_now();
-    let merchant = MerchantRow {
-        id: MERCHANT.into(),
-        organization_name: "M".into(),
-        status: "active".into(),
-        created_at: now,
-        updated_at: now,
-    };
-    let user = UserRow {
-        id: "user_cards".into(),
-        merchant_id: MERCHANT.into(),
-        email: "ada@example.com".into(),
-        name: "Ada".into(),
-        password_hash: "x".into(),
-        status: "active".into(),
-        email_verified_at: None,
-        created_at: now,
-        updated_at: now,
-    };
-    let card = CardRow {
-        id: CARD.into(),
-        merchant_id: MERCHANT.into(),
-        user_id: user.id.clone(),
-        program_id: "prog".into(),
-        card_type: "virtual".into(),
-        status: "active".into(),
-        network: "visa".into(),
-        currency: "USD".into(),
-        cardholder: "Ada".into(),
-        display_name: None,
-        card_art: "default".into(),
-        theme: "dark".into(),
-        provider_card_id: Some("pc_1".into()),
-        last_four: Some("4242".into()),
-        expiry_month: Some(12),
-        expiry_year: Some(2030),
-        wallet_status: "none".into(),
-        per_transaction_minor: None,
-        daily_spend_minor: None,
-        monthly_spend_minor: None,
-        atm_daily_minor: None,
-        online_enabled: true,
-        international_enabled: true,
-        atm_enabled: true,
-        replaces_card_id: None,
-        replaces_status: None,
-        replaced_by_card_id: None,
-        request_id: "req".into(),
-        version: 1,
-        created_at: now,
-        updated_at: now,
-        closed_at: None,
-        limits_set: String::new(),
-    };
+    let merchant = merchant_row(MERCHANT);
+    let user = user_row("user_cards", MERCHANT);
+    let card = card_row(CARD, MERCHANT, &user.id);
     let copied = accounts.map(<[LedgerAccountRow]>::to_vec);
     let made: Result<(), LedgerError> = write_tx!(db, |tx| {
         merchants::insert(tx, &merchant).await?;

@@ -7,7 +7,7 @@ use diesel_async::RunQueryDsl;
 use futures_util::future::join_all;
 use serde_json::json;
 use tern_schema::audit::{self, AuditActor, AuditRecord};
-use tern_schema::models::{CardRow, MerchantRow, QuoteRow, UserRow, WebhookEndpointRow};
+use tern_schema::models::{CardRow, QuoteRow, WebhookEndpointRow};
 use tern_schema::plan::{Plan, PlanError, RowWrite};
 use tern_schema::schema::{audit_events, cards, quotes, webhook_endpoints};
 use tern_schema::store::{cards as card_store, merchants, users};
@@ -16,66 +16,15 @@ use tern_schema::types::utc_now;
 use tern_schema::{dispatch, write_tx, Db, StoreError};
 
 mod common;
-use common::migrated;
+use common::{card_row, merchant_row, migrated, user_row};
 
 const MERCHANT: &str = "m_rows";
 const CARD: &str = "card_rows";
 
 async fn open_merchant(db: &Db) -> CardRow {
-    let now = utc_now();
-    let merchant = MerchantRow {
-        id: MERCHANT.into(),
-        organization_name: "M".into(),
-        status: "active".into(),
-        created_at: now,
-        updated_at: now,
-    };
-    let user = UserRow {
-        id: "user_rows".into(),
-        merchant_id: MERCHANT.into(),
-        email: "ada@example.com".into(),
-        name: "Ada".into(),
-        password_hash: "x".into(),
-        status: "active".into(),
-        email_verified_at: None,
-        created_at: now,
-        updated_at: now,
-    };
-    let card = CardRow {
-        id: CARD.into(),
-        merchant_id: MERCHANT.into(),
-        user_id: user.id.clone(),
-        program_id: "prog".into(),
-        card_type: "virtual".into(),
-        status: "active".into(),
-        network: "visa".into(),
-        currency: "USD".into(),
-        cardholder: "Ada".into(),
-        display_name: None,
-        card_art: "default".into(),
-        theme: "dark".into(),
-        provider_card_id: Some("pc_1".into()),
-        last_four: Some("4242".into()),
-        expiry_month: Some(12),
-        expiry_year: Some(2030),
-        wallet_status: "none".into(),
-        per_transaction_minor: None,
-        daily_spend_minor: None,
-        monthly_spend_minor: None,
-        atm_daily_minor: None,
-        online_enabled: true,
-        international_enabled: true,
-        atm_enabled: true,
-        replaces_card_id: None,
-        replaces_status: None,
-        replaced_by_card_id: None,
-        request_id: "req".into(),
-        version: 1,
-        created_at: now,
-        updated_at: now,
-        closed_at: None,
-        limits_set: String::new(),
-    };
+    let merchant = merchant_row(MERCHANT);
+    let user = user_row("user_rows", MERCHANT);
+    let card = card_row(CARD, MERCHANT, &user.id);
     let stored = card.clone();
     let made: Result<(), StoreError> = write_tx!(db, |tx| {
         merchants::insert(tx, &merchant).await?;

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
-use tern_schema::models::{LedgerAccountRow, MerchantRow};
+use tern_schema::models::{CardRow, LedgerAccountRow, MerchantRow, UserRow};
 use tern_schema::store::{ledger as store, merchants};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
@@ -45,14 +45,7 @@ impl Rng {
 /// A merchant with its funding accounts; answers (merchant id, USD account id).
 pub async fn merchant(db: &Db) -> (String, String) {
     let id = uuid::Uuid::new_v4().to_string();
-    let now = utc_now();
-    let row = MerchantRow {
-        id: id.clone(),
-        organization_name: "M".into(),
-        status: "active".into(),
-        created_at: now,
-        updated_at: now,
-    };
+    let row = merchant_row(&id);
     let made: Result<(), LedgerError> = write_tx!(db, |tx| {
         merchants::insert(tx, &row).await?;
         ledger::open_funding_accounts(tx, &row.id).await
@@ -68,6 +61,74 @@ pub async fn merchant(db: &Db) -> (String, String) {
         .find(|a| a.currency == "USD")
         .expect("usd account");
     (id, usd.id)
+}
+
+/// An active merchant's row.
+pub fn merchant_row(id: &str) -> MerchantRow {
+    let now = utc_now();
+    MerchantRow {
+        id: id.into(),
+        organization_name: "M".into(),
+        status: "active".into(),
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// An active, verified-less user's row.
+pub fn user_row(id: &str, merchant_id: &str) -> UserRow {
+    let now = utc_now();
+    UserRow {
+        id: id.into(),
+        merchant_id: merchant_id.into(),
+        email: "ada@example.com".into(),
+        name: "Ada".into(),
+        password_hash: "x".into(),
+        status: "active".into(),
+        email_verified_at: None,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// An issued, active USD card's row at version 1, without limits.
+pub fn card_row(id: &str, merchant_id: &str, user_id: &str) -> CardRow {
+    let now = utc_now();
+    CardRow {
+        id: id.into(),
+        merchant_id: merchant_id.into(),
+        user_id: user_id.into(),
+        program_id: "prog".into(),
+        card_type: "virtual".into(),
+        status: "active".into(),
+        network: "visa".into(),
+        currency: "USD".into(),
+        cardholder: "Ada".into(),
+        display_name: None,
+        card_art: "default".into(),
+        theme: "dark".into(),
+        provider_card_id: Some("pc_1".into()),
+        last_four: Some("4242".into()),
+        expiry_month: Some(12),
+        expiry_year: Some(2030),
+        wallet_status: "none".into(),
+        per_transaction_minor: None,
+        daily_spend_minor: None,
+        monthly_spend_minor: None,
+        atm_daily_minor: None,
+        online_enabled: true,
+        international_enabled: true,
+        atm_enabled: true,
+        replaces_card_id: None,
+        replaces_status: None,
+        replaced_by_card_id: None,
+        request_id: "req".into(),
+        version: 1,
+        created_at: now,
+        updated_at: now,
+        closed_at: None,
+        limits_set: String::new(),
+    }
 }
 
 pub fn lines(debit: &str, credit: &str, amount_minor: i64) -> Vec<Line> {
