@@ -59,6 +59,8 @@ enum Command {
         #[command(subcommand)]
         action: AlertsAction,
     },
+    /// The nodes sharing this PostgreSQL: id, advertised URL, last heartbeat, slots owned.
+    Nodes,
     /// Load tools that measure a running server.
     Bench {
         // Boxed: its flags outweigh every other command's.
@@ -72,7 +74,7 @@ enum BenchAction {
     /// Drive card_push settlements over HTTP and wait for every one to finish.
     /// The server should run with TERN_RATE_LIMITS=off (submission is limited per key).
     Settlements {
-        /// Base URL of the running server.
+        /// Base URL of the running server; several, comma-separated, are taken in turn.
         #[arg(long, default_value = "http://127.0.0.1:8080")]
         url: String,
         /// Settlements to create.
@@ -135,7 +137,7 @@ enum BenchAction {
     /// GET /v1/auth/me with a session, idle first and then under the logins.
     /// Run the server with TERN_RATE_LIMITS=login=1000000/1s,register=1000000/1s.
     Logins {
-        /// Base URL of the running server.
+        /// Base URL of the running server; several, comma-separated, are taken in turn.
         #[arg(long, default_value = "http://127.0.0.1:8080")]
         url: String,
         /// People registered first (each registration costs a hash).
@@ -162,7 +164,7 @@ enum BenchAction {
     /// TERN_RATE_LIMITS=register=1000000/1s,login=1000000/1s (or `off`) and
     /// the same TERN_CARD_PROVIDER_WEBHOOK_SECRET.
     Authorizations {
-        /// Base URL of the running server.
+        /// Base URL of the running server; several, comma-separated, are taken in turn.
         #[arg(long, default_value = "http://127.0.0.1:8080")]
         url: String,
         /// Authorization requests to send.
@@ -333,6 +335,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             action: AuditAction::Verify { merchant },
         } => audit_verify(&config, merchant).await,
         Command::Alerts { action } => alerts(&config, action).await,
+        Command::Nodes => nodes(&config).await,
         Command::Bench { action } => bench(*action, &config).await,
         Command::Sandbox => {
             let bind = config
@@ -648,6 +651,38 @@ async fn ledger_check(config: &Config) -> anyhow::Result<()> {
         println!("VIOLATION {violation}");
     }
     anyhow::bail!("{} ledger violation(s)", report.violations.len())
+}
+
+async fn nodes(config: &Config) -> anyhow::Result<()> {
+    let db = Db::connect(&config.database_url).await?;
+    if db.backend() != tern_schema::Backend::Postgres {
+        println!("SQLite: one process owns everything; several nodes need PostgreSQL");
+        return Ok(());
+    }
+    let mut pooled = db.get().await?;
+    let nodes = tern_schema::store::cluster::nodes(&mut pooled.tx()).await?;
+    println!(
+        "{:<32} {:<5} {:>5}  {:<26} advertised URL",
+        "node", "live", "slots", "last heartbeat (UTC)"
+    );
+    for node in &nodes {
+        println!(
+            "{:<32} {:<5} {:>5}  {:<26} {}",
+            node.id,
+            if node.live { "yes" } else { "no" },
+            node.slots,
+            node.heartbeat_at.format("%Y-%m-%d %H:%M:%S%.3f"),
+            node.advertise_url.as_deref().unwrap_or("-")
+        );
+    }
+    let owned: i64 = nodes.iter().map(|node| node.slots).sum();
+    println!(
+        "{} node(s), {} live; {owned} of {} slots owned",
+        nodes.len(),
+        nodes.iter().filter(|node| node.live).count(),
+        tern_schema::store::cluster::SLOTS
+    );
+    Ok(())
 }
 
 /// Chains verified per query while listing merchants.

@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod bench;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod http;
 pub mod openapi;

@@ -20,7 +20,7 @@ use tern_actors::card::{CardContext, CardKind};
 use tern_actors::mail_outbox::MailSender;
 use tern_actors::ports::CardIssuer;
 use tern_actors::push::PushDelivery;
-use tern_actors::runtime::{Registry, RegistryConfig, Runtime};
+use tern_actors::runtime::{Registry, RegistryConfig, Runtime, RuntimeConfig};
 use tern_actors::settlement::machine::RetryPolicy;
 use tern_actors::settlement::{Parents, Providers, SettlementContext, SettlementKind};
 use tern_actors::transfer::legs::LegacyLegKeys;
@@ -72,12 +72,33 @@ impl Application {
         let db = Db::connect(&config.database_url)
             .await
             .context("connecting to the database")?;
-        let runtime = Arc::new(Runtime::new(db.clone()));
-        let docs = Arc::new(crate::openapi::documents(&config.public_url));
-
         let listener =
             TcpListener::bind(&config.bind).with_context(|| format!("binding {}", config.bind))?;
         let port = listener.local_addr()?.port();
+        let link = match &config.cluster.secret {
+            Some(secret) => Some(Arc::new(
+                crate::cluster::Link::new(secret).context("building the cluster client")?,
+            )),
+            None => None,
+        };
+        let runtime = Arc::new(Runtime::with_config(
+            db.clone(),
+            RuntimeConfig {
+                node_id: crate::cluster::node_id(&config, port),
+                cluster: Some(crate::cluster::runtime_config(&config, link.clone())),
+                ..RuntimeConfig::default()
+            },
+        ));
+        if db.backend() == tern_schema::Backend::Postgres
+            && (config.cluster.secret.is_none() || config.cluster.advertise_url.is_none())
+        {
+            tracing::warn!(
+                "TERN_CLUSTER_SECRET or TERN_ADVERTISE_URL is unset: should another node share \
+                 this database, requests for the entities it owns answer 503 here instead of \
+                 being forwarded (README, Running several nodes)"
+            );
+        }
+        let docs = Arc::new(crate::openapi::documents(&config.public_url));
         let (sandbox, sandbox_port) = match &config.sandbox_bind {
             Some(bind) => {
                 let listener = TcpListener::bind(bind)
@@ -201,6 +222,7 @@ impl Application {
             legacy_leg_keys,
             push,
             providers,
+            cluster: link,
         });
         crate::auth::purge::start(&state.clone().into_inner());
         let server = api_server(listener, state.clone())?;
@@ -241,6 +263,14 @@ impl Application {
             handle.stop(true).await;
         }
         self.state.mail.stop();
+        // A node stopping on purpose hands its slots over at once: the
+        // others take them at their next beat, not after the lease.
+        if let Some(ownership) = self.state.runtime.ownership() {
+            self.state.runtime.shutdown();
+            if let Err(error) = ownership.leave(&self.state.db).await {
+                tracing::warn!(%error, "could not release this node's slots; they pass after the lease");
+            }
+        }
         self.state.db.close();
         served
     }
@@ -384,6 +414,7 @@ fn api_server(listener: TcpListener, state: web::Data<AppState>) -> anyhow::Resu
             .configure(|cfg| http::routes(cfg, &state))
             .default_service(web::to(http::fallback))
             .wrap(Compress::default())
+            .wrap(from_fn(http::forward::relay))
             .wrap(from_fn(middleware::edge))
     })
     .max_connections(CONNECTIONS_PER_WORKER_MAX)

@@ -60,6 +60,9 @@ pub struct AppState {
     /// provider is configured.
     pub providers: Vec<(&'static str, Arc<ProviderHealth>)>,
     pub started_at: DateTime<Utc>,
+    /// The signed channel to the other nodes (TERN_CLUSTER_SECRET), where
+    /// several share one PostgreSQL.
+    pub cluster: Option<Arc<crate::cluster::Link>>,
 }
 
 /// The build's version and source revision.

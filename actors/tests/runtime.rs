@@ -310,6 +310,7 @@ fn fast_runtime(db: &Db, node_id: &str) -> Runtime {
         RuntimeConfig {
             node_id: node_id.to_owned(),
             timers,
+            cluster: None,
         },
     )
 }
@@ -831,7 +832,7 @@ async fn a_claim_is_exclusive_until_its_lease_expires() {
         let kinds = kinds.clone();
         async move {
             let claimed: RuntimeResult<Vec<timer_store::TimerRow>> = write_tx!(db, |tx| {
-                Ok(timer_store::claim_due(tx, &kinds, now, lease_until, token, 30).await?)
+                Ok(timer_store::claim_due(tx, &kinds, None, now, lease_until, token, 30).await?)
             });
             claimed
                 .expect("claim")

@@ -241,6 +241,7 @@ async fn world(challenge_ttl: chrono::Duration) -> World {
                 retry_delay_ms: 50,
                 ..TimerConfig::default()
             },
+            cluster: None,
         },
     );
     let registry = runtime

@@ -34,7 +34,7 @@ use crate::commit::Committer;
 use crate::deferred::Deferred;
 
 use crate::error::{StoreError, StoreResult};
-use crate::plan::{Plan, PlanError, Written};
+use crate::plan::{Fence, Plan, PlanError, Written};
 
 /// How long a caller waits for a pooled connection before the database is
 /// reported unavailable (503 at the edge) instead of queueing without bound.
@@ -118,6 +118,9 @@ pub struct Db {
     url: DatabaseUrl,
     /// `None` only on the committer's own handle.
     committer: Option<Committer>,
+    /// The ownership every plan committed through this handle carries
+    /// (see [`Db::fenced`]).
+    fence: Option<Fence>,
 }
 
 /// A connection checked out of the pool.
@@ -559,6 +562,7 @@ impl Db {
             pool,
             url: parsed,
             committer: None,
+            fence: None,
         };
         // Fail fast on a wrong URL instead of at the first request.
         db.ping().await?;
@@ -570,6 +574,22 @@ impl Db {
 
     pub fn backend(&self) -> Backend {
         self.url.backend()
+    }
+
+    /// This handle, whose plans are written only while `fence` holds: the
+    /// handle an entity's actor writes through where several nodes share
+    /// the database, so that a node that lost the entity's slot writes
+    /// nothing for it ([`PlanError::Fenced`]).
+    pub fn fenced(&self, fence: Fence) -> Db {
+        Db {
+            fence: Some(fence),
+            ..self.clone()
+        }
+    }
+
+    /// The ownership this handle's plans carry, if any.
+    pub fn fence(&self) -> Option<Fence> {
+        self.fence
     }
 
     pub fn url(&self) -> &DatabaseUrl {
@@ -598,6 +618,10 @@ impl Db {
     /// store writes it with the other plans of its batch, set-based (see
     /// [`crate::plan`]); a refused plan never fails the plans beside it.
     pub async fn commit(&self, plan: Plan) -> Result<Written, PlanError> {
+        let mut plan = plan;
+        if plan.fence.is_none() {
+            plan.fence = self.fence;
+        }
         match &self.committer {
             Some(committer) => committer.commit_plan(plan).await,
             None => Err(PlanError::Store(StoreError::Unavailable(

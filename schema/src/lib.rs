@@ -23,7 +23,7 @@ pub mod types;
 pub use db::{Backend, Conn, Db, Pooled, Tx};
 pub use diesel::result::{DatabaseErrorKind, Error as DieselError};
 pub use error::{Persistence, Refusal, StoreError, StoreResult};
-pub use plan::{Plan, PlanError, RowWrite, Written};
+pub use plan::{Fence, Plan, PlanError, RowWrite, Written};
 
 /// Items the exported macros expand to; not part of the API.
 #[doc(hidden)]

@@ -14,6 +14,9 @@ use crate::error::{StoreError, StoreResult};
 pub const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../migrations/sqlite");
 pub const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../migrations/postgres");
 
+/// The advisory lock PostgreSQL migrations run under ("tern" in ASCII).
+const MIGRATION_LOCK: i64 = 0x7465_726e;
+
 /// Applies every pending migration and returns the versions applied.
 ///
 /// Runs on a blocking thread: the harness is synchronous, and on PostgreSQL
@@ -36,7 +39,13 @@ pub async fn run_pending(url: &str) -> StoreResult<Vec<String>> {
         DatabaseUrl::Postgres(url) => {
             let mut conn: AsyncConnectionWrapper<AsyncPgConnection> =
                 AsyncConnectionWrapper::establish(&url)?;
-            apply::<Pg, _>(&mut conn, POSTGRES_MIGRATIONS)
+            // Several nodes starting at once on one database: one migrates,
+            // the others wait for it and then find nothing pending. The
+            // lock is the session's, released when the connection closes.
+            conn.batch_execute(&format!("SELECT pg_advisory_lock({MIGRATION_LOCK})"))?;
+            let applied = apply::<Pg, _>(&mut conn, POSTGRES_MIGRATIONS);
+            conn.batch_execute(&format!("SELECT pg_advisory_unlock({MIGRATION_LOCK})"))?;
+            applied
         }
     })
     .await

@@ -36,6 +36,14 @@ use crate::{Refusal, StoreError};
 
 pub(crate) use batch::write;
 
+/// One node's ownership of a cluster slot: the slot and the epoch its
+/// claim raised it to (see [`crate::store::cluster`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Fence {
+    pub slot: i32,
+    pub epoch: i64,
+}
+
 /// What one transition wants written; see the module documentation. Its
 /// parts are judged in a fixed order, and the first refusal is its answer:
 /// the funding check, the timer it completes, new settlements (key, then
@@ -44,6 +52,12 @@ pub(crate) use batch::write;
 /// are written last, in order.
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
+    /// The ownership the writes need where several nodes share the
+    /// database: the plan is refused ([`PlanError::Fenced`]) unless its
+    /// entity's slot is still held under this epoch. Set by the handle the
+    /// plan is committed through ([`crate::Db::fenced`]), never by the
+    /// transition that makes the plan.
+    pub fence: Option<Fence>,
     /// Refuse the plan unless this account is a funding account of this
     /// merchant in this currency (a settlement's source).
     pub funding_source: Option<FundingSource>,
@@ -231,6 +245,10 @@ pub enum PlanError {
     /// its currency.
     #[error("{0}")]
     Source(String),
+    /// The slot of the plan's entity passed to another node (or was
+    /// released) since the writer took it: a former owner writes nothing.
+    #[error("slot {slot} is no longer held under epoch {epoch}")]
+    Fenced { slot: i32, epoch: i64 },
     /// The timer the plan completes was claimed by another node.
     #[error("timer {timer_id} was claimed by another node")]
     TimerLost { timer_id: String },

@@ -40,6 +40,27 @@ diesel::table! {
         claimed_until -> Nullable<Timestamp>,
         attempts -> Integer,
         created_at -> Timestamp,
+        slot -> Integer,
+    }
+}
+
+diesel::table! {
+    cluster_nodes (id) {
+        id -> Text,
+        advertise_url -> Nullable<Text>,
+        instance -> Text,
+        started_at -> Timestamp,
+        heartbeat_at -> Timestamp,
+        lease_until -> Timestamp,
+    }
+}
+
+diesel::table! {
+    cluster_slots (slot) {
+        slot -> Integer,
+        owner -> Nullable<Text>,
+        epoch -> BigInt,
+        acquired_at -> Nullable<Timestamp>,
     }
 }
 

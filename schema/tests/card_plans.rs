@@ -120,6 +120,7 @@ fn expiry(row_id: &str) -> TimerRow {
         claimed_until: None,
         attempts: 0,
         created_at: utc_now(),
+        slot: 0,
     }
 }
 

@@ -292,6 +292,7 @@ fn timer(id: &str) -> TimerRow {
         claimed_until: None,
         attempts: 0,
         created_at: utc_now(),
+        slot: 0,
     }
 }
 

@@ -164,13 +164,13 @@ impl Client {
         let account = self.account(credential, None).await?;
         let account = account["id"].as_str().context("no account id")?;
         fund(self, credential, account, funded_minor).await?;
-        let issue = credential.apply(self.http.post(format!("{}/v1/cards", self.base)));
+        let issue = credential.apply(self.http.post(format!("{}/v1/cards", self.base())));
         let card = self.json(issue, 201).await.context("issuing a card")?;
         let id = card["id"].as_str().context("no card id")?.to_owned();
         let limits = credential
             .apply(
                 self.http
-                    .patch(format!("{}/v1/cards/{id}/limits", self.base)),
+                    .patch(format!("{}/v1/cards/{id}/limits", self.base())),
             )
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(NO_AMOUNT_LIMITS);
@@ -198,7 +198,7 @@ impl Client {
         );
         let sent = self
             .http
-            .post(format!("{}{WEBHOOK_PATH}", self.base))
+            .post(format!("{}{WEBHOOK_PATH}", self.base()))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(SANDBOX_SIGNATURE_HEADER, signature)
             .body(body)
@@ -327,7 +327,7 @@ async fn check_cards(
 ) -> anyhow::Result<Vec<CardCheck>> {
     let mut checks = Vec::with_capacity(cards.len());
     for (n, card) in cards.iter().enumerate() {
-        let url = format!("{}/v1/cards/{}/balance", client.base, card.id);
+        let url = format!("{}/v1/cards/{}/balance", client.base(), card.id);
         let request = Credential::Session(&card.session).apply(client.http.get(url));
         let balance = client.json(request, 200).await?;
         let minor = |field: &str| {

@@ -123,7 +123,7 @@ impl Client {
             json!({"name": format!("Bench {}", &tag[..8]), "email": email, "password": PASSWORD});
         let response = self
             .http
-            .post(format!("{}/v1/auth/register", self.base))
+            .post(format!("{}/v1/auth/register", self.base()))
             .json(&body)
             .send()
             .await
@@ -145,7 +145,7 @@ impl Client {
         let body = json!({"email": email, "password": PASSWORD});
         let sent = self
             .http
-            .post(format!("{}/v1/auth/login", self.base))
+            .post(format!("{}/v1/auth/login", self.base()))
             .json(&body)
             .send()
             .await;
@@ -164,7 +164,7 @@ impl Client {
     async fn me(&self, session: &str) -> (u16, Option<u64>) {
         let sent = self
             .http
-            .get(format!("{}/v1/auth/me", self.base))
+            .get(format!("{}/v1/auth/me", self.base()))
             .header(COOKIE, format!("{SESSION_COOKIE}={session}"))
             .send()
             .await;

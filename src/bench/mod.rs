@@ -126,7 +126,10 @@ pub(crate) struct Merchant {
 
 pub(crate) struct Client {
     http: reqwest::Client,
-    base: String,
+    /// The servers' base URLs; requests take them in turn (several nodes
+    /// on one database, README "Running several nodes").
+    bases: Vec<String>,
+    next: std::sync::atomic::AtomicUsize,
 }
 
 impl Client {
@@ -136,10 +139,25 @@ impl Client {
             .timeout(REQUEST_TIMEOUT)
             .build()
             .context("building the HTTP client")?;
+        let bases: Vec<String> = url
+            .split(',')
+            .map(|base| base.trim().trim_end_matches('/').to_owned())
+            .filter(|base| !base.is_empty())
+            .collect();
+        if bases.is_empty() {
+            bail!("--url names no server");
+        }
         Ok(Client {
             http,
-            base: url.trim_end_matches('/').to_owned(),
+            bases,
+            next: std::sync::atomic::AtomicUsize::new(0),
         })
+    }
+
+    /// The base URL of the next request: the servers in turn.
+    pub(crate) fn base(&self) -> &str {
+        let turn = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        &self.bases[turn % self.bases.len()]
     }
 
     pub(crate) async fn json(
@@ -165,7 +183,7 @@ impl Client {
             "email": format!("bench-{tag}@bench.example")});
         let request = self
             .http
-            .post(format!("{}/v1/auth/m2m/register", self.base));
+            .post(format!("{}/v1/auth/m2m/register", self.base()));
         let registered = self.json(request.json(&body), 201).await?;
         let text = |field: &str| {
             registered[field]
@@ -185,7 +203,8 @@ impl Client {
         credential: Credential<'_>,
         id: Option<&str>,
     ) -> anyhow::Result<Value> {
-        let request = credential.apply(self.http.get(format!("{}/v1/ledger/accounts", self.base)));
+        let request =
+            credential.apply(self.http.get(format!("{}/v1/ledger/accounts", self.base())));
         let accounts = self.json(request, 200).await?;
         accounts["data"]
             .as_array()
@@ -202,7 +221,7 @@ impl Client {
     async fn submit(&self, merchant: &Merchant, body: &Value) -> anyhow::Result<u16> {
         let response = self
             .http
-            .post(format!("{}/v1/settlements", self.base))
+            .post(format!("{}/v1/settlements", self.base()))
             .bearer_auth(&merchant.key)
             .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
             .json(body)
@@ -230,7 +249,11 @@ pub(crate) async fn fund(
         "amount": {"amount": usd(amount_minor)?, "currency": CURRENCY},
         "source": account, "destination": "pm_card_visa", "recipient_name": "Bench"});
     let request = credential
-        .apply(client.http.post(format!("{}/v1/settlements", client.base)))
+        .apply(
+            client
+                .http
+                .post(format!("{}/v1/settlements", client.base())),
+        )
         .header("Idempotency-Key", &key)
         .json(&body);
     client.json(request, 201).await?;
@@ -239,7 +262,7 @@ pub(crate) async fn fund(
         let request = credential.apply(
             client
                 .http
-                .get(format!("{}/v1/settlements/{key}", client.base)),
+                .get(format!("{}/v1/settlements/{key}", client.base())),
         );
         let settlement = client.json(request, 200).await?;
         match settlement["status"].as_str() {

@@ -78,7 +78,7 @@ impl Client {
     ) -> (u16, Value) {
         let mut request = self
             .http
-            .post(format!("{}{path}", self.base))
+            .post(format!("{}{path}", self.base()))
             .bearer_auth(key)
             .json(body);
         if idempotent {
@@ -99,7 +99,7 @@ impl Client {
             .http
             .get(format!(
                 "{}/v1/transfers?status={status}&limit=1",
-                self.base
+                self.base()
             ))
             .bearer_auth(key);
         let page = self.json(request, 200).await?;

@@ -219,7 +219,7 @@ async fn put_endpoint(
     secret: &str,
 ) -> anyhow::Result<()> {
     let request = (client.http)
-        .put(format!("{}/v1/webhooks/endpoint", client.base))
+        .put(format!("{}/v1/webhooks/endpoint", client.base()))
         .bearer_auth(&merchant.key)
         .json(&json!({"url": url, "secret": secret}));
     client.json(request, 204).await.map(drop)
@@ -230,7 +230,7 @@ async fn pending(client: &Client, merchant: &Merchant) -> anyhow::Result<Option<
     let request = (client.http)
         .get(format!(
             "{}/v1/webhooks/deliveries?status=pending&limit=1",
-            client.base
+            client.base()
         ))
         .timeout(PENDING_TIMEOUT)
         .bearer_auth(&merchant.key);

@@ -23,6 +23,15 @@ pub fn client_ip(req: &HttpRequest) -> Option<IpAddr> {
         .app_data::<web::Data<AppState>>()
         .map(|state| state.config.trusted_proxies.as_slice())
         .unwrap_or_default();
+    // A request another node forwarded, signed: the client it named.
+    if let Some(forwarded) = actix_web::HttpMessage::extensions(req)
+        .get::<crate::http::forward::ForwardedBy>()
+        .copied()
+    {
+        if let Some(client) = forwarded.client {
+            return Some(client);
+        }
+    }
     let peer = req.peer_addr()?.ip();
     Some(resolve(peer, req.headers(), trusted))
 }

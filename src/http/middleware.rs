@@ -87,7 +87,12 @@ pub async fn edge(
     // Errors, and the rare success answered with a problem document (a 202
     // reversal-pending), are rendered here with the request's details.
     let carries_problem = response.response().extensions().get::<Problem>().is_some();
-    if response.status().as_u16() >= 400 || carries_problem {
+    // The owning node rendered a relayed answer already, with this id.
+    let relayed = response
+        .response()
+        .extensions()
+        .contains::<crate::http::forward::Relayed>();
+    if (response.status().as_u16() >= 400 || carries_problem) && !relayed {
         response = finish_problem(
             response,
             state.as_ref().map(|data| data.get_ref()),

@@ -194,7 +194,17 @@ pub async fn actors(
 /// entity ids and merchant ids (stuck entities, alerting transfers), and
 /// error text (the database's, a provider's, a stuck entity's reason).
 /// Counts and statuses stay.
-const DETAIL_FIELDS: [&str; 4] = ["stuck_entities", "entities", "error", "last_failure"];
+/// Of the cluster: nodes' names and addresses, and where slots came from.
+const DETAIL_FIELDS: [&str; 8] = [
+    "stuck_entities",
+    "entities",
+    "error",
+    "last_failure",
+    "nodes",
+    "node_id",
+    "advertise_url",
+    "from",
+];
 
 fn redact(value: &mut serde_json::Value) {
     match value {

@@ -107,6 +107,10 @@ pub enum ApiError {
     RateLimited { retry_after_s: u64 },
     #[error("overloaded: {detail}")]
     Overloaded { detail: String, retry_after_s: u64 },
+    /// Another node owns the entity: the edge forwards the request to
+    /// `owner` (`http::forward`); unforwarded, a 503 to retry.
+    #[error("served by another node")]
+    Elsewhere { owner: Option<String> },
     #[error("not ready: {0}")]
     NotReady(String),
     #[error("self-service registration is disabled")]
@@ -190,6 +194,9 @@ impl ApiError {
             ApiError::Overloaded { detail, .. } => {
                 Problem::new("service-unavailable").detail(detail)
             }
+            ApiError::Elsewhere { .. } => Problem::new("service-unavailable").detail(
+                "another node serves this resource and could not be reached; retry shortly",
+            ),
             ApiError::NotReady(detail) => Problem::new("not-ready").detail(detail),
             ApiError::RegistrationDisabled => Problem::new("registration-disabled")
                 .detail("self-service registration is disabled on this deployment"),
@@ -245,6 +252,7 @@ impl ResponseError for ApiError {
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ApiError::Overloaded { .. }
+            | ApiError::Elsewhere { .. }
             | ApiError::NotReady(_)
             | ApiError::RegistrationDisabled
             | ApiError::DispatchDisabled(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -265,6 +273,9 @@ impl ResponseError for ApiError {
             ApiError::Overloaded { retry_after_s, .. } => {
                 response.insert_header((RETRY_AFTER, retry_after_s.to_string()));
             }
+            ApiError::Elsewhere { .. } => {
+                response.insert_header((RETRY_AFTER, "1"));
+            }
             ApiError::MethodNotAllowed(allowed) => {
                 if let Ok(value) = HeaderValue::from_str(&allowed.join(", ")) {
                     response.insert_header((ALLOW, value));
@@ -274,6 +285,11 @@ impl ResponseError for ApiError {
         }
         let mut response = response.finish();
         response.extensions_mut().insert(self.problem());
+        if let ApiError::Elsewhere { owner: Some(owner) } = self {
+            response
+                .extensions_mut()
+                .insert(crate::http::forward::ForwardTo(owner.clone()));
+        }
         response
     }
 }
@@ -307,6 +323,9 @@ impl From<PasswordError> for ApiError {
 
 impl From<RuntimeError> for ApiError {
     fn from(error: RuntimeError) -> Self {
+        if let RuntimeError::Elsewhere { owner, .. } = error {
+            return ApiError::Elsewhere { owner };
+        }
         if let Some(retry_after) = error.retry_after() {
             tracing::warn!(%error, "runtime overloaded or unavailable");
             return ApiError::Overloaded {

@@ -214,6 +214,8 @@ fn nudge(state: &AppState, merchant_id: &str, key: &str) {
             Err(RuntimeError::NotFound { .. }) => {
                 tracing::debug!(settlement = %id, "provider event for an unknown settlement")
             }
+            // Its node is asked to look (a wake is a nudge for settlements).
+            Err(RuntimeError::Elsewhere { .. }) => registry.tell(&id, SettlementCommand::Nudge),
             Err(error) => {
                 tracing::warn!(settlement = %id, %error, "could not nudge the settlement")
             }

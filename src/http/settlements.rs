@@ -389,7 +389,10 @@ pub async fn create(
     {
         return Err(idempotency::leg_key());
     }
-    let submitted = submit(&state.db, &new, &digest(&new), |row| {
+    // The node owning the settlement's slot writes it and runs its actor;
+    // any other forwards the request there (`http::forward`).
+    let db = registry.local_db(&entity_id(&caller.merchant_id, &new.intent.idempotency_key))?;
+    let submitted = submit(&db, &new, &digest(&new), |row| {
         serde_json::to_string(&view(row)).unwrap_or_default()
     })
     .await;

@@ -301,7 +301,7 @@ pub async fn create(
     let registry = registry(&state)?.clone();
     let new = validate_create(&request, key, &caller)?;
     let created = transfer::create(
-        &state.db,
+        &registry,
         &new,
         &digest(&new),
         utc_now(),
@@ -357,6 +357,7 @@ pub async fn create(
                 .collect(),
         )),
         Err(CreateError::Store(error)) => Err(error.into()),
+        Err(CreateError::Placement(error)) => Err(error.into()),
     }
 }
 

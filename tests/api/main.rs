@@ -3,6 +3,7 @@
 //! parallel. Set TERN_TEST_DATABASE_URL to run them on PostgreSQL.
 
 mod helpers;
+mod nodes;
 mod processes;
 mod smtp_sink;
 
@@ -37,6 +38,8 @@ mod quotes;
 mod rate_limits;
 mod settlements;
 mod settlements_on_session;
+mod several_nodes;
+mod several_nodes_failover;
 mod strangers;
 mod transfers;
 mod webhook_receiver;

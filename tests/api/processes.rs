@@ -9,16 +9,16 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tern_schema::testing::TestDatabase;
 
-const TERN: &str = env!("CARGO_BIN_EXE_tern");
-const SECRET: &str = "crash-test-webhook-secret";
+pub(crate) const TERN: &str = env!("CARGO_BIN_EXE_tern");
+pub(crate) const SECRET: &str = "crash-test-webhook-secret";
 /// How long a process may take to answer its readiness probe.
 const READY_WAIT_MAX: Duration = Duration::from_secs(30);
 /// How long one provider call may take before Tern counts its outcome as
 /// unknown: wider than any test's wait before the kill, so a held call is
 /// still held when the process dies.
-const PROVIDER_TIMEOUT: &str = "20s";
+pub(crate) const PROVIDER_TIMEOUT: &str = "20s";
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -27,10 +27,10 @@ fn free_port() -> u16 {
 
 /// A child process killed with SIGKILL when dropped, so a failing test
 /// leaves nothing running.
-struct Process(Child);
+pub(crate) struct Process(pub(crate) Child);
 
 impl Process {
-    fn kill_hard(&mut self) {
+    pub(crate) fn kill_hard(&mut self) {
         // std's kill() is SIGKILL on Unix: no shutdown code runs.
         let _ = self.0.kill();
         let _ = self.0.wait();
@@ -202,7 +202,7 @@ impl Cluster {
     }
 }
 
-fn spawn_sandbox(port: u16, api_port: u16) -> Process {
+pub(crate) fn spawn_sandbox(port: u16, api_port: u16) -> Process {
     let child = Command::new(TERN)
         .arg("sandbox")
         .env("TERN_SANDBOX_BIND", format!("127.0.0.1:{port}"))
@@ -216,7 +216,7 @@ fn spawn_sandbox(port: u16, api_port: u16) -> Process {
     Process(child)
 }
 
-async fn wait_ready(client: &reqwest::Client, url: &str) {
+pub(crate) async fn wait_ready(client: &reqwest::Client, url: &str) {
     let started = Instant::now();
     loop {
         if let Ok(response) = client.get(url).send().await {

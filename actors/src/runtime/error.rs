@@ -54,6 +54,15 @@ pub enum RuntimeError {
     /// a reason that will not pass by itself: retrying it changes nothing.
     #[error("refused: {0}")]
     Refused(String),
+    /// Another node owns the entity (where several share one PostgreSQL):
+    /// the edge forwards the request to `owner`, the owner's advertised
+    /// URL, or answers 503 while no node owns it.
+    #[error("{kind} {id} is served by another node")]
+    Elsewhere {
+        kind: &'static str,
+        id: String,
+        owner: Option<String>,
+    },
     /// A database failure; `StoreError::Unavailable` is a 503, the rest 500.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -76,6 +85,9 @@ impl From<tern_schema::PlanError> for RuntimeError {
         match error {
             PlanError::Store(error) => RuntimeError::Store(error),
             PlanError::TimerLost { timer_id } => RuntimeError::TimerClaimLost { id: timer_id },
+            PlanError::Fenced { slot, epoch } => {
+                RuntimeError::Unavailable(format!("slot {slot} left this node (epoch {epoch})"))
+            }
             refused @ (PlanError::Ledger(_) | PlanError::Source(_)) => {
                 RuntimeError::Refused(refused.to_string())
             }
@@ -92,6 +104,7 @@ impl RuntimeError {
             | RuntimeError::Conflict { .. }
             | RuntimeError::Timeout { .. }
             | RuntimeError::Unavailable(_)
+            | RuntimeError::Elsewhere { .. }
             | RuntimeError::TimerClaimLost { .. } => Persistence::Transient,
             RuntimeError::InvalidTimer { .. } | RuntimeError::Refused(_) => Persistence::Permanent,
             RuntimeError::NotFound { .. } | RuntimeError::Crashed { .. } => Persistence::Unknown,
@@ -108,6 +121,7 @@ impl RuntimeError {
                 | RuntimeError::Saturated { .. }
                 | RuntimeError::Timeout { .. }
                 | RuntimeError::Unavailable(_)
+                | RuntimeError::Elsewhere { .. }
                 | RuntimeError::Store(StoreError::Unavailable(_))
         )
     }
@@ -115,9 +129,9 @@ impl RuntimeError {
     /// The Retry-After to send with a 503, or `None` for other errors.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            RuntimeError::MailboxFull { .. } | RuntimeError::Saturated { .. } => {
-                Some(RETRY_AFTER_OVERLOAD)
-            }
+            RuntimeError::MailboxFull { .. }
+            | RuntimeError::Saturated { .. }
+            | RuntimeError::Elsewhere { .. } => Some(RETRY_AFTER_OVERLOAD),
             RuntimeError::Timeout { .. }
             | RuntimeError::Unavailable(_)
             | RuntimeError::Store(StoreError::Unavailable(_)) => Some(RETRY_AFTER_UNAVAILABLE),

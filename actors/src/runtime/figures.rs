@@ -100,6 +100,10 @@ pub struct TimerFigures {
 pub struct RuntimeFigures {
     pub kinds: BTreeMap<String, KindFigures>,
     pub timers: TimerFigures,
+    /// Where several nodes share the database: this node, the others,
+    /// and the latest slot moves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<super::cluster::ClusterFigures>,
 }
 
 impl RuntimeFigures {

@@ -158,6 +158,22 @@ pub trait EntityKind: Sized + 'static {
         None
     }
 
+    /// What places the entity on a node where several share one database:
+    /// entities with the same route key live in the same slot, hence on
+    /// the same node (a transfer's legs route by their transfer). The id
+    /// by default.
+    fn route_key(id: &str) -> &str {
+        id
+    }
+
+    /// The message that tells a live actor to look at the database again,
+    /// sent when another node wakes the entity ([`super::Registry::tell`]
+    /// to an entity owned elsewhere carries no message across nodes).
+    /// `None`: activating the actor is enough.
+    fn wake_command() -> Option<Self::Command> {
+        None
+    }
+
     /// Whether the actor leaves memory as soon as its mailbox is empty after
     /// a message, instead of after the idle timeout. By default when the
     /// entity is terminal: nothing more will happen to it. A kind whose

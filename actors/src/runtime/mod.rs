@@ -15,6 +15,7 @@
 //! with that Retry-After, `NotFound` 404, `Conflict` 409, the rest 500.
 
 mod actor;
+pub mod cluster;
 mod error;
 mod figures;
 mod kind;
@@ -56,6 +57,9 @@ pub struct RuntimeConfig {
     /// operator can tell which node holds a timer.
     pub node_id: String,
     pub timers: TimerConfig,
+    /// Several nodes on one PostgreSQL (see [`cluster`]); ignored on
+    /// SQLite, where one process owns everything.
+    pub cluster: Option<cluster::ClusterConfig>,
 }
 
 impl Default for RuntimeConfig {
@@ -63,6 +67,7 @@ impl Default for RuntimeConfig {
         RuntimeConfig {
             node_id: format!("node-{}", uuid::Uuid::new_v4().simple()),
             timers: TimerConfig::default(),
+            cluster: None,
         }
     }
 }
@@ -76,6 +81,7 @@ pub struct Runtime {
     timer_stats: Arc<TimerStats>,
     timer_stop: Mutex<Option<Arc<AtomicBool>>>,
     recovered: AtomicBool,
+    ownership: Option<Arc<cluster::Ownership>>,
 }
 
 impl Runtime {
@@ -92,7 +98,14 @@ impl Runtime {
             config.timers.batch_max > 0,
             "a timer batch holds at least one timer"
         );
+        let ownership = match (&config.cluster, db.backend()) {
+            (Some(cluster), tern_schema::Backend::Postgres) => Some(Arc::new(
+                cluster::Ownership::new(&config.node_id, cluster.clone()),
+            )),
+            _ => None,
+        };
         Runtime {
+            ownership,
             db,
             config,
             kinds: Arc::new(RwLock::new(BTreeMap::new())),
@@ -110,6 +123,24 @@ impl Runtime {
         &self.config.node_id
     }
 
+    /// This node's slots, where several nodes share the database.
+    pub fn ownership(&self) -> Option<&Arc<cluster::Ownership>> {
+        self.ownership.as_ref()
+    }
+
+    /// Another node asks this one to look at an entity again.
+    pub async fn wake(&self, kind: &str, id: &str) -> RuntimeResult<()> {
+        let handle = self
+            .handles()
+            .into_iter()
+            .find(|handle| handle.name() == kind)
+            .ok_or_else(|| RuntimeError::NotFound {
+                kind: "kind",
+                id: kind.to_owned(),
+            })?;
+        handle.wake(id).await
+    }
+
     /// Adds a kind and answers its registry. Register every kind before
     /// [`Runtime::recover`]; a kind registered later is supervised and gets
     /// timers, but its in-flight entities are not re-activated until asked.
@@ -118,7 +149,9 @@ impl Runtime {
         config: RegistryConfig,
         context: K::Context,
     ) -> RuntimeResult<Registry<K>> {
-        let registry = Registry::<K>::new(self.db.clone(), config, context);
+        cluster::register_route(K::NAME, K::route_key);
+        let registry =
+            Registry::<K>::placed(self.db.clone(), config, context, self.ownership.clone());
         {
             let mut kinds = self.kinds.write().unwrap_or_else(PoisonError::into_inner);
             if kinds.contains_key(K::NAME) {
@@ -154,6 +187,7 @@ impl Runtime {
         RuntimeFigures {
             kinds,
             timers: self.timer_stats.figures(),
+            cluster: self.ownership.as_ref().map(|ownership| ownership.figures()),
         }
     }
 

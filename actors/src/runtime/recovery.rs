@@ -4,14 +4,17 @@
 //! are version-guarded and timers are completed in the transition's
 //! transaction.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 
 use actix::Arbiter;
 use serde::Serialize;
+use tern_schema::types::utc_now;
 
+use super::cluster::{BeatOutcome, Ownership, SlotMove};
 use super::error::{RuntimeError, RuntimeResult};
+use super::registry::KindHandle;
 use super::timers::TimerService;
 use super::Runtime;
 
@@ -32,6 +35,11 @@ impl Runtime {
                 "recovery needs an actix System".into(),
             ));
         }
+        // A node of several first takes the slots it should own, and then
+        // recovers only their entities.
+        if let Some(ownership) = &self.ownership {
+            join(ownership, &self.db).await?;
+        }
         let mut report = RecoveryReport::default();
         for kind in self.handles() {
             kind.start_supervision()?;
@@ -45,7 +53,61 @@ impl Runtime {
         }
         self.recovered.store(true, Ordering::SeqCst);
         self.start_timers();
+        self.start_beats();
         Ok(report)
+    }
+
+    /// Beats until the runtime stops: renews the lease, stops the actors
+    /// of slots this node lost, recovers the entities of slots it won.
+    fn start_beats(&self) {
+        let Some(ownership) = self.ownership.clone() else {
+            return;
+        };
+        let Some(stop) = self
+            .timer_stop
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        else {
+            return;
+        };
+        let db = self.db.clone();
+        let kinds = self.kinds.clone();
+        actix::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                tokio::time::sleep(ownership.beat_interval()).await;
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let handles: Vec<Arc<dyn KindHandle>> = kinds
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .values()
+                    .cloned()
+                    .collect();
+                match ownership.beat(&db).await {
+                    // Off the beat loop: re-activating many entities must
+                    // not delay the next heartbeat past the lease.
+                    Ok(outcome) => {
+                        let ownership = ownership.clone();
+                        actix::spawn(async move { apply(&ownership, &handles, outcome).await });
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "cluster heartbeat failed");
+                        if ownership.lease_lapsed() {
+                            // Others may own our slots by now: stop acting
+                            // for them until the database answers again.
+                            let lost = ownership.drop_all();
+                            let outcome = BeatOutcome {
+                                lost,
+                                ..BeatOutcome::default()
+                            };
+                            apply(&ownership, &handles, outcome).await;
+                        }
+                    }
+                }
+            }
+        });
     }
 
     fn start_timers(&self) {
@@ -64,10 +126,80 @@ impl Runtime {
             config: self.config.timers.clone(),
             stats: self.timer_stats.clone(),
             stop: stop.clone(),
+            ownership: self.ownership.clone(),
         };
         actix::spawn(service.run());
         *running = Some(stop);
     }
+}
+
+/// The first heartbeat. A process that died under the same node id a
+/// moment ago still holds its lease: wait for it to pass (a process still
+/// alive under the id keeps it, and this one does not start).
+async fn join(ownership: &Ownership, db: &tern_schema::Db) -> RuntimeResult<()> {
+    let deadline = std::time::Instant::now() + ownership.lease_ttl() * 2;
+    loop {
+        match ownership.beat(db).await {
+            Ok(_) => return Ok(()),
+            Err(error) if std::time::Instant::now() < deadline => {
+                tracing::warn!(%error, "joining the cluster; retrying");
+                tokio::time::sleep(ownership.beat_interval()).await;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// Stops the lost slots' actors, then starts the won slots' entities.
+async fn apply(ownership: &Ownership, handles: &[Arc<dyn KindHandle>], outcome: BeatOutcome) {
+    let gone: BTreeSet<i32> = outcome
+        .lost
+        .iter()
+        .chain(&outcome.released)
+        .copied()
+        .collect();
+    if !gone.is_empty() {
+        let halted: usize = handles.iter().map(|kind| kind.halt_slots(&gone)).sum();
+        tracing::info!(slots = ?gone, halted, "slots left this node");
+    }
+    if !outcome.lost.is_empty() {
+        tracing::warn!(slots = ?outcome.lost, "slots were taken by another node: this node was presumed dead");
+        ownership.record(SlotMove {
+            slots: outcome.lost.clone(),
+            at: utc_now(),
+            change: "lost",
+            from: Vec::new(),
+            entities: 0,
+        });
+    }
+    if outcome.won.is_empty() {
+        return;
+    }
+    let won: BTreeSet<i32> = outcome.won.iter().map(|(slot, _)| *slot).collect();
+    let mut entities = 0;
+    for kind in handles {
+        match kind.recover_slots(&won).await {
+            Ok(count) => entities += count,
+            Err(error) => {
+                tracing::warn!(slots = ?won, kind = kind.name(), %error, "recovering won slots failed")
+            }
+        }
+    }
+    let mut from: Vec<String> = outcome
+        .won
+        .into_iter()
+        .filter_map(|(_, from)| from)
+        .collect();
+    from.sort();
+    from.dedup();
+    tracing::info!(slots = ?won, entities, ?from, "slots came to this node");
+    ownership.record(SlotMove {
+        slots: won.into_iter().collect(),
+        at: utc_now(),
+        change: "claimed",
+        from,
+        entities,
+    });
 }
 
 /// Rows a kind's `list_in_flight` reads per query.

@@ -7,7 +7,7 @@
 //! actor only passivates with an empty mailbox; so a message is never sent
 //! to an actor that has decided to stop.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -17,10 +17,11 @@ use actix::{Actor, Addr, Arbiter, ArbiterHandle};
 use futures_util::future::LocalBoxFuture;
 use futures_util::StreamExt;
 use tern_schema::types::utc_now;
-use tern_schema::Db;
+use tern_schema::{Db, Fence};
 use tokio::sync::oneshot;
 
 use super::actor::{ActorCell, Deliver, EntityActor, Halt, Origin, Ticket};
+use super::cluster::{slot_of, Ownership};
 use super::error::{RuntimeError, RuntimeResult};
 use super::figures::{summarize_in_flight, KindCounters, KindFigures, LiveEntity};
 use super::kind::{EntityEnv, EntityKind, TimerFiring};
@@ -129,6 +130,9 @@ pub(crate) struct Shared<K: EntityKind> {
     next_arbiter: AtomicUsize,
     closed: AtomicBool,
     supervising: AtomicBool,
+    /// Which slots this node owns, where several nodes share the
+    /// database; `None`: this process owns every entity.
+    ownership: Option<Arc<Ownership>>,
 }
 
 /// No code panics while holding these locks, so a poisoned one still holds
@@ -273,6 +277,16 @@ impl<K: EntityKind> Clone for Registry<K> {
 
 impl<K: EntityKind> Registry<K> {
     pub fn new(db: Db, config: RegistryConfig, context: K::Context) -> Registry<K> {
+        Registry::placed(db, config, context, None)
+    }
+
+    /// A registry whose actors live only in the slots `ownership` holds.
+    pub(crate) fn placed(
+        db: Db,
+        config: RegistryConfig,
+        context: K::Context,
+        ownership: Option<Arc<Ownership>>,
+    ) -> Registry<K> {
         assert!(
             config.mailbox_capacity > 0,
             "a mailbox holds at least one message"
@@ -292,6 +306,7 @@ impl<K: EntityKind> Registry<K> {
                 next_arbiter: AtomicUsize::new(0),
                 closed: AtomicBool::new(false),
                 supervising: AtomicBool::new(false),
+                ownership,
             }),
         }
     }
@@ -302,6 +317,52 @@ impl<K: EntityKind> Registry<K> {
 
     pub fn config(&self) -> &RegistryConfig {
         &self.shared.config
+    }
+
+    /// The entity's slot.
+    pub fn slot(&self, id: &str) -> i32 {
+        slot_of(K::route_key(id))
+    }
+
+    /// Where the entity lives: `Ok(None)` where this process owns every
+    /// entity, `Ok(Some(fence))` when this node owns its slot, and
+    /// [`RuntimeError::Elsewhere`] (with the owner's URL when known) when
+    /// another node does or none does yet.
+    pub fn placement(&self, id: &str) -> RuntimeResult<Option<Fence>> {
+        let Some(ownership) = &self.shared.ownership else {
+            return Ok(None);
+        };
+        let slot = self.slot(id);
+        match ownership.fence(slot) {
+            Some(fence) => Ok(Some(fence)),
+            None => Err(RuntimeError::Elsewhere {
+                kind: K::NAME,
+                id: id.to_owned(),
+                owner: ownership.owner_url(slot),
+            }),
+        }
+    }
+
+    /// The database handle for writing the entity from outside its actor
+    /// (a handler creating it): fenced by its slot, or
+    /// [`RuntimeError::Elsewhere`] when another node owns it.
+    pub fn local_db(&self, id: &str) -> RuntimeResult<Db> {
+        Ok(match self.placement(id)? {
+            Some(fence) => self.shared.db.fenced(fence),
+            None => self.shared.db.clone(),
+        })
+    }
+
+    /// A fresh id from `make` for an entity to create on this node: one
+    /// whose slot it owns. Unavailable while it owns none.
+    pub fn mint(&self, mut make: impl FnMut() -> String) -> RuntimeResult<String> {
+        let Some(ownership) = &self.shared.ownership else {
+            return Ok(make());
+        };
+        ownership
+            .mint(&mut make)
+            .filter(|id| self.placement(id).is_ok())
+            .ok_or_else(|| RuntimeError::Unavailable("this node owns no slot yet".into()))
     }
 
     /// Sends a request to the entity's actor, activating it from the
@@ -318,6 +379,16 @@ impl<K: EntityKind> Registry<K> {
     /// it. A failure is logged; the receiver's recovery at its next
     /// activation must not depend on the message arriving.
     pub fn tell(&self, id: &str, command: K::Command) {
+        if let Err(RuntimeError::Elsewhere { owner, .. }) = self.placement(id) {
+            // Another node owns the entity: the message stays here, the
+            // owner is asked to look at the database (or, owning none yet,
+            // finds the work when its new owner recovers the slot).
+            let peers = self.shared.ownership.as_ref().and_then(|o| o.peers());
+            if let (Some(url), Some(peers)) = (owner, peers) {
+                peers.wake(&url, K::NAME, id);
+            }
+            return;
+        }
         let registry = self.clone();
         let id = id.to_owned();
         actix::spawn(async move {
@@ -355,8 +426,17 @@ impl<K: EntityKind> Registry<K> {
     /// Re-activates every non-terminal entity the kind lists; answers how
     /// many actors were started or found live.
     pub async fn recover(&self) -> RuntimeResult<usize> {
+        self.recover_slots(None).await
+    }
+
+    /// [`Registry::recover`] for the entities of `slots` only (`None`:
+    /// every entity this node owns).
+    pub async fn recover_slots(&self, slots: Option<&BTreeSet<i32>>) -> RuntimeResult<usize> {
         let limit = i64::try_from(self.shared.config.live_actors_max).unwrap_or(i64::MAX);
-        let ids = K::list_in_flight(self.shared.db.clone(), limit).await?;
+        let mut ids = K::list_in_flight(self.shared.db.clone(), limit).await?;
+        ids.retain(|id| {
+            slots.is_none_or(|slots| slots.contains(&self.slot(id))) && self.placement(id).is_ok()
+        });
         let mut outcomes = futures_util::stream::iter(ids)
             .map(|id| async move { (self.activate(&id).await, id) })
             .buffer_unordered(RECOVERY_CONCURRENCY_MAX);
@@ -364,8 +444,9 @@ impl<K: EntityKind> Registry<K> {
         while let Some((outcome, id)) = outcomes.next().await {
             match outcome {
                 Ok(()) => activated += 1,
-                // Finished or deleted since it was listed.
-                Err(RuntimeError::NotFound { .. }) => {}
+                // Finished or deleted since it was listed, or its slot
+                // moved on meanwhile.
+                Err(RuntimeError::NotFound { .. } | RuntimeError::Elsewhere { .. }) => {}
                 Err(RuntimeError::Saturated { .. }) => {
                     tracing::warn!(kind = K::NAME, %id, "live actor limit reached during recovery");
                 }
@@ -398,6 +479,37 @@ impl<K: EntityKind> Registry<K> {
             }
         });
         Ok(())
+    }
+
+    /// Stops the actors of `slots`, which this node no longer owns; answers
+    /// how many. Their work resumes on the slots' new owner from the
+    /// database.
+    pub fn halt_slots(&self, slots: &BTreeSet<i32>) -> usize {
+        let halted: Vec<Entry<K>> = {
+            let mut entries = lock(&self.shared.entries);
+            let ids: Vec<Arc<str>> = entries
+                .keys()
+                .filter(|id| slots.contains(&self.slot(id)))
+                .cloned()
+                .collect();
+            ids.iter().filter_map(|id| entries.remove(id)).collect()
+        };
+        for entry in &halted {
+            entry.addr.do_send(Halt);
+        }
+        halted.len()
+    }
+
+    /// Another node asked this one to look at the entity again: activates
+    /// it, and sends the kind's wake message if it has one.
+    pub async fn wake(&self, id: &str) -> RuntimeResult<()> {
+        match K::wake_command() {
+            Some(command) => self
+                .send(id, command, Admission::Unbounded)
+                .await
+                .map(|_| ()),
+            None => self.activate(id).await,
+        }
     }
 
     /// Stops every actor and refuses new activations.
@@ -462,6 +574,7 @@ impl<K: EntityKind> Registry<K> {
         command: K::Command,
         admission: Admission,
     ) -> RuntimeResult<K::Reply> {
+        self.placement(id)?;
         let mut command = command;
         for _ in 0..SEND_ATTEMPTS_MAX {
             let (addr, ticket) = self.admitted(id, admission).await?;
@@ -607,8 +720,13 @@ impl<K: EntityKind> Registry<K> {
                 "the actor runtime is shut down".into(),
             ));
         }
+        let fence = self.placement(id)?;
+        let db = match fence {
+            Some(fence) => shared.db.fenced(fence),
+            None => shared.db.clone(),
+        };
         let env = EntityEnv {
-            db: shared.db.clone(),
+            db,
             id: Arc::from(id),
             ctx: shared.context.clone(),
         };
@@ -622,6 +740,16 @@ impl<K: EntityKind> Registry<K> {
                 })?,
         };
         let mut entries = lock(&shared.entries);
+        // The slot may have left this node while the state loaded: its
+        // actors were stopped then (under this lock), and this one must not
+        // start with a fence that passed.
+        if fence.is_some() && self.placement(id).ok().flatten() != fence {
+            return Err(RuntimeError::Elsewhere {
+                kind: K::NAME,
+                id: id.to_owned(),
+                owner: None,
+            });
+        }
         let mut cause = cause;
         match entries.get(id) {
             Some(entry) if entry.addr.connected() => return Ok(()),
@@ -655,6 +783,12 @@ pub(crate) trait KindHandle: Send + Sync {
     fn deliver_timer(&self, firing: TimerFiring) -> LocalBoxFuture<'_, RuntimeResult<()>>;
     fn start_supervision(&self) -> RuntimeResult<()>;
     fn shutdown(&self);
+    fn recover_slots<'a>(
+        &'a self,
+        slots: &'a BTreeSet<i32>,
+    ) -> LocalBoxFuture<'a, RuntimeResult<usize>>;
+    fn halt_slots(&self, slots: &BTreeSet<i32>) -> usize;
+    fn wake<'a>(&'a self, id: &'a str) -> LocalBoxFuture<'a, RuntimeResult<()>>;
 }
 
 impl<K: EntityKind> KindHandle for Registry<K> {
@@ -680,5 +814,20 @@ impl<K: EntityKind> KindHandle for Registry<K> {
 
     fn shutdown(&self) {
         Registry::shutdown(self)
+    }
+
+    fn recover_slots<'a>(
+        &'a self,
+        slots: &'a BTreeSet<i32>,
+    ) -> LocalBoxFuture<'a, RuntimeResult<usize>> {
+        Box::pin(Registry::recover_slots(self, Some(slots)))
+    }
+
+    fn halt_slots(&self, slots: &BTreeSet<i32>) -> usize {
+        Registry::halt_slots(self, slots)
+    }
+
+    fn wake<'a>(&'a self, id: &'a str) -> LocalBoxFuture<'a, RuntimeResult<()>> {
+        Box::pin(Registry::wake(self, id))
     }
 }

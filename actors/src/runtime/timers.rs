@@ -90,6 +90,7 @@ impl TimerSpec<'_> {
             claimed_until: None,
             attempts: 0,
             created_at: utc_now(),
+            slot: super::cluster::slot_for(self.kind, self.entity_id),
         }
     }
 }
@@ -160,6 +161,9 @@ pub(crate) struct TimerService {
     pub config: TimerConfig,
     pub stats: Arc<TimerStats>,
     pub stop: Arc<AtomicBool>,
+    /// Where several nodes share the database: only the timers of the
+    /// slots this node owns are claimed.
+    pub ownership: Option<Arc<super::cluster::Ownership>>,
 }
 
 impl TimerService {
@@ -207,8 +211,13 @@ impl TimerService {
         let now = utc_now();
         let lease_until = now + chrono_ms(self.config.claim_lease_ms);
         let batch = self.config.batch_max;
+        let slots = self
+            .ownership
+            .as_ref()
+            .map(|ownership| ownership.owned_slots());
         let claimed: RuntimeResult<Vec<TimerRow>> = write_tx!(self.db, |tx| {
-            Ok(store::claim_due(tx, &names, now, lease_until, &token, batch).await?)
+            let slots = slots.as_deref();
+            Ok(store::claim_due(tx, &names, slots, now, lease_until, &token, batch).await?)
         });
         let firings: Vec<TimerFiring> = claimed?
             .into_iter()
@@ -238,6 +247,23 @@ impl TimerService {
                 tracing::error!(timer = %firing.id, kind = %firing.kind, %error, "timer discarded");
                 self.complete(&firing).await;
                 self.stats.discarded.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(RuntimeError::Elsewhere { .. }) => {
+                // Its entity lives in a slot another node owns: a timer
+                // written before slots existed (slot 0), or one whose slot
+                // moved since the claim. Filed under its entity's slot and
+                // due again at once, for that slot's owner.
+                let slot = super::cluster::slot_for(&firing.kind, &firing.entity_id);
+                let moved: RuntimeResult<bool> = write_tx!(self.db, |tx| Ok(store::reslot(
+                    tx,
+                    &firing.id,
+                    &firing.claim_token,
+                    slot
+                )
+                .await?));
+                if let Err(error) = moved {
+                    tracing::warn!(timer = %firing.id, %error, "could not refile a timer; its lease will expire");
+                }
             }
             Err(RuntimeError::TimerClaimLost { .. }) => {
                 // Another node holds the timer now and will fire it.

@@ -201,6 +201,20 @@ impl EntityKind for SettlementKind {
         Ok(keys.iter().map(|(m, k)| entity_id(m, k)).collect())
     }
 
+    /// A transfer's leg lives with its transfer: the saga and its legs
+    /// talk in memory, on one node.
+    fn route_key(id: &str) -> &str {
+        split_entity_id(id)
+            .and_then(|(_, key)| crate::transfer::legs::parse_leg_key(key))
+            .map_or(id, |(transfer_id, _)| transfer_id)
+    }
+
+    /// Woken by another node (a provider event reached it): ask the
+    /// provider.
+    fn wake_command() -> Option<SettlementCommand> {
+        Some(SettlementCommand::Nudge)
+    }
+
     fn timer_command(firing: TimerFiring) -> RuntimeResult<SettlementCommand> {
         if firing.payload == TIMER_DUE {
             Ok(SettlementCommand::Timer(firing))

@@ -89,7 +89,7 @@ impl From<PlanError> for SubmitError {
             PlanError::Ledger(refused) => refused.into(),
             PlanError::Source(detail) => SubmitError::Source(detail),
             PlanError::Store(error) => error.into(),
-            lost @ PlanError::TimerLost { .. } => {
+            lost @ (PlanError::TimerLost { .. } | PlanError::Fenced { .. }) => {
                 SubmitError::Store(StoreError::Unavailable(lost.to_string()))
             }
         }

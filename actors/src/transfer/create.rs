@@ -16,7 +16,8 @@ use super::legs::leg_key;
 use super::machine::{Leg, LegStatus, Status};
 use super::record::new_id;
 use crate::ports::{Asset, Network};
-use crate::runtime::Versioned;
+use crate::runtime::{Registry, RuntimeError, Versioned};
+use crate::transfer::TransferKind;
 use crate::webhook::Outbox;
 
 /// The idempotency scope of transfer creation.
@@ -69,6 +70,9 @@ pub enum CreateError {
     QuoteMismatch(Vec<(&'static str, String)>),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The transfer cannot be made on this node now (it owns no slot).
+    #[error(transparent)]
+    Placement(#[from] RuntimeError),
 }
 
 impl From<DieselError> for CreateError {
@@ -108,8 +112,7 @@ fn check_against_quote(new: &NewTransfer, quote: &QuoteRow) -> Result<(), Create
 /// The transfer a request makes of its quote: the price is copied, the
 /// leg keys derived now from its id (see [`super::legs`]) so that they
 /// never change.
-fn transfer_of(new: &NewTransfer, quote: &QuoteRow, now: NaiveDateTime) -> TransferRow {
-    let id = new_id();
+fn transfer_of(id: String, new: &NewTransfer, quote: &QuoteRow, now: NaiveDateTime) -> TransferRow {
     TransferRow {
         leg1_key: leg_key(&id, Leg::One),
         leg2_key: leg_key(&id, Leg::Two),
@@ -147,15 +150,19 @@ fn transfer_of(new: &NewTransfer, quote: &QuoteRow, now: NaiveDateTime) -> Trans
 }
 
 /// Makes the transfer durable, or answers what the key already answered.
-/// `render` is the 201 body recorded for replays.
+/// `render` is the 201 body recorded for replays. The transfer's id is
+/// minted in a slot this node owns (see [`Registry::mint`]), so it is
+/// written and run here.
 pub async fn create(
-    db: &Db,
+    transfers: &Registry<TransferKind>,
     new: &NewTransfer,
     request_sha256: &str,
     now: NaiveDateTime,
     outbox: &Outbox,
     render: impl Fn(&TransferRow) -> String + Send + 'static,
 ) -> Result<Created, CreateError> {
+    let id = transfers.mint(new_id)?;
+    let db = &transfers.local_db(&id)?;
     let key = (
         new.merchant_id.as_str(),
         IDEMPOTENCY_SCOPE,
@@ -179,7 +186,7 @@ pub async fn create(
         });
     }
     check_against_quote(new, &quote)?;
-    let row = transfer_of(new, &quote, now);
+    let row = transfer_of(id, new, &quote, now);
     let body = render(&row);
     let plan = Plan {
         new_transfers: vec![row.clone()],

@@ -176,6 +176,10 @@ impl EntityKind for WebhookEndpointKind {
         // Pending events may wait from before a restart or a passivation.
         Some(EndpointCommand::Wake)
     }
+
+    fn wake_command() -> Option<EndpointCommand> {
+        Some(EndpointCommand::Wake)
+    }
 }
 
 /// Schedules one poll, however many wakes arrive before it runs.

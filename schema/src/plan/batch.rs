@@ -39,8 +39,8 @@ use crate::known::AccountFacts;
 use crate::ledger::SystemAccount;
 use crate::models::{LedgerAccountRow, LedgerEntryRow};
 use crate::schema::{
-    actor_timers, idempotency_records, ledger_accounts, ledger_entries, ledger_transactions,
-    settlements, transfers, webhook_endpoints, webhook_events,
+    actor_timers, cluster_slots, idempotency_records, ledger_accounts, ledger_entries,
+    ledger_transactions, settlements, transfers, webhook_endpoints, webhook_events,
 };
 use crate::store::ledger::Bucket;
 use crate::store::transfers as transfer_store;
@@ -115,6 +115,26 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
     // account is locked if it is that merchant's.
     let mut debited: Vec<(String, String)> = Vec::new();
     let mut merchants = Vec::new();
+    let mut slots: Vec<i32> = plans
+        .iter()
+        .filter_map(|p| p.fence.map(|f| f.slot))
+        .collect();
+    slots.sort_unstable();
+    slots.dedup();
+    // The slots first: a claim by another node waits for this batch to
+    // commit (its UPDATE conflicts with FOR SHARE), and a batch after the
+    // claim reads the new epoch, so a former owner's plans write nothing.
+    if !slots.is_empty() {
+        let found: Vec<(i32, i64)> = load!(
+            tx,
+            (cluster_slots::table
+                .filter(cluster_slots::slot.eq_any(&slots))
+                .order(cluster_slots::slot)
+                .select((cluster_slots::slot, cluster_slots::epoch))),
+            shared
+        )?;
+        world.slots = found.into_iter().collect();
+    }
     for plan in plans {
         timer_ids.extend(plan.completes_timer.iter().map(|c| c.timer_id.clone()));
         timer_ids.extend(plan.timers.iter().map(|t| t.id.clone()));

@@ -67,6 +67,8 @@ pub(crate) struct Account {
 /// What the plans of a batch find in the database.
 #[derive(Debug, Default)]
 pub(crate) struct World {
+    /// The epochs of the slots the plans are fenced by.
+    pub slots: HashMap<i32, i64>,
     /// Timers by id, with their current claim token.
     pub timers: HashMap<String, Option<String>>,
     /// Settlement versions by key.
@@ -167,6 +169,14 @@ fn plan_draft(
     draft: &mut Draft,
     now: NaiveDateTime,
 ) -> Result<bool, PlanError> {
+    if let Some(fence) = plan.fence {
+        if world.slots.get(&fence.slot) != Some(&fence.epoch) {
+            return Err(PlanError::Fenced {
+                slot: fence.slot,
+                epoch: fence.epoch,
+            });
+        }
+    }
     if let Some(source) = &plan.funding_source {
         match world.accounts.get(&source.account_id) {
             Some(account)

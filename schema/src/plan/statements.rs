@@ -7,9 +7,22 @@
 pub(crate) const ROWS_PER_INSERT: usize = 500;
 
 /// Loads `$query`, built once per backend; on PostgreSQL `FOR UPDATE`
-/// when `locked` (SQLite has no row locks: its one writer is the
-/// committer).
+/// when `locked`, `FOR SHARE` when `shared` (SQLite has no row locks: its
+/// one writer is the committer).
 macro_rules! load {
+    ($tx:expr, $query:expr, shared) => {
+        match $tx.parts() {
+            ($crate::db::Conn::Pg(inner), behind) => {
+                behind
+                    .drive(async {
+                        let conn = inner;
+                        $query.for_share().load(conn).await
+                    })
+                    .await
+            }
+            ($crate::db::Conn::Sqlite(inner), _) => $query.load(&mut **inner).await,
+        }
+    };
     ($tx:expr, $query:expr, locked) => {
         match $tx.parts() {
             ($crate::db::Conn::Pg(inner), behind) => {

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod audit_checkpoints;
 pub mod cached;
 pub mod cards;
+pub mod cluster;
 pub mod devices;
 pub mod email_tokens;
 pub mod idempotency;

@@ -39,6 +39,10 @@ pub struct TimerRow {
     /// How many times the row has been claimed.
     pub attempts: i32,
     pub created_at: NaiveDateTime,
+    /// The cluster slot of its entity (see [`crate::store::cluster`]): the
+    /// node owning the slot claims it. Filled by the store from the plan
+    /// that writes the timer; 0 where one process runs everything.
+    pub slot: i32,
 }
 
 /// Schedules a timer. A second row with the same id is a unique violation,
@@ -69,9 +73,13 @@ pub async fn find(tx: &mut Tx<'_>, timer_id: &str) -> StoreResult<Option<TimerRo
 /// PostgreSQL adds `FOR UPDATE SKIP LOCKED` so that concurrent pollers on other
 /// nodes take disjoint rows instead of queueing behind each other's locks;
 /// SQLite has no row locks (and diesel refuses the clause there).
+///
+/// `slots`, where several nodes share the database, keeps the claim to
+/// the timers of the slots this node owns; `None` claims any.
 pub async fn claim_due(
     tx: &mut Tx<'_>,
     kinds: &[String],
+    slots: Option<&[i32]>,
     now: NaiveDateTime,
     lease_until: NaiveDateTime,
     claim_token: &str,
@@ -81,8 +89,18 @@ pub async fn claim_due(
     if kinds.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
+    let every: Vec<i32>;
+    let slots = match slots {
+        Some([]) => return Ok(Vec::new()),
+        Some(slots) => slots,
+        None => {
+            every = (0..crate::store::cluster::SLOTS).collect();
+            &every
+        }
+    };
     let candidates = actor_timers::table
         .filter(actor_timers::kind.eq_any(kinds))
+        .filter(actor_timers::slot.eq_any(slots))
         .filter(actor_timers::due_at.le(now))
         .filter(
             actor_timers::claimed_until
@@ -113,6 +131,30 @@ pub async fn claim_due(
         .get_results(conn)
         .await)?;
     Ok(claimed)
+}
+
+/// Files a claimed timer under `slot` and frees its claim, due as it was:
+/// the entity lives in that slot, whose owner claims it next. Answers
+/// `false` when the claim was lost.
+pub async fn reslot(
+    tx: &mut Tx<'_>,
+    timer_id: &str,
+    claim_token: &str,
+    slot: i32,
+) -> StoreResult<bool> {
+    let updated = dispatch!(tx, conn => diesel::update(
+            actor_timers::table
+                .filter(actor_timers::id.eq(timer_id))
+                .filter(actor_timers::claim_token.eq(claim_token)),
+        )
+        .set((
+            actor_timers::slot.eq(slot),
+            actor_timers::claim_token.eq(None::<String>),
+            actor_timers::claimed_until.eq(None::<chrono::NaiveDateTime>),
+        ))
+        .execute(conn)
+        .await)?;
+    Ok(updated == 1)
 }
 
 /// Deletes a handled timer, but only while `claim_token` still holds it:

@@ -21,7 +21,7 @@ use tern_schema::money::{Currency, CurrencyKind};
 use tern_schema::store::cards as store;
 use tern_schema::store::users;
 use tern_schema::types::utc_now;
-use tern_schema::{write_tx, StoreError};
+use tern_schema::StoreError;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
@@ -372,7 +372,8 @@ pub async fn create(
     let now = utc_now();
     let limits = program::default_limits(&new.card_type);
     let row = CardRow {
-        id: format!("{CARD_ID_PREFIX}{}", uuid::Uuid::now_v7().simple()),
+        // In a slot this node owns: the card is written and run here.
+        id: registry.mint(|| format!("{CARD_ID_PREFIX}{}", uuid::Uuid::now_v7().simple()))?,
         merchant_id: caller.merchant_id.clone(),
         user_id: user.id.clone(),
         program_id: new.program.id.to_owned(),
@@ -413,19 +414,34 @@ pub async fn create(
     };
     // The intent first: the partial unique index refuses a second live
     // virtual card before any issuer call, whatever the concurrency.
-    let intent = row.clone();
-    let written: Result<(), StoreError> =
-        write_tx!(state.db, |tx| store::insert(tx, &intent).await);
-    match written {
-        Err(StoreError::UniqueViolation(_)) => {
+    let plan = tern_schema::Plan {
+        rows: vec![tern_schema::RowWrite::NewCard(row.clone())],
+        ..tern_schema::Plan::default()
+    };
+    match registry.local_db(&row.id)?.commit(plan).await {
+        Err(tern_schema::PlanError::Store(StoreError::UniqueViolation(_))) => {
             return Err(tern_actors::card::CardFailure::LiveCardExists.into())
         }
-        other => other?,
+        Err(other) => return Err(tern_actors::runtime::RuntimeError::from(other).into()),
+        Ok(_) => {}
     }
     let command = CardCommand::Issue {
         origin: origin(&caller, &req),
     };
-    let card = match registry.call(&row.id, command).await?? {
+    // The intent is written: should the slot have moved since, the request
+    // is not forwarded (the owner would make a second card); the new owner
+    // finishes this one and the client's retry finds it.
+    let issued = registry
+        .call(&row.id, command)
+        .await
+        .map_err(|error| match error {
+            tern_actors::runtime::RuntimeError::Elsewhere { .. } => ApiError::Overloaded {
+                detail: "the card moved to another node; retry shortly".into(),
+                retry_after_s: 1,
+            },
+            other => other.into(),
+        })?;
+    let card = match issued? {
         CardReply::Card(row) => render(&state, *row).await?,
         other => return Err(ApiError::Internal(format!("card actor answered {other:?}"))),
     };

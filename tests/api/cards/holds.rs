@@ -404,6 +404,7 @@ async fn an_expiry_after_the_clearing_does_nothing() {
         claimed_until: None,
         attempts: 0,
         created_at: now,
+        slot: 0,
     };
     let inserted: Result<(), tern_schema::StoreError> =
         tern_schema::write_tx!(app.state.db, |tx| timers::insert(tx, &stale).await);

@@ -131,7 +131,7 @@ async fn unstarted(app: &TestApp, merchant: &Merchant, card_pm: &str) -> String 
         actor: AuditActor::System,
     };
     let created = transfer::create(
-        &app.state.db,
+        app.state.transfers.as_ref().expect("transfers"),
         &new,
         "digest",
         utc_now(),

@@ -1,0 +1,3 @@
+ALTER TABLE actor_timers DROP COLUMN slot;
+DROP TABLE cluster_slots;
+DROP TABLE cluster_nodes;

@@ -1,0 +1,277 @@
+//! The edge's part of several nodes on one PostgreSQL: this node's name,
+//! and the signed channel between nodes (TERN_CLUSTER_SECRET) that carries
+//! forwarded requests (`http::forward`) and wake-ups.
+//!
+//! A signature covers a timestamp and everything the receiving node acts
+//! on, so a request cannot be altered on the way or replayed after
+//! [`SIGNATURE_TOLERANCE_S`].
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hmac::{Hmac, KeyInit, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tern_actors::runtime::cluster::{ClusterConfig, Peers};
+
+use crate::config::Config;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// A forwarded request's signature: `t=<unix s>,v1=<hex>`.
+pub const FORWARDED_HEADER: &str = "x-tern-forwarded";
+/// The client's address as the entry node saw it, on a forwarded request.
+pub const CLIENT_HEADER: &str = "x-tern-client-ip";
+/// A wake-up's signature, same form.
+pub const WAKE_HEADER: &str = "x-tern-cluster-signature";
+/// How old a signature may be: node clocks agree within this.
+pub const SIGNATURE_TOLERANCE_S: i64 = 60;
+/// How long a node waits for another to answer a forwarded request: the
+/// owner's own call timeout (30 s) plus a margin.
+pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(35);
+const WAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// This node's name: stable across restarts on the same address, so a
+/// node that crashed takes its slots back without waiting for its lease.
+pub fn node_id(config: &Config, port: u16) -> String {
+    if let Some(url) = &config.cluster.advertise_url {
+        return url
+            .trim_start_matches("https://")
+            .trim_start_matches("http://")
+            .to_owned();
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("{host}:{port}")
+}
+
+/// The runtime's cluster settings.
+pub fn runtime_config(config: &Config, link: Option<Arc<Link>>) -> ClusterConfig {
+    ClusterConfig {
+        lease_ttl: config.cluster.lease_ttl,
+        advertise_url: config.cluster.advertise_url.clone(),
+        peers: link.map(|link| link as Arc<dyn Peers>),
+    }
+}
+
+/// The signed channel to the other nodes; exists when TERN_CLUSTER_SECRET
+/// is set.
+pub struct Link {
+    secret: String,
+    pub client: reqwest::Client,
+}
+
+/// The request headers a forwarded request's signature covers: those the
+/// owner acts on (who calls, under which key, in which format).
+pub const SIGNED_HEADERS: [&str; 4] =
+    ["authorization", "cookie", "idempotency-key", "content-type"];
+
+/// What a forwarded request's signature covers.
+pub struct Forwarded<'a> {
+    pub method: &'a str,
+    pub path_and_query: &'a str,
+    pub request_id: &'a str,
+    pub client: Option<IpAddr>,
+    /// The values of [`SIGNED_HEADERS`], in that order, each joined with
+    /// commas when repeated and empty when absent.
+    pub headers: Vec<String>,
+    pub body: &'a [u8],
+}
+
+/// The values of [`SIGNED_HEADERS`] in `headers`.
+pub fn signed_header_values(headers: &actix_web::http::header::HeaderMap) -> Vec<String> {
+    SIGNED_HEADERS
+        .iter()
+        .map(|name| {
+            headers
+                .get_all(*name)
+                .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect()
+}
+
+impl Forwarded<'_> {
+    fn message(&self, timestamp: i64) -> Vec<u8> {
+        let client = self.client.map(|ip| ip.to_string()).unwrap_or_default();
+        let headers: Vec<String> = self
+            .headers
+            .iter()
+            .map(|value| hex::encode(Sha256::digest(value.as_bytes())))
+            .collect();
+        format!(
+            "{timestamp}\n{}\n{}\n{}\n{client}\n{}\n{}",
+            self.method,
+            self.path_and_query,
+            self.request_id,
+            headers.join(","),
+            hex::encode(Sha256::digest(self.body))
+        )
+        .into_bytes()
+    }
+}
+
+#[derive(Deserialize, Serialize)]
+pub struct Wake {
+    pub kind: String,
+    pub id: String,
+}
+
+impl Link {
+    pub fn new(secret: &str) -> anyhow::Result<Link> {
+        let client = reqwest::Client::builder()
+            .timeout(FORWARD_TIMEOUT)
+            .connect_timeout(Duration::from_secs(2))
+            // Node to node: the advertised URL is where the owner is,
+            // whatever a proxy setting in the environment says.
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        Ok(Link {
+            secret: secret.to_owned(),
+            client,
+        })
+    }
+
+    fn mac(&self) -> HmacSha256 {
+        // HMAC takes a key of any length.
+        HmacSha256::new_from_slice(self.secret.as_bytes()).unwrap_or_else(|_| unreachable!())
+    }
+
+    fn sign(&self, timestamp: i64, message: &[u8]) -> String {
+        let mut mac = self.mac();
+        mac.update(message);
+        format!(
+            "t={timestamp},v1={}",
+            hex::encode(mac.finalize().into_bytes())
+        )
+    }
+
+    fn verify(&self, header: &str, message: impl Fn(i64) -> Vec<u8>) -> bool {
+        let mut timestamp = None;
+        let mut signature = None;
+        for part in header.split(',') {
+            match part.split_once('=') {
+                Some(("t", value)) => timestamp = value.parse::<i64>().ok(),
+                Some(("v1", value)) => signature = hex::decode(value).ok(),
+                _ => {}
+            }
+        }
+        let (Some(timestamp), Some(signature)) = (timestamp, signature) else {
+            return false;
+        };
+        if (chrono::Utc::now().timestamp() - timestamp).abs() > SIGNATURE_TOLERANCE_S {
+            return false;
+        }
+        let mut mac = self.mac();
+        mac.update(&message(timestamp));
+        mac.verify_slice(&signature).is_ok()
+    }
+
+    /// The signature header of a request forwarded now.
+    pub fn sign_forwarded(&self, request: &Forwarded<'_>) -> String {
+        let timestamp = chrono::Utc::now().timestamp();
+        self.sign(timestamp, &request.message(timestamp))
+    }
+
+    pub fn verify_forwarded(&self, header: &str, request: &Forwarded<'_>) -> bool {
+        self.verify(header, |timestamp| request.message(timestamp))
+    }
+
+    pub fn verify_wake(&self, header: &str, body: &[u8]) -> bool {
+        self.verify(header, |timestamp| wake_message(timestamp, body))
+    }
+}
+
+fn wake_message(timestamp: i64, body: &[u8]) -> Vec<u8> {
+    let mut message = format!("{timestamp}.").into_bytes();
+    message.extend_from_slice(body);
+    message
+}
+
+impl Peers for Link {
+    fn wake(&self, url: &str, kind: &'static str, id: &str) {
+        let Ok(body) = serde_json::to_vec(&Wake {
+            kind: kind.to_owned(),
+            id: id.to_owned(),
+        }) else {
+            return;
+        };
+        let timestamp = chrono::Utc::now().timestamp();
+        let signature = self.sign(timestamp, &wake_message(timestamp, &body));
+        let request = self
+            .client
+            .post(format!("{url}/internal/cluster/wake"))
+            .header(WAKE_HEADER, signature)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .timeout(WAKE_TIMEOUT)
+            .body(body);
+        let id = id.to_owned();
+        actix_web::rt::spawn(async move {
+            match request.send().await {
+                Ok(response) if response.status().is_success() => {}
+                Ok(response) => {
+                    tracing::warn!(kind, %id, status = %response.status(), "a node refused a wake-up")
+                }
+                Err(error) => tracing::warn!(kind, %id, %error, "a wake-up was not delivered"),
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn linked(secret: &str) -> Link {
+        tern_actors::adapters::install_crypto_provider();
+        Link::new(secret).expect("link")
+    }
+
+    fn request(body: &[u8]) -> Forwarded<'_> {
+        Forwarded {
+            method: "POST",
+            path_and_query: "/v1/transfers",
+            request_id: "r-1",
+            client: "10.0.0.7".parse().ok(),
+            headers: vec![
+                "Bearer svc_a".into(),
+                String::new(),
+                "k-1".into(),
+                "application/json".into(),
+            ],
+            body,
+        }
+    }
+
+    #[test]
+    fn a_forwarded_request_verifies_only_unaltered_and_with_the_same_secret() {
+        let link = linked("a-cluster-secret-of-enough-length");
+        let header = link.sign_forwarded(&request(b"{}"));
+        assert!(link.verify_forwarded(&header, &request(b"{}")));
+        assert!(!link.verify_forwarded(&header, &request(b"{ }")));
+        let mut moved = request(b"{}");
+        moved.path_and_query = "/v1/transfers/other";
+        assert!(!link.verify_forwarded(&header, &moved));
+        let mut rekeyed = request(b"{}");
+        rekeyed.headers[2] = "k-2".into();
+        assert!(!link.verify_forwarded(&header, &rekeyed));
+        let stranger = linked("another-secret-of-enough-length!!");
+        assert!(!stranger.verify_forwarded(&header, &request(b"{}")));
+        assert!(!link.verify_forwarded("t=1,v1=00", &request(b"{}")));
+        assert!(!link.verify_forwarded("garbage", &request(b"{}")));
+    }
+
+    #[test]
+    fn an_old_signature_is_refused() {
+        let link = linked("a-cluster-secret-of-enough-length");
+        let old = chrono::Utc::now().timestamp() - SIGNATURE_TOLERANCE_S - 5;
+        let header = link.sign(old, &request(b"{}").message(old));
+        assert!(!link.verify_forwarded(&header, &request(b"{}")));
+    }
+}
