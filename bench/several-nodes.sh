@@ -6,14 +6,14 @@
 #
 #   bench/several-nodes.sh [runs] [workload...]
 #
-# workloads: settlements transfers failover (default: all). A standalone
+# workloads: settlements transfers latency failover (default: all). A standalone
 # `tern sandbox` is the provider of every node. Needs a release build, or
 # TERN_BENCH_BIN. Loopback only; medians of the runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
 shift $(( $# > 1 ? 1 : $# ))
-workloads=${*:-settlements transfers failover}
+workloads=${*:-settlements transfers latency failover}
 bin=${TERN_BENCH_BIN:-target/release/tern}
 ports=(18190 18191)
 sandbox=18199
@@ -48,7 +48,8 @@ owned() { # index; slots node $1 owns
   curl -sf "http://127.0.0.1:${ports[$1]}/health/actors" | sed -E 's/.*"slots_owned":([0-9]+).*/\1/'
 }
 
-start() { # node count; a fresh database, the sandbox, the nodes, every slot owned
+start() { # node count; a fresh database, the sandbox, the nodes, every slot owned, each node some
+  local i total each
   db="tern_nodes_$$"
   psql_q -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" postgres
   url="postgres://postgres@127.0.0.1:5432/$db"
@@ -58,8 +59,11 @@ start() { # node count; a fresh database, the sandbox, the nodes, every slot own
   ready "http://127.0.0.1:$sandbox/control/executions"
   for i in $(seq 0 $(( $1 - 1 ))); do node "$i"; done
   for _ in $(seq 1 600); do
-    total=0; for i in $(seq 0 $(( $1 - 1 ))); do total=$(( total + $(owned "$i") )); done
-    [ "$total" = 64 ] && { sleep 1; return; }
+    total=0; each=1
+    for i in $(seq 0 $(( $1 - 1 ))); do
+      o=$(owned "$i"); total=$(( total + o )); [ "$o" -gt 0 ] || each=0
+    done
+    [ "$total" = 64 ] && [ "$each" = 1 ] && { sleep 1; return; }
     sleep 0.1
   done
   echo "the nodes never owned every slot" >&2; exit 1
@@ -68,7 +72,7 @@ start() { # node count; a fresh database, the sandbox, the nodes, every slot own
 urls() { local list=""; for i in $(seq 0 $(( $1 - 1 ))); do list+="${list:+,}http://127.0.0.1:${ports[$i]}"; done; echo "$list"; }
 
 run() { # name, nodes, command...
-  local name=$1 nodes=$2; shift 2
+  local name=$1 nodes=$2 i; shift 2
   for i in $(seq 1 "$runs"); do
     start "$nodes"
     out=$(TERN_DATABASE_URL=$url TERN_CARD_PROVIDER_WEBHOOK_SECRET=$secret "$@" --url "$(urls "$nodes")" 2>&1) \
@@ -77,12 +81,16 @@ run() { # name, nodes, command...
     stop
     line=$(grep '^completed:' <<< "$out"); latency=$(grep 'create latency:' <<< "$out" | head -1)
     echo "$name, $nodes node(s), run $i: $line; $latency"
-    sed -E 's/.* = ([0-9]+)\/s.*/\1/' <<< "$line" >> "$work/$name-$nodes"
+    case $name in
+      latency) sed -E 's/.*p50 ([0-9.]+) ms.*/\1/' <<< "$latency" ;;
+      *) sed -E 's/.* = ([0-9]+)\/s.*/\1/' <<< "$line" ;;
+    esac >> "$work/$name-$nodes"
   done
-  echo "$name median, $nodes node(s), $runs runs: $(median < "$work/$name-$nodes")/s"
+  echo "$name median, $nodes node(s), $runs runs: $(median < "$work/$name-$nodes")$([ "$name" = latency ] && echo ' ms p50' || echo /s)"
 }
 
 failover() { # three nodes; SIGKILL one; time until the two others own all 64 slots
+  local i
   ports=(18190 18191 18192)
   for i in $(seq 1 "$runs"); do
     start 3
@@ -101,6 +109,10 @@ for workload in $workloads; do
   case $workload in
     settlements) for n in 1 2; do run settlements "$n" "$bin" bench settlements -n 6000 -c 64; done ;;
     transfers) for n in 1 2; do run transfers "$n" "$bin" bench transfers -n 2000 -c 64; done ;;
+    # One request at a time: the create latency with one node, and with two
+    # where about half the requests are forwarded; the p50 difference,
+    # doubled, is the cost of one forward.
+    latency) for n in 1 2; do run latency "$n" "$bin" bench settlements -n 2000 -c 1; done ;;
     failover) failover ;;
     *) echo "unknown workload $workload" >&2; exit 2 ;;
   esac

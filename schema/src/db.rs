@@ -537,6 +537,11 @@ macro_rules! write_tx {
     }};
 }
 
+/// Longest a PostgreSQL session may sit idle inside a transaction before
+/// the server ends it: far above any pause between one transaction's
+/// statements here, short beside a failover.
+pub const IDLE_IN_TRANSACTION_MAX_MS: u64 = 10_000;
+
 impl Db {
     /// Opens a pool. Does not run migrations (see [`crate::migrate`]).
     pub async fn connect(url: &str) -> StoreResult<Db> {
@@ -553,6 +558,26 @@ impl Db {
             DatabaseUrl::Postgres(url) => {
                 let mut config = ManagerConfig::<AsyncPgConnection>::default();
                 config.recycling_method = RecyclingMethod::Fast;
+                config.custom_setup = Box::new(|url| {
+                    let url = url.to_owned();
+                    Box::pin(async move {
+                        use diesel_async::AsyncConnection;
+                        let mut conn = AsyncPgConnection::establish(&url).await?;
+                        // A process frozen inside a transaction (SIGSTOP, a
+                        // stall) would hold its locks, among them a batch's
+                        // FOR SHARE on its slots, for as long as it stays
+                        // frozen: the server ends such a session instead,
+                        // so another node can take the slots over.
+                        conn.batch_execute(&format!(
+                            "SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MAX_MS}"
+                        ))
+                        .await
+                        .map_err(|error| {
+                            diesel::ConnectionError::BadConnection(error.to_string())
+                        })?;
+                        Ok(conn)
+                    })
+                });
                 let manager =
                     AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
                 DbPool::Pg(build_pool(Pool::builder(manager), POSTGRES_POOL_SIZE_MAX)?)
