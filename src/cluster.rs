@@ -15,9 +15,64 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tern_actors::runtime::cluster::{ClusterConfig, Peers};
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 
 type HmacSha256 = Hmac<Sha256>;
+
+/// How this node works with others on one PostgreSQL.
+#[derive(Clone, Debug)]
+pub struct ClusterSettings {
+    /// How long a silent node keeps its entities.
+    pub lease_ttl: Duration,
+    /// Signs node-to-node forwarding; `None`: this node neither forwards
+    /// nor accepts forwarded requests.
+    pub secret: Option<String>,
+    /// This node's URL as the other nodes reach it.
+    pub advertise_url: Option<String>,
+}
+
+/// Shortest cluster secret: like the operator token, an HMAC key.
+pub const CLUSTER_SECRET_LENGTH_MIN: usize = 24;
+
+impl ClusterSettings {
+    /// The settings from TERN_LEASE_TTL, TERN_CLUSTER_SECRET and
+    /// TERN_ADVERTISE_URL, checked.
+    pub fn parse(
+        lease_ttl: Duration,
+        secret: Option<String>,
+        advertise_url: Option<String>,
+    ) -> Result<ClusterSettings, ConfigError> {
+        let refuse = |variable: &'static str, message: String| ConfigError { variable, message };
+        if lease_ttl < Duration::from_millis(500) {
+            return Err(refuse("TERN_LEASE_TTL", "at least 500ms".into()));
+        }
+        if secret
+            .as_ref()
+            .is_some_and(|secret| secret.chars().count() < CLUSTER_SECRET_LENGTH_MIN)
+        {
+            return Err(refuse(
+                "TERN_CLUSTER_SECRET",
+                format!("must be at least {CLUSTER_SECRET_LENGTH_MIN} characters"),
+            ));
+        }
+        let advertise_url = advertise_url.map(|url| url.trim_end_matches('/').to_owned());
+        if let Some(url) = &advertise_url {
+            if !(url.starts_with("http://") || url.starts_with("https://"))
+                || reqwest::Url::parse(url).is_err()
+            {
+                return Err(refuse(
+                    "TERN_ADVERTISE_URL",
+                    "an http:// or https:// URL".into(),
+                ));
+            }
+        }
+        Ok(ClusterSettings {
+            lease_ttl,
+            secret,
+            advertise_url,
+        })
+    }
+}
 
 /// A forwarded request's signature: `t=<unix s>,v1=<hex>`.
 pub const FORWARDED_HEADER: &str = "x-tern-forwarded";
@@ -265,6 +320,34 @@ mod tests {
         assert!(!stranger.verify_forwarded(&header, &request(b"{}")));
         assert!(!link.verify_forwarded("t=1,v1=00", &request(b"{}")));
         assert!(!link.verify_forwarded("garbage", &request(b"{}")));
+    }
+
+    #[test]
+    fn cluster_settings_are_checked_at_start() {
+        let ttl = Duration::from_secs(5);
+        let secret = Some("a-cluster-secret-of-enough-length".to_owned());
+        let parsed =
+            ClusterSettings::parse(ttl, secret.clone(), Some("http://10.0.0.1:8080/".into()))
+                .expect("valid");
+        assert_eq!(
+            parsed.advertise_url.as_deref(),
+            Some("http://10.0.0.1:8080")
+        );
+        let refused = |ttl, secret: Option<&str>, url: Option<&str>| {
+            ClusterSettings::parse(ttl, secret.map(str::to_owned), url.map(str::to_owned))
+                .expect_err("refused")
+                .variable
+        };
+        assert_eq!(
+            refused(Duration::from_millis(100), None, None),
+            "TERN_LEASE_TTL"
+        );
+        assert_eq!(refused(ttl, Some("short"), None), "TERN_CLUSTER_SECRET");
+        assert_eq!(
+            refused(ttl, None, Some("10.0.0.1:8080")),
+            "TERN_ADVERTISE_URL"
+        );
+        assert_eq!(refused(ttl, None, Some("ftp://x")), "TERN_ADVERTISE_URL");
     }
 
     #[test]

@@ -9,6 +9,8 @@ use std::time::Duration;
 use tern_actors::adapters::static_rates::RateTable;
 use tern_actors::quote::Pricing;
 
+use crate::cluster::ClusterSettings;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Environment {
     Development,
@@ -238,21 +240,6 @@ pub struct Config {
     pub cluster: ClusterSettings,
 }
 
-/// How this node works with others on one PostgreSQL.
-#[derive(Clone, Debug)]
-pub struct ClusterSettings {
-    /// How long a silent node keeps its entities.
-    pub lease_ttl: Duration,
-    /// Signs node-to-node forwarding; `None`: this node neither forwards
-    /// nor accepts forwarded requests.
-    pub secret: Option<String>,
-    /// This node's URL as the other nodes reach it.
-    pub advertise_url: Option<String>,
-}
-
-/// Shortest cluster secret: like the operator token, an HMAC key.
-pub const CLUSTER_SECRET_LENGTH_MIN: usize = 24;
-
 /// Longest card hold: networks keep an authorization open for days to
 /// weeks (hotels, car rentals), never this long.
 pub const CARD_HOLD_TTL_MAX: Duration = Duration::from_secs(365 * 86_400);
@@ -464,35 +451,11 @@ impl Config {
                 ));
             }
         }
-        let cluster = ClusterSettings {
-            lease_ttl: duration("TERN_LEASE_TTL", "5s")?,
-            secret: get("TERN_CLUSTER_SECRET"),
-            advertise_url: get("TERN_ADVERTISE_URL")
-                .map(|url| url.trim_end_matches('/').to_owned()),
-        };
-        if cluster.lease_ttl < Duration::from_millis(500) {
-            return Err(error("TERN_LEASE_TTL", "at least 500ms".into()));
-        }
-        if cluster
-            .secret
-            .as_ref()
-            .is_some_and(|secret| secret.chars().count() < CLUSTER_SECRET_LENGTH_MIN)
-        {
-            return Err(error(
-                "TERN_CLUSTER_SECRET",
-                format!("must be at least {CLUSTER_SECRET_LENGTH_MIN} characters"),
-            ));
-        }
-        if let Some(url) = &cluster.advertise_url {
-            if !(url.starts_with("http://") || url.starts_with("https://"))
-                || reqwest::Url::parse(url).is_err()
-            {
-                return Err(error(
-                    "TERN_ADVERTISE_URL",
-                    "an http:// or https:// URL".into(),
-                ));
-            }
-        }
+        let cluster = ClusterSettings::parse(
+            duration("TERN_LEASE_TTL", "5s")?,
+            get("TERN_CLUSTER_SECRET"),
+            get("TERN_ADVERTISE_URL"),
+        )?;
         let log = parsed("TERN_LOG", "info");
         tracing_subscriber::EnvFilter::try_new(&log)
             .map_err(|e| error("TERN_LOG", e.to_string()))?;

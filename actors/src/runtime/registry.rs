@@ -17,14 +17,16 @@ use actix::{Actor, Addr, Arbiter, ArbiterHandle};
 use futures_util::future::LocalBoxFuture;
 use futures_util::StreamExt;
 use tern_schema::types::utc_now;
-use tern_schema::{Db, Fence};
+use tern_schema::Db;
 use tokio::sync::oneshot;
 
 use super::actor::{ActorCell, Deliver, EntityActor, Halt, Origin, Ticket};
-use super::cluster::{slot_of, Ownership};
+use super::cluster::Ownership;
 use super::error::{RuntimeError, RuntimeResult};
 use super::figures::{summarize_in_flight, KindCounters, KindFigures, LiveEntity};
 use super::kind::{EntityEnv, EntityKind, TimerFiring};
+
+mod placement;
 
 /// Messages one actor may hold unhandled before requests get `MailboxFull`.
 pub const MAILBOX_CAPACITY_DEFAULT: u64 = 64;
@@ -319,52 +321,6 @@ impl<K: EntityKind> Registry<K> {
         &self.shared.config
     }
 
-    /// The entity's slot.
-    pub fn slot(&self, id: &str) -> i32 {
-        slot_of(K::route_key(id))
-    }
-
-    /// Where the entity lives: `Ok(None)` where this process owns every
-    /// entity, `Ok(Some(fence))` when this node owns its slot, and
-    /// [`RuntimeError::Elsewhere`] (with the owner's URL when known) when
-    /// another node does or none does yet.
-    pub fn placement(&self, id: &str) -> RuntimeResult<Option<Fence>> {
-        let Some(ownership) = &self.shared.ownership else {
-            return Ok(None);
-        };
-        let slot = self.slot(id);
-        match ownership.fence(slot) {
-            Some(fence) => Ok(Some(fence)),
-            None => Err(RuntimeError::Elsewhere {
-                kind: K::NAME,
-                id: id.to_owned(),
-                owner: ownership.owner_url(slot),
-            }),
-        }
-    }
-
-    /// The database handle for writing the entity from outside its actor
-    /// (a handler creating it): fenced by its slot, or
-    /// [`RuntimeError::Elsewhere`] when another node owns it.
-    pub fn local_db(&self, id: &str) -> RuntimeResult<Db> {
-        Ok(match self.placement(id)? {
-            Some(fence) => self.shared.db.fenced(fence),
-            None => self.shared.db.clone(),
-        })
-    }
-
-    /// A fresh id from `make` for an entity to create on this node: one
-    /// whose slot it owns. Unavailable while it owns none.
-    pub fn mint(&self, mut make: impl FnMut() -> String) -> RuntimeResult<String> {
-        let Some(ownership) = &self.shared.ownership else {
-            return Ok(make());
-        };
-        ownership
-            .mint(&mut make)
-            .filter(|id| self.placement(id).is_ok())
-            .ok_or_else(|| RuntimeError::Unavailable("this node owns no slot yet".into()))
-    }
-
     /// Sends a request to the entity's actor, activating it from the
     /// database if needed, and awaits the reply. A full mailbox answers
     /// [`RuntimeError::MailboxFull`] at once instead of queueing.
@@ -479,37 +435,6 @@ impl<K: EntityKind> Registry<K> {
             }
         });
         Ok(())
-    }
-
-    /// Stops the actors of `slots`, which this node no longer owns; answers
-    /// how many. Their work resumes on the slots' new owner from the
-    /// database.
-    pub fn halt_slots(&self, slots: &BTreeSet<i32>) -> usize {
-        let halted: Vec<Entry<K>> = {
-            let mut entries = lock(&self.shared.entries);
-            let ids: Vec<Arc<str>> = entries
-                .keys()
-                .filter(|id| slots.contains(&self.slot(id)))
-                .cloned()
-                .collect();
-            ids.iter().filter_map(|id| entries.remove(id)).collect()
-        };
-        for entry in &halted {
-            entry.addr.do_send(Halt);
-        }
-        halted.len()
-    }
-
-    /// Another node asked this one to look at the entity again: activates
-    /// it, and sends the kind's wake message if it has one.
-    pub async fn wake(&self, id: &str) -> RuntimeResult<()> {
-        match K::wake_command() {
-            Some(command) => self
-                .send(id, command, Admission::Unbounded)
-                .await
-                .map(|_| ()),
-            None => self.activate(id).await,
-        }
     }
 
     /// Stops every actor and refuses new activations.

@@ -1,0 +1,92 @@
+//! Where an entity lives when several nodes share one database: its slot,
+//! whether this node owns it (and under which epoch its actor writes), ids
+//! minted for this node, and the actors stopped when slots leave it.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use tern_schema::{Db, Fence};
+
+use super::super::cluster::slot_of;
+use super::super::error::{RuntimeError, RuntimeResult};
+use super::super::kind::EntityKind;
+use super::{lock, Admission, Entry, Halt, Registry};
+
+impl<K: EntityKind> Registry<K> {
+    /// The entity's slot.
+    pub fn slot(&self, id: &str) -> i32 {
+        slot_of(K::route_key(id))
+    }
+
+    /// Where the entity lives: `Ok(None)` where this process owns every
+    /// entity, `Ok(Some(fence))` when this node owns its slot, and
+    /// [`RuntimeError::Elsewhere`] (with the owner's URL when known) when
+    /// another node does or none does yet.
+    pub fn placement(&self, id: &str) -> RuntimeResult<Option<Fence>> {
+        let Some(ownership) = &self.shared.ownership else {
+            return Ok(None);
+        };
+        let slot = self.slot(id);
+        match ownership.fence(slot) {
+            Some(fence) => Ok(Some(fence)),
+            None => Err(RuntimeError::Elsewhere {
+                kind: K::NAME,
+                id: id.to_owned(),
+                owner: ownership.owner_url(slot),
+            }),
+        }
+    }
+
+    /// The database handle for writing the entity from outside its actor
+    /// (a handler creating it): fenced by its slot, or
+    /// [`RuntimeError::Elsewhere`] when another node owns it.
+    pub fn local_db(&self, id: &str) -> RuntimeResult<Db> {
+        Ok(match self.placement(id)? {
+            Some(fence) => self.shared.db.fenced(fence),
+            None => self.shared.db.clone(),
+        })
+    }
+
+    /// A fresh id from `make` for an entity to create on this node: one
+    /// whose slot it owns. Unavailable while it owns none.
+    pub fn mint(&self, mut make: impl FnMut() -> String) -> RuntimeResult<String> {
+        let Some(ownership) = &self.shared.ownership else {
+            return Ok(make());
+        };
+        ownership
+            .mint(&mut make)
+            .filter(|id| self.placement(id).is_ok())
+            .ok_or_else(|| RuntimeError::Unavailable("this node owns no slot yet".into()))
+    }
+
+    /// Stops the actors of `slots`, which this node no longer owns; answers
+    /// how many. Their work resumes on the slots' new owner from the
+    /// database.
+    pub fn halt_slots(&self, slots: &BTreeSet<i32>) -> usize {
+        let halted: Vec<Entry<K>> = {
+            let mut entries = lock(&self.shared.entries);
+            let ids: Vec<Arc<str>> = entries
+                .keys()
+                .filter(|id| slots.contains(&self.slot(id)))
+                .cloned()
+                .collect();
+            ids.iter().filter_map(|id| entries.remove(id)).collect()
+        };
+        for entry in &halted {
+            entry.addr.do_send(Halt);
+        }
+        halted.len()
+    }
+
+    /// Another node asked this one to look at the entity again: activates
+    /// it, and sends the kind's wake message if it has one.
+    pub async fn wake(&self, id: &str) -> RuntimeResult<()> {
+        match K::wake_command() {
+            Some(command) => self
+                .send(id, command, Admission::Unbounded)
+                .await
+                .map(|_| ()),
+            None => self.activate(id).await,
+        }
+    }
+}
