@@ -6,7 +6,9 @@
 #
 #   bench/several-nodes.sh [runs] [workload...]
 #
-# workloads: settlements transfers latency failover (default: all). A standalone
+# workloads: settlements transfers latency failover forwarding (default:
+# all but forwarding, which times one card's PATCH at its owner and at the
+# other node). A standalone
 # `tern sandbox` is the provider of every node. Needs a release build, or
 # TERN_BENCH_BIN. Loopback only; medians of the runs.
 set -euo pipefail
@@ -105,6 +107,29 @@ failover() { # three nodes; SIGKILL one; time until the two others own all 64 sl
   echo "failover median, $runs runs: $(median < "$work/failover") ms"
 }
 
+pct() { # percentile $1 of the numbers on stdin
+  sort -n | awk -v p="$1" '{a[NR]=$1} END {i=int(NR*p/100); if (i<1) i=1; print a[i]}'
+}
+
+forwarding() { # two nodes; one card; 500 PATCHes of its limits to its owner, 500 to the other node
+  start 2
+  local jar=$work/jar base=http://127.0.0.1:${ports[0]} card slot owner other i
+  curl -sf -c "$jar" -H 'content-type: application/json' "$base/v1/auth/register" \
+    -d "{\"name\":\"Bench\",\"email\":\"f$$@bench.example\",\"password\":\"correct horse battery\"}" > /dev/null
+  card=$(curl -sf -b "$jar" -X POST "$base/v1/cards" | sed -E 's/.*"id":"([^"]+)".*/\1/')
+  slot=$(python3 -c "import hashlib,sys; print(int(hashlib.sha256(sys.argv[1].encode()).hexdigest()[:16],16) % 64)" "$card")
+  owner=0; curl -sf "http://127.0.0.1:${ports[1]}/health/actors" | grep -Eq "\"owned_slots\":\[([0-9]+,)*$slot[],]" && owner=1
+  other=$(( 1 - owner ))
+  for target in "$owner" "$other"; do
+    for i in $(seq 1 500); do
+      curl -s -o /dev/null -w '%{time_total}\n' -b "$jar" -X PATCH -H 'content-type: application/json' \
+        "http://127.0.0.1:${ports[$target]}/v1/cards/$card/limits" -d '{"daily_spend_minor": 100000}'
+    done > "$work/forwarding-$target"
+    echo "PATCH card limits at node $target ($([ "$target" = "$owner" ] && echo owner || echo forwarded)): p50 $(pct 50 < "$work/forwarding-$target") s, p95 $(pct 95 < "$work/forwarding-$target") s, 500 requests one at a time"
+  done
+  stop
+}
+
 for workload in $workloads; do
   case $workload in
     settlements) for n in 1 2; do run settlements "$n" "$bin" bench settlements -n 6000 -c 64; done ;;
@@ -114,6 +139,7 @@ for workload in $workloads; do
     # doubled, is the cost of one forward.
     latency) for n in 1 2; do run latency "$n" "$bin" bench settlements -n 2000 -c 1; done ;;
     failover) failover ;;
+    forwarding) forwarding ;;
     *) echo "unknown workload $workload" >&2; exit 2 ;;
   esac
 done
