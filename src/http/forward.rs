@@ -173,6 +173,11 @@ pub async fn relay(
     }
 }
 
+/// A body put back for the handler as a stream.
+type BodyStream = std::pin::Pin<
+    Box<dyn futures_util::Stream<Item = Result<web::Bytes, actix_web::error::PayloadError>>>,
+>;
+
 /// The request's body, read whole and put back for the handler; `None`
 /// (with the body left as it was) when it declares more than the bound.
 async fn buffer(req: &mut ServiceRequest) -> Option<web::Bytes> {
@@ -194,13 +199,7 @@ async fn buffer(req: &mut ServiceRequest) -> Option<web::Bytes> {
                 // same error, and nothing is forwarded.
                 let read = body.freeze();
                 let rest = futures_util::stream::iter([Ok(read), Err(error)]);
-                let rest: std::pin::Pin<
-                    Box<
-                        dyn futures_util::Stream<
-                            Item = Result<web::Bytes, actix_web::error::PayloadError>,
-                        >,
-                    >,
-                > = Box::pin(rest);
+                let rest: BodyStream = Box::pin(rest);
                 req.set_payload(Payload::from(rest));
                 return None;
             }
@@ -211,13 +210,7 @@ async fn buffer(req: &mut ServiceRequest) -> Option<web::Bytes> {
             // the rest, and answers 413.
             let read = body.freeze();
             let rest = futures_util::stream::once(async move { Ok(read) }).chain(payload);
-            let rest: std::pin::Pin<
-                Box<
-                    dyn futures_util::Stream<
-                        Item = Result<web::Bytes, actix_web::error::PayloadError>,
-                    >,
-                >,
-            > = Box::pin(rest);
+            let rest: BodyStream = Box::pin(rest);
             req.set_payload(Payload::from(rest));
             return None;
         }

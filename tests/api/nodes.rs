@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 use tern_schema::testing::TestDatabase;
 
 use crate::processes::{
-    free_port, spawn_sandbox, wait_ready, Process, PROVIDER_TIMEOUT, SECRET, TERN,
+    arm, assert_ledger_balances, free_port, operations, spawn_sandbox, wait_ready, Process,
+    PROVIDER_TIMEOUT, SECRET, TERN,
 };
 
 pub const CLUSTER_SECRET: &str = "several-nodes-test-cluster-secret";
@@ -203,8 +204,8 @@ impl Nodes {
         }
     }
 
-    /// Registers a merchant through node 0; answers its API key.
-    pub async fn register(&self, name: &str) -> String {
+    /// Registers a merchant through node 0; answers its API key and id.
+    pub async fn register(&self, name: &str) -> (String, String) {
         let registered: Value = self
             .client
             .post(format!("{}/v1/auth/m2m/register", self.bases[0]))
@@ -215,58 +216,22 @@ impl Nodes {
             .json()
             .await
             .expect("json");
-        registered["api_key"].as_str().expect("key").to_owned()
+        let text = |field: &str| registered[field].as_str().expect(field).to_owned();
+        (text("api_key"), text("merchant_id"))
     }
 
     pub async fn arm(&self, spec: Value) {
-        let response = self
-            .client
-            .post(format!("{}/control/faults", self.sandbox_url))
-            .json(&spec)
-            .send()
-            .await
-            .expect("fault");
-        assert_eq!(response.status(), 201, "{spec}");
+        arm(&self.client, &self.sandbox_url, spec).await;
     }
 
     /// The operations the sandbox executed for one settlement, sorted.
     pub async fn operations(&self, settlement_key: &str) -> Vec<String> {
-        let executions: Value = self
-            .client
-            .get(format!(
-                "{}/control/executions?settlement_key={settlement_key}",
-                self.sandbox_url
-            ))
-            .send()
-            .await
-            .expect("executions")
-            .json()
-            .await
-            .expect("json");
-        let mut operations: Vec<String> = executions["data"]
-            .as_array()
-            .expect("data")
-            .iter()
-            .map(|e| e["operation"].as_str().unwrap_or_default().to_owned())
-            .collect();
-        operations.sort();
-        operations
+        operations(&self.client, &self.sandbox_url, settlement_key).await
     }
 
     /// `tern ledger check` on the shared database must exit 0.
     pub fn assert_ledger_balances(&self) {
-        let check = Command::new(TERN)
-            .args(["ledger", "check"])
-            .env("TERN_DATABASE_URL", self.database.url())
-            .env("TERN_LOG", "warn")
-            .output()
-            .expect("ledger check");
-        assert!(
-            check.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&check.stdout),
-            String::from_utf8_lossy(&check.stderr)
-        );
+        assert_ledger_balances(self.database.url());
     }
 
     /// `tern nodes` on the shared database.

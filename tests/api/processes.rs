@@ -150,56 +150,73 @@ impl Cluster {
 
     /// Arms a sandbox fault (decisions §15).
     pub async fn arm(&self, spec: Value) {
-        let response = self
-            .client
-            .post(format!("{}/control/faults", self.sandbox_url))
-            .json(&spec)
-            .send()
-            .await
-            .expect("fault");
-        assert_eq!(response.status(), 201, "{spec}");
+        arm(&self.client, &self.sandbox_url, spec).await;
     }
 
     /// The operations the sandbox executed for one settlement, sorted: one
     /// entry per real execution, so a duplicate shows twice.
     pub async fn operations(&self, settlement_key: &str) -> Vec<String> {
-        let executions: Value = self
-            .client
-            .get(format!(
-                "{}/control/executions?settlement_key={settlement_key}",
-                self.sandbox_url
-            ))
-            .send()
-            .await
-            .expect("executions")
-            .json()
-            .await
-            .expect("json");
-        let mut operations: Vec<String> = executions["data"]
-            .as_array()
-            .expect("data")
-            .iter()
-            .map(|e| e["operation"].as_str().unwrap_or_default().to_owned())
-            .collect();
-        operations.sort();
-        operations
+        operations(&self.client, &self.sandbox_url, settlement_key).await
     }
 
     /// `tern ledger check` on the same database must exit 0.
     pub fn assert_ledger_balances(&self) {
-        let check = Command::new(TERN)
-            .args(["ledger", "check"])
-            .env("TERN_DATABASE_URL", self.database.url())
-            .env("TERN_LOG", "warn")
-            .output()
-            .expect("ledger check");
-        assert!(
-            check.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&check.stdout),
-            String::from_utf8_lossy(&check.stderr)
-        );
+        assert_ledger_balances(self.database.url());
     }
+}
+
+/// Arms a fault at the sandbox of `sandbox_url` (decisions §15).
+pub(crate) async fn arm(client: &reqwest::Client, sandbox_url: &str, spec: Value) {
+    let response = client
+        .post(format!("{sandbox_url}/control/faults"))
+        .json(&spec)
+        .send()
+        .await
+        .expect("fault");
+    assert_eq!(response.status(), 201, "{spec}");
+}
+
+/// The operations the sandbox executed for one settlement, sorted: one
+/// entry per real execution, so a duplicate shows twice.
+pub(crate) async fn operations(
+    client: &reqwest::Client,
+    sandbox_url: &str,
+    settlement_key: &str,
+) -> Vec<String> {
+    let executions: Value = client
+        .get(format!(
+            "{sandbox_url}/control/executions?settlement_key={settlement_key}"
+        ))
+        .send()
+        .await
+        .expect("executions")
+        .json()
+        .await
+        .expect("json");
+    let mut operations: Vec<String> = executions["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|e| e["operation"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    operations.sort();
+    operations
+}
+
+/// `tern ledger check` on the database of `database_url` must exit 0.
+pub(crate) fn assert_ledger_balances(database_url: &str) {
+    let check = Command::new(TERN)
+        .args(["ledger", "check"])
+        .env("TERN_DATABASE_URL", database_url)
+        .env("TERN_LOG", "warn")
+        .output()
+        .expect("ledger check");
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
 }
 
 pub(crate) fn spawn_sandbox(port: u16, api_port: u16) -> Process {

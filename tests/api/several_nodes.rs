@@ -235,21 +235,7 @@ async fn a_node_paused_past_its_lease_writes_nothing_for_what_it_lost() {
         eprintln!("skipped: several nodes need PostgreSQL (TERN_TEST_DATABASE_URL)");
         return;
     };
-    let registered: Value = nodes
-        .client
-        .post(format!("{}/v1/auth/m2m/register", nodes.bases[0]))
-        .json(&json!({"organization_name": "Paused Node", "email": "ops@nodes.example"}))
-        .send()
-        .await
-        .expect("register")
-        .json()
-        .await
-        .expect("json");
-    let key = registered["api_key"].as_str().expect("key").to_owned();
-    let merchant_id = registered["merchant_id"]
-        .as_str()
-        .expect("merchant")
-        .to_owned();
+    let (key, merchant_id) = nodes.register("Paused Node").await;
     let auth = Auth::Key(&key);
     let usd = usd_account(&nodes, &auth).await;
     let funding = Uuid::new_v4().to_string();

@@ -110,7 +110,7 @@ async fn a_node_killed_under_load_hands_its_transfers_and_deliveries_to_the_othe
         eprintln!("skipped: several nodes need PostgreSQL (TERN_TEST_DATABASE_URL)");
         return;
     };
-    let key = nodes.register("Failover").await;
+    let (key, _) = nodes.register("Failover").await;
     let put = nodes
         .client
         .put(format!("{}/v1/webhooks/endpoint", nodes.bases[2]))
