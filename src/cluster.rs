@@ -6,10 +6,12 @@
 //! on, so a request cannot be altered on the way or replayed after
 //! [`SIGNATURE_TOLERANCE_S`].
 
+use std::collections::HashSet;
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -118,6 +120,38 @@ pub fn runtime_config(config: &Config, link: Option<Arc<Link>>) -> ClusterConfig
 pub struct Link {
     secret: String,
     pub client: reqwest::Client,
+    replays: Mutex<Replays>,
+}
+
+/// Forwarded requests this node accepted with signatures not yet expired,
+/// by their nonce: a request seen on the node network cannot be sent again
+/// within the tolerance. Two generations, each at most
+/// [`SIGNATURE_TOLERANCE_S`] long, so a nonce is remembered at least that
+/// long and memory holds two windows of forwards at most.
+struct Replays {
+    current: HashSet<String>,
+    previous: HashSet<String>,
+    rotated_at: i64,
+}
+
+/// Most nonces one generation remembers: past it, forwarded requests are
+/// refused until the generation rotates. Only a validly signed request
+/// adds one, so only the nodes themselves can fill it: this is over 16,000
+/// forwards a second for a whole window.
+pub const FORWARD_NONCES_MAX: usize = 1_000_000;
+
+impl Replays {
+    /// Records `nonce`; false when it was seen, or when the window is full.
+    fn first_use(&mut self, nonce: &str, now: i64) -> bool {
+        if now - self.rotated_at >= SIGNATURE_TOLERANCE_S {
+            self.previous = std::mem::take(&mut self.current);
+            self.rotated_at = now;
+        }
+        if self.previous.contains(nonce) || self.current.len() >= FORWARD_NONCES_MAX {
+            return false;
+        }
+        self.current.insert(nonce.to_owned())
+    }
 }
 
 /// The request headers a forwarded request's signature covers: those the
@@ -151,8 +185,13 @@ pub fn signed_header_values(headers: &actix_web::http::header::HeaderMap) -> Vec
         .collect()
 }
 
+/// A nonce as [`Link::sign_forwarded`] makes them: 32 hex digits.
+fn nonce_well_formed(nonce: &str) -> bool {
+    nonce.len() == 32 && nonce.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 impl Forwarded<'_> {
-    fn message(&self, timestamp: i64) -> Vec<u8> {
+    fn message(&self, timestamp: i64, nonce: &str) -> Vec<u8> {
         let client = self.client.map(|ip| ip.to_string()).unwrap_or_default();
         let headers: Vec<String> = self
             .headers
@@ -160,7 +199,7 @@ impl Forwarded<'_> {
             .map(|value| hex::encode(Sha256::digest(value.as_bytes())))
             .collect();
         format!(
-            "{timestamp}\n{}\n{}\n{}\n{client}\n{}\n{}",
+            "{timestamp}\n{nonce}\n{}\n{}\n{}\n{client}\n{}\n{}",
             self.method,
             self.path_and_query,
             self.request_id,
@@ -190,6 +229,11 @@ impl Link {
         Ok(Link {
             secret: secret.to_owned(),
             client,
+            replays: Mutex::new(Replays {
+                current: HashSet::new(),
+                previous: HashSet::new(),
+                rotated_at: chrono::Utc::now().timestamp(),
+            }),
         })
     }
 
@@ -207,12 +251,16 @@ impl Link {
         )
     }
 
-    fn verify(&self, header: &str, message: impl Fn(i64) -> Vec<u8>) -> bool {
+    /// Whether `header` (`t=<unix s>[,n=<nonce>],v1=<hex>`) signs the
+    /// message `message(timestamp, nonce)` within the tolerance.
+    fn verify(&self, header: &str, mut message: impl FnMut(i64, &str) -> Vec<u8>) -> bool {
         let mut timestamp = None;
+        let mut nonce = "";
         let mut signature = None;
         for part in header.split(',') {
             match part.split_once('=') {
                 Some(("t", value)) => timestamp = value.parse::<i64>().ok(),
+                Some(("n", value)) => nonce = value,
                 Some(("v1", value)) => signature = hex::decode(value).ok(),
                 _ => {}
             }
@@ -224,22 +272,39 @@ impl Link {
             return false;
         }
         let mut mac = self.mac();
-        mac.update(&message(timestamp));
+        mac.update(&message(timestamp, nonce));
         mac.verify_slice(&signature).is_ok()
     }
 
-    /// The signature header of a request forwarded now.
+    /// The signature header of a request forwarded now: a fresh nonce, so
+    /// that the owner takes it once.
     pub fn sign_forwarded(&self, request: &Forwarded<'_>) -> String {
         let timestamp = chrono::Utc::now().timestamp();
-        self.sign(timestamp, &request.message(timestamp))
+        let nonce = uuid::Uuid::new_v4().simple().to_string();
+        let signed = self.sign(timestamp, &request.message(timestamp, &nonce));
+        signed.replacen(',', &format!(",n={nonce},"), 1)
     }
 
+    /// Whether the request is a forward signed by a node, unaltered, and
+    /// not seen before.
     pub fn verify_forwarded(&self, header: &str, request: &Forwarded<'_>) -> bool {
-        self.verify(header, |timestamp| request.message(timestamp))
+        let mut used = None;
+        let signed = self.verify(header, |timestamp, nonce| {
+            used = Some(nonce.to_owned());
+            request.message(timestamp, nonce)
+        });
+        let Some(nonce) = used.filter(|nonce| signed && nonce_well_formed(nonce)) else {
+            return false;
+        };
+        self.replays
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .first_use(&nonce, chrono::Utc::now().timestamp())
     }
 
+    /// A wake-up may come twice: waking an entity twice only looks twice.
     pub fn verify_wake(&self, header: &str, body: &[u8]) -> bool {
-        self.verify(header, |timestamp| wake_message(timestamp, body))
+        self.verify(header, |timestamp, _| wake_message(timestamp, body))
     }
 }
 
@@ -250,12 +315,18 @@ fn wake_message(timestamp: i64, body: &[u8]) -> Vec<u8> {
 }
 
 impl Peers for Link {
-    fn wake(&self, url: &str, kind: &'static str, id: &str) {
-        let Ok(body) = serde_json::to_vec(&Wake {
+    fn wake(
+        &self,
+        url: &str,
+        kind: &'static str,
+        id: &str,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let body = match serde_json::to_vec(&Wake {
             kind: kind.to_owned(),
             id: id.to_owned(),
-        }) else {
-            return;
+        }) {
+            Ok(body) => body,
+            Err(error) => return Box::pin(std::future::ready(Err(error.to_string()))),
         };
         let timestamp = chrono::Utc::now().timestamp();
         let signature = self.sign(timestamp, &wake_message(timestamp, &body));
@@ -266,16 +337,13 @@ impl Peers for Link {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .timeout(WAKE_TIMEOUT)
             .body(body);
-        let id = id.to_owned();
-        actix_web::rt::spawn(async move {
+        Box::pin(async move {
             match request.send().await {
-                Ok(response) if response.status().is_success() => {}
-                Ok(response) => {
-                    tracing::warn!(kind, %id, status = %response.status(), "a node refused a wake-up")
-                }
-                Err(error) => tracing::warn!(kind, %id, %error, "a wake-up was not delivered"),
+                Ok(response) if response.status().is_success() => Ok(()),
+                Ok(response) => Err(format!("answered {}", response.status())),
+                Err(error) => Err(error.to_string()),
             }
-        });
+        })
     }
 }
 
@@ -309,6 +377,22 @@ mod tests {
         let link = linked("a-cluster-secret-of-enough-length");
         let header = link.sign_forwarded(&request(b"{}"));
         assert!(link.verify_forwarded(&header, &request(b"{}")));
+        assert!(
+            !link.verify_forwarded(&header, &request(b"{}")),
+            "a forward is taken once"
+        );
+        let again = link.sign_forwarded(&request(b"{}"));
+        assert_ne!(again, header, "each forward has its own nonce");
+        assert!(link.verify_forwarded(&again, &request(b"{}")));
+        let nonce = header
+            .split(',')
+            .find_map(|part| part.strip_prefix("n="))
+            .expect("a nonce");
+        let renonced = header.replace(nonce, &"f".repeat(32));
+        assert!(
+            !link.verify_forwarded(&renonced, &request(b"{}")),
+            "the nonce is signed"
+        );
         assert!(!link.verify_forwarded(&header, &request(b"{ }")));
         let mut moved = request(b"{}");
         moved.path_and_query = "/v1/transfers/other";
@@ -354,7 +438,10 @@ mod tests {
     fn an_old_signature_is_refused() {
         let link = linked("a-cluster-secret-of-enough-length");
         let old = chrono::Utc::now().timestamp() - SIGNATURE_TOLERANCE_S - 5;
-        let header = link.sign(old, &request(b"{}").message(old));
+        let nonce = "0".repeat(32);
+        let header = link
+            .sign(old, &request(b"{}").message(old, &nonce))
+            .replacen(',', &format!(",n={nonce},"), 1);
         assert!(!link.verify_forwarded(&header, &request(b"{}")));
     }
 }

@@ -23,7 +23,7 @@ use tern_actors::push::PushDelivery;
 use tern_actors::runtime::{Registry, RegistryConfig, Runtime, RuntimeConfig};
 use tern_actors::settlement::machine::RetryPolicy;
 use tern_actors::settlement::{Parents, Providers, SettlementContext, SettlementKind};
-use tern_actors::transfer::legs::LegacyLegKeys;
+use tern_actors::transfer::legs::{self, LegacyLegKeys};
 use tern_actors::transfer::machine::Policy;
 use tern_actors::transfer::{TransferContext, TransferKind, TransferLegs};
 use tern_actors::webhook::machine::Policy as DeliveryPolicy;
@@ -175,6 +175,14 @@ impl Application {
                 keys = legacy_leg_keys.len(),
                 "legacy leg keys of in-flight transfers are reserved"
             );
+        }
+        if runtime.ownership().is_some() {
+            let pinned = legs::pin_legacy_legs(&db)
+                .await
+                .context("placing legacy transfer legs with their transfers")?;
+            if pinned > 0 {
+                tracing::info!(pinned, "legacy transfer legs placed with their transfers");
+            }
         }
         // Every kind is registered: re-activate their in-flight work.
         runtime

@@ -186,12 +186,18 @@ impl EntityKind for ProbeKind {
         (!state.value.closed).then_some(state.value.opened_at)
     }
 
-    async fn list_in_flight(db: Db, limit: i64) -> RuntimeResult<Vec<String>> {
+    async fn list_in_flight(
+        db: Db,
+        after: Option<String>,
+        limit: i64,
+    ) -> RuntimeResult<Vec<String>> {
         let mut pooled = db.get().await?;
         let tx = &mut pooled.tx();
+        let after = after.unwrap_or_default();
         let ids = dispatch!(tx, c => probes::table
             .filter(probes::status.eq("open"))
-            .order((probes::opened_at.asc(), probes::id.asc()))
+            .filter(probes::id.gt(&after))
+            .order(probes::id.asc())
             .limit(limit)
             .select(probes::id)
             .load::<String>(c)
@@ -891,4 +897,26 @@ fn both_migration_trees_hold_the_actor_runtime_migration() {
             assert!(path.is_file(), "{} is missing", path.display());
         }
     }
+}
+
+#[actix::test]
+async fn recovery_reads_in_flight_entities_page_by_page_and_finds_them_all() {
+    let (_test_db, db) = database().await;
+    // More than two pages of in-flight entities, closed ones between them.
+    let open = 2 * tern_actors::runtime::RECOVERY_PAGE_ROWS as usize + 7;
+    for n in 0..open {
+        insert_probe(&db, &format!("open-{n:05}"), 0, false, utc_now()).await;
+        if n % 100 == 0 {
+            insert_probe(&db, &format!("open-{n:05}-closed"), 0, true, utc_now()).await;
+        }
+    }
+    let runtime = fast_runtime(&db, "node-pages");
+    let registry = runtime
+        .register::<ProbeKind>(fast_registry(), ())
+        .expect("register");
+    let report = runtime.recover().await.expect("recovery");
+    assert_eq!(report.activated["probe"], open);
+    assert!(registry.is_live("open-00000") && registry.is_live(&format!("open-{:05}", open - 1)));
+    assert!(!registry.is_live("open-00100-closed"));
+    runtime.shutdown();
 }

@@ -98,7 +98,11 @@ impl EntityKind for Wedge {
         (!state.ended).then_some(state.since)
     }
 
-    async fn list_in_flight(_db: Db, _limit: i64) -> RuntimeResult<Vec<String>> {
+    async fn list_in_flight(
+        _db: Db,
+        _after: Option<String>,
+        _limit: i64,
+    ) -> RuntimeResult<Vec<String>> {
         Ok(Vec::new())
     }
 
@@ -141,8 +145,12 @@ impl EntityKind for EndableWedge {
         Wedge::in_flight_since(state)
     }
 
-    async fn list_in_flight(db: Db, limit: i64) -> RuntimeResult<Vec<String>> {
-        Wedge::list_in_flight(db, limit).await
+    async fn list_in_flight(
+        db: Db,
+        after: Option<String>,
+        limit: i64,
+    ) -> RuntimeResult<Vec<String>> {
+        Wedge::list_in_flight(db, after, limit).await
     }
 
     fn timer_command(firing: TimerFiring) -> RuntimeResult<WedgeCommand> {

@@ -546,45 +546,12 @@ impl Db {
     /// Opens a pool. Does not run migrations (see [`crate::migrate`]).
     pub async fn connect(url: &str) -> StoreResult<Db> {
         let parsed = DatabaseUrl::parse(url)?;
-        let pool = match &parsed {
-            DatabaseUrl::Sqlite(path) => {
-                ensure_parent_dir(path)?;
-                let manager = SqliteManager { path: path.clone() };
-                DbPool::Sqlite(build_pool(
-                    deadpool::managed::Pool::builder(manager),
-                    SQLITE_POOL_SIZE_MAX,
-                )?)
-            }
-            DatabaseUrl::Postgres(url) => {
-                let mut config = ManagerConfig::<AsyncPgConnection>::default();
-                config.recycling_method = RecyclingMethod::Fast;
-                config.custom_setup = Box::new(|url| {
-                    let url = url.to_owned();
-                    Box::pin(async move {
-                        use diesel_async::AsyncConnection;
-                        let mut conn = AsyncPgConnection::establish(&url).await?;
-                        // A process frozen inside a transaction (SIGSTOP, a
-                        // stall) would hold its locks, among them a batch's
-                        // FOR SHARE on its slots, for as long as it stays
-                        // frozen: the server ends such a session instead,
-                        // so another node can take the slots over.
-                        conn.batch_execute(&format!(
-                            "SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MAX_MS}"
-                        ))
-                        .await
-                        .map_err(|error| {
-                            diesel::ConnectionError::BadConnection(error.to_string())
-                        })?;
-                        Ok(conn)
-                    })
-                });
-                let manager =
-                    AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
-                DbPool::Pg(build_pool(Pool::builder(manager), POSTGRES_POOL_SIZE_MAX)?)
-            }
+        let size_max = match parsed.backend() {
+            Backend::Sqlite => SQLITE_POOL_SIZE_MAX,
+            Backend::Postgres => POSTGRES_POOL_SIZE_MAX,
         };
         let mut db = Db {
-            pool,
+            pool: open_pool(&parsed, size_max)?,
             url: parsed,
             committer: None,
             fence: None,
@@ -594,6 +561,21 @@ impl Db {
         db.committer = Some(Committer::start(db.clone()).map_err(|error| {
             StoreError::Unavailable(format!("starting the committer: {error}"))
         })?);
+        Ok(db)
+    }
+
+    /// A handle on a pool of its own, of at most `size_max` connections,
+    /// for work that must not wait behind the requests' pool: the cluster
+    /// heartbeat, which a node saturated with requests must still renew.
+    /// It reads and writes directly; it has no group committer.
+    pub async fn dedicated(&self, size_max: usize) -> StoreResult<Db> {
+        let db = Db {
+            pool: open_pool(&self.url, size_max)?,
+            url: self.url.clone(),
+            committer: None,
+            fence: None,
+        };
+        db.ping().await?;
         Ok(db)
     }
 
@@ -682,6 +664,44 @@ impl Db {
             DbPool::Pg(pool) => pool.close(),
         }
     }
+}
+
+fn open_pool(url: &DatabaseUrl, size_max: usize) -> StoreResult<DbPool> {
+    Ok(match url {
+        DatabaseUrl::Sqlite(path) => {
+            ensure_parent_dir(path)?;
+            let manager = SqliteManager { path: path.clone() };
+            DbPool::Sqlite(build_pool(
+                deadpool::managed::Pool::builder(manager),
+                size_max,
+            )?)
+        }
+        DatabaseUrl::Postgres(url) => {
+            let mut config = ManagerConfig::<AsyncPgConnection>::default();
+            config.recycling_method = RecyclingMethod::Fast;
+            config.custom_setup = Box::new(|url| {
+                let url = url.to_owned();
+                Box::pin(async move {
+                    use diesel_async::AsyncConnection;
+                    let mut conn = AsyncPgConnection::establish(&url).await?;
+                    // A process frozen inside a transaction (SIGSTOP, a
+                    // stall) would hold its locks, among them a batch's
+                    // FOR SHARE on its slots, for as long as it stays
+                    // frozen: the server ends such a session instead, so
+                    // another node can take the slots over.
+                    conn.batch_execute(&format!(
+                        "SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MAX_MS}"
+                    ))
+                    .await
+                    .map_err(|error| diesel::ConnectionError::BadConnection(error.to_string()))?;
+                    Ok(conn)
+                })
+            });
+            let manager =
+                AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
+            DbPool::Pg(build_pool(Pool::builder(manager), size_max)?)
+        }
+    })
 }
 
 fn build_pool<M: deadpool::managed::Manager>(

@@ -30,7 +30,7 @@ use crate::ports::{
 use crate::runtime::timers;
 use crate::runtime::version::next_version;
 use crate::runtime::{
-    paged, EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
+    EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
 };
 
 /// Payload of the timer that resumes an issue whose outcome is unknown.
@@ -430,13 +430,15 @@ impl EntityKind for CardKind {
             .then_some(state.row.created_at)
     }
 
-    async fn list_in_flight(db: Db, limit: i64) -> RuntimeResult<Vec<String>> {
+    async fn list_in_flight(
+        db: Db,
+        after: Option<String>,
+        limit: i64,
+    ) -> RuntimeResult<Vec<String>> {
         let mut pooled = db.get().await?;
-        paged(limit, async |after: Option<&String>, page| {
-            let after = after.map_or("", String::as_str);
-            Ok(store::issuing_page(&mut pooled.tx(), after, page).await?)
-        })
-        .await
+        let after = after.as_deref().unwrap_or("");
+        let ids = store::issuing_page(&mut pooled.tx(), after, limit).await?;
+        Ok(ids)
     }
 
     fn timer_command(firing: TimerFiring) -> RuntimeResult<CardCommand> {

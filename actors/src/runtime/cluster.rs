@@ -18,12 +18,13 @@
 //!
 //! [`EntityKind::route_key`]: super::EntityKind::route_key
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use chrono::NaiveDateTime;
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tern_schema::store::cluster::{self as store, NodeRow, SlotRow, SLOTS};
@@ -43,11 +44,31 @@ pub const MOVES_KEPT: usize = 64;
 const FORGET_SILENT_AFTER: Duration = Duration::from_secs(3_600);
 
 /// How this node asks another to wake one of its entities (an outbox
-/// telling a merchant's endpoint that events wait). Fire and forget: the
-/// owner's recovery does not depend on it.
+/// telling a merchant's endpoint that events wait). Answers once the owner
+/// took the wake-up, or why not; the runtime retries
+/// ([`WAKE_RETRY_DELAYS`]).
 pub trait Peers: Send + Sync {
-    fn wake(&self, url: &str, kind: &'static str, id: &str);
+    fn wake(
+        &self,
+        url: &str,
+        kind: &'static str,
+        id: &str,
+    ) -> BoxFuture<'static, Result<(), String>>;
 }
+
+/// Pauses before each try of a wake-up sent to another node: together
+/// longer than several lease TTLs, so an owner that cannot be reached is
+/// either back or presumed dead by then, and its slots' new owner recovers
+/// the entity itself.
+pub const WAKE_RETRY_DELAYS: [Duration; 7] = [
+    Duration::ZERO,
+    Duration::from_millis(250),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+    Duration::from_secs(8),
+    Duration::from_secs(15),
+];
 
 #[derive(Clone)]
 pub struct ClusterConfig {
@@ -91,15 +112,60 @@ pub(crate) fn register_route(kind: &'static str, route: Route) {
         .insert(kind, route);
 }
 
-/// The slot of the entity `entity_id` of `kind`: what its timers carry, so
-/// that the node owning the entity claims them.
+/// The slot of the entity `entity_id` of `kind`: where its actor lives, and
+/// what its timers carry, so that the node owning the entity claims them.
 pub fn slot_for(kind: &str, entity_id: &str) -> i32 {
+    if let Some(slot) = pinned_slot(kind, entity_id) {
+        return slot;
+    }
     let route = ROUTES
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .get(kind)
         .copied();
     slot_of(route.map_or(entity_id, |route| route(entity_id)))
+}
+
+/// Entities whose slot comes from a pinned route key instead of their
+/// kind's route ([`pin_routes`]), by kind and entity id. Only grows, and
+/// only from the database, so every node of a cluster agrees.
+static PINNED: RwLock<BTreeMap<String, HashMap<String, i32>>> = RwLock::new(BTreeMap::new());
+
+pub(crate) fn pinned_slot(kind: &str, entity_id: &str) -> Option<i32> {
+    let pinned = PINNED.read().unwrap_or_else(PoisonError::into_inner);
+    pinned.get(kind)?.get(entity_id).copied()
+}
+
+/// Pins entities of `kind` to the slot of another key than their id says
+/// (`(entity id, route key)` pairs): an entity that must live beside
+/// another but whose id does not name it. A pinned route never changes;
+/// every node reads them all when it joins ([`load_pinned_routes`]).
+/// Several nodes only: a no-op on SQLite.
+pub async fn pin_routes(db: &Db, kind: &str, routes: &[(String, String)]) -> RuntimeResult<usize> {
+    if db.backend() != tern_schema::Backend::Postgres || routes.is_empty() {
+        return Ok(0);
+    }
+    let mut pooled = db.get().await?;
+    let pinned = store::pin_routes(&mut pooled.tx(), kind, routes).await?;
+    Ok(pinned)
+}
+
+/// Reads every pinned route into this process's placement.
+pub async fn load_pinned_routes(db: &Db) -> RuntimeResult<usize> {
+    let rows = {
+        let mut pooled = db.get().await?;
+        let rows = store::pinned_routes(&mut pooled.tx()).await?;
+        rows
+    };
+    let count = rows.len();
+    let mut pinned = PINNED.write().unwrap_or_else(PoisonError::into_inner);
+    for row in rows {
+        pinned
+            .entry(row.kind)
+            .or_default()
+            .insert(row.entity_id, slot_of(&row.route_key));
+    }
+    Ok(count)
 }
 
 /// How much `node` wants `slot`: the highest-scoring live node owns it.
@@ -178,6 +244,10 @@ pub struct Ownership {
     /// Per slot, the advertised URL of the node that owns it, as last seen.
     owners: RwLock<Vec<Option<String>>>,
     view: RwLock<View>,
+    /// Held through each beat, and set once the node left: a beat still
+    /// running when the node leaves would write its row back, and its
+    /// slots would wait out the lease.
+    left: tokio::sync::Mutex<bool>,
 }
 
 impl Ownership {
@@ -189,6 +259,7 @@ impl Ownership {
             epochs: (0..SLOTS).map(|_| AtomicI64::new(0)).collect(),
             owners: RwLock::new(vec![None; SLOTS as usize]),
             view: RwLock::new(View::default()),
+            left: tokio::sync::Mutex::new(false),
         }
     }
 
@@ -293,6 +364,12 @@ impl Ownership {
     /// message reaches their actors; the runtime stops those actors and
     /// starts the won slots' entities.
     pub(crate) async fn beat(&self, db: &Db) -> RuntimeResult<BeatOutcome> {
+        let left = self.left.lock().await;
+        if *left {
+            return Err(RuntimeError::Unavailable(
+                "this node left the cluster".into(),
+            ));
+        }
         let ttl_ms = i64::try_from(self.config.lease_ttl.as_millis()).unwrap_or(i64::MAX);
         let mut pooled = db.get().await?;
         let mut tx = pooled.tx();
@@ -435,6 +512,8 @@ impl Ownership {
     /// the other nodes take them at their next beat instead of after the
     /// lease TTL.
     pub async fn leave(&self, db: &Db) -> RuntimeResult<()> {
+        let mut left = self.left.lock().await;
+        *left = true;
         self.drop_all();
         let mut pooled = db.get().await?;
         let mut tx = pooled.tx();

@@ -124,10 +124,12 @@ pub trait EntityKind: Sized + 'static {
     /// terminal. Feeds the oldest-in-flight age and the stuck list.
     fn in_flight_since(state: &Self::State) -> Option<NaiveDateTime>;
 
-    /// Ids of at most `limit` non-terminal entities, oldest first: what
-    /// recovery re-activates at start.
+    /// One page of the ids of non-terminal entities: at most `limit`, in
+    /// id order, after the id `after` (from the first when `None`). What
+    /// recovery re-activates, page by page, at start and when slots move.
     fn list_in_flight(
         db: Db,
+        after: Option<String>,
         limit: i64,
     ) -> impl Future<Output = RuntimeResult<Vec<String>>> + 'static;
 

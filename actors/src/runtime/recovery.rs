@@ -18,6 +18,9 @@ use super::registry::KindHandle;
 use super::timers::TimerService;
 use super::Runtime;
 
+/// Connections of the heartbeat's own pool.
+const HEARTBEAT_CONNECTIONS: usize = 1;
+
 /// What [`Runtime::recover`] re-activated, per kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct RecoveryReport {
@@ -37,8 +40,17 @@ impl Runtime {
         }
         // A node of several first takes the slots it should own, and then
         // recovers only their entities.
+        let mut beat_db = None;
         if let Some(ownership) = &self.ownership {
-            join(ownership, &self.db).await?;
+            let pinned = super::cluster::load_pinned_routes(&self.db).await?;
+            if pinned > 0 {
+                tracing::info!(pinned, "entities placed by pinned routes");
+            }
+            // Its own connection: a node whose pool is saturated with
+            // requests still renews its lease instead of losing its slots.
+            let db = self.db.dedicated(HEARTBEAT_CONNECTIONS).await?;
+            join(ownership, &db).await?;
+            beat_db = Some(db);
         }
         let mut report = RecoveryReport::default();
         for kind in self.handles() {
@@ -53,13 +65,15 @@ impl Runtime {
         }
         self.recovered.store(true, Ordering::SeqCst);
         self.start_timers();
-        self.start_beats();
+        if let Some(db) = beat_db {
+            self.start_beats(db);
+        }
         Ok(report)
     }
 
     /// Beats until the runtime stops: renews the lease, stops the actors
     /// of slots this node lost, recovers the entities of slots it won.
-    fn start_beats(&self) {
+    fn start_beats(&self, db: tern_schema::Db) {
         let Some(ownership) = self.ownership.clone() else {
             return;
         };
@@ -71,7 +85,6 @@ impl Runtime {
         else {
             return;
         };
-        let db = self.db.clone();
         let kinds = self.kinds.clone();
         actix::spawn(async move {
             while !stop.load(Ordering::SeqCst) {

@@ -25,6 +25,7 @@ use super::cluster::Ownership;
 use super::error::{RuntimeError, RuntimeResult};
 use super::figures::{summarize_in_flight, KindCounters, KindFigures, LiveEntity};
 use super::kind::{EntityEnv, EntityKind, TimerFiring};
+use super::recovery::RECOVERY_PAGE_ROWS;
 
 mod placement;
 
@@ -335,14 +336,10 @@ impl<K: EntityKind> Registry<K> {
     /// it. A failure is logged; the receiver's recovery at its next
     /// activation must not depend on the message arriving.
     pub fn tell(&self, id: &str, command: K::Command) {
-        if let Err(RuntimeError::Elsewhere { owner, .. }) = self.placement(id) {
+        if let Err(RuntimeError::Elsewhere { .. }) = self.placement(id) {
             // Another node owns the entity: the message stays here, the
-            // owner is asked to look at the database (or, owning none yet,
-            // finds the work when its new owner recovers the slot).
-            let peers = self.shared.ownership.as_ref().and_then(|o| o.peers());
-            if let (Some(url), Some(peers)) = (owner, peers) {
-                peers.wake(&url, K::NAME, id);
-            }
+            // owner is asked to look at the database.
+            self.wake_elsewhere(id);
             return;
         }
         let registry = self.clone();
@@ -386,30 +383,42 @@ impl<K: EntityKind> Registry<K> {
     }
 
     /// [`Registry::recover`] for the entities of `slots` only (`None`:
-    /// every entity this node owns).
+    /// every entity this node owns). Reads the in-flight ids page by page
+    /// and keeps those placed here, so a takeover finds its slots'
+    /// entities however many others are in flight; it stops at the live
+    /// actor limit.
     pub async fn recover_slots(&self, slots: Option<&BTreeSet<i32>>) -> RuntimeResult<usize> {
-        let limit = i64::try_from(self.shared.config.live_actors_max).unwrap_or(i64::MAX);
-        let mut ids = K::list_in_flight(self.shared.db.clone(), limit).await?;
-        ids.retain(|id| {
-            slots.is_none_or(|slots| slots.contains(&self.slot(id))) && self.placement(id).is_ok()
-        });
-        let mut outcomes = futures_util::stream::iter(ids)
-            .map(|id| async move { (self.activate(&id).await, id) })
-            .buffer_unordered(RECOVERY_CONCURRENCY_MAX);
+        let limit = self.shared.config.live_actors_max;
+        let mut after: Option<String> = None;
         let mut activated = 0;
-        while let Some((outcome, id)) = outcomes.next().await {
-            match outcome {
-                Ok(()) => activated += 1,
-                // Finished or deleted since it was listed, or its slot
-                // moved on meanwhile.
-                Err(RuntimeError::NotFound { .. } | RuntimeError::Elsewhere { .. }) => {}
-                Err(RuntimeError::Saturated { .. }) => {
-                    tracing::warn!(kind = K::NAME, %id, "live actor limit reached during recovery");
+        loop {
+            let page =
+                K::list_in_flight(self.shared.db.clone(), after.take(), RECOVERY_PAGE_ROWS).await?;
+            let full = page.len() as i64 == RECOVERY_PAGE_ROWS;
+            after = page.last().cloned();
+            let ids = page.into_iter().filter(|id| {
+                slots.is_none_or(|slots| slots.contains(&self.slot(id)))
+                    && self.placement(id).is_ok()
+            });
+            let mut outcomes = futures_util::stream::iter(ids)
+                .map(|id| async move { (self.activate(&id).await, id) })
+                .buffer_unordered(RECOVERY_CONCURRENCY_MAX);
+            while let Some((outcome, id)) = outcomes.next().await {
+                match outcome {
+                    Ok(()) => activated += 1,
+                    // Finished or deleted since it was listed, or its slot
+                    // moved on meanwhile.
+                    Err(RuntimeError::NotFound { .. } | RuntimeError::Elsewhere { .. }) => {}
+                    Err(RuntimeError::Saturated { .. }) => {
+                        tracing::warn!(kind = K::NAME, %id, "live actor limit reached during recovery");
+                    }
+                    Err(error) => return Err(error),
                 }
-                Err(error) => return Err(error),
+            }
+            if !full || activated >= limit {
+                return Ok(activated);
             }
         }
-        Ok(activated)
     }
 
     /// Starts the periodic search for crashed actors (needs an actix System).

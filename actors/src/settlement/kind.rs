@@ -20,7 +20,7 @@ use super::providers::Providers;
 use super::record::{apply_state, entity_id, split_entity_id, state_of};
 use crate::runtime::timers;
 use crate::runtime::{
-    paged, EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
+    EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
 };
 
 /// Payload of a settlement's due timer (retry, or a pending operation's check).
@@ -191,13 +191,17 @@ impl EntityKind for SettlementKind {
         has_work_left(row).then_some(row.updated_at)
     }
 
-    async fn list_in_flight(db: Db, limit: i64) -> RuntimeResult<Vec<String>> {
+    async fn list_in_flight(
+        db: Db,
+        after: Option<String>,
+        limit: i64,
+    ) -> RuntimeResult<Vec<String>> {
+        let after = after
+            .as_deref()
+            .and_then(split_entity_id)
+            .unwrap_or(("", ""));
         let mut pooled = db.get().await?;
-        let keys = paged(limit, async |after: Option<&(String, String)>, page| {
-            let after = after.map_or(("", ""), |(m, k)| (m.as_str(), k.as_str()));
-            Ok(settlements::with_work_left(&mut pooled.tx(), after, page).await?)
-        })
-        .await?;
+        let keys = settlements::with_work_left(&mut pooled.tx(), after, limit).await?;
         Ok(keys.iter().map(|(m, k)| entity_id(m, k)).collect())
     }
 

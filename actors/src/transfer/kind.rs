@@ -20,7 +20,7 @@ use super::record::{apply_state, state_of};
 use super::refusal;
 use crate::runtime::timers;
 use crate::runtime::{
-    paged, EntityEnv, EntityKind, Registry, RuntimeError, RuntimeResult, TimerFiring, TimerSpec,
+    EntityEnv, EntityKind, Registry, RuntimeError, RuntimeResult, TimerFiring, TimerSpec,
     Transition,
 };
 use crate::settlement::machine::Method;
@@ -154,13 +154,15 @@ impl EntityKind for TransferKind {
         (!terminal).then_some(row.updated_at)
     }
 
-    async fn list_in_flight(db: Db, limit: i64) -> RuntimeResult<Vec<String>> {
+    async fn list_in_flight(
+        db: Db,
+        after: Option<String>,
+        limit: i64,
+    ) -> RuntimeResult<Vec<String>> {
         let mut pooled = db.get().await?;
-        paged(limit, async |after: Option<&String>, page| {
-            let after = after.map_or("", String::as_str);
-            Ok(transfers::with_work_left(&mut pooled.tx(), after, page).await?)
-        })
-        .await
+        let after = after.as_deref().unwrap_or("");
+        let ids = transfers::with_work_left(&mut pooled.tx(), after, limit).await?;
+        Ok(ids)
     }
 
     fn timer_command(firing: TimerFiring) -> RuntimeResult<TransferCommand> {
@@ -185,6 +187,11 @@ impl EntityKind for TransferKind {
 
     fn on_permanent_failure(row: &TransferRow, reason: &str) -> Option<TransferCommand> {
         refusal::ending(row, reason)
+    }
+
+    /// Woken by another node (a leg moved there): look at the legs again.
+    fn wake_command() -> Option<TransferCommand> {
+        Some(TransferCommand::Resume)
     }
 }
 
@@ -360,8 +367,14 @@ fn start_leg(
             Some(row) => registry.activate_with(&id, row).await,
             None => registry.activate(&id).await,
         };
-        if let Err(error) = started {
-            tracing::warn!(settlement = %id, %error, "leg did not start; recovery will");
+        match started {
+            Ok(()) => {}
+            // Its slot is another node's (a leg placed before its route was
+            // pinned): that node is asked to look at it.
+            Err(RuntimeError::Elsewhere { .. }) => registry.tell(&id, SettlementCommand::Nudge),
+            Err(error) => {
+                tracing::warn!(settlement = %id, %error, "leg did not start; recovery will")
+            }
         }
     });
 }

@@ -28,7 +28,10 @@ use tern_schema::{Db, StoreError};
 
 use super::machine::{Leg, LegStatus};
 use super::record::ID_PREFIX;
-use crate::runtime::{paged, RuntimeResult};
+use crate::runtime::cluster::pin_routes;
+use crate::runtime::{paged, EntityKind, RuntimeResult};
+use crate::settlement::record::entity_id as settlement_entity_id;
+use crate::settlement::SettlementKind;
 
 /// Most transfers read for [`LegacyLegKeys`]: in-flight transfers, which
 /// the live actor limit bounds far below this.
@@ -126,6 +129,34 @@ impl LegacyLegKeys {
         *self.keys.write().unwrap_or_else(PoisonError::into_inner) = keys;
         Ok(())
     }
+}
+
+/// Places the legs of in-flight transfers whose keys are not in the leg
+/// form with their transfer, where several nodes share the database: a
+/// UUID key names no transfer, and the saga talks to its legs in memory.
+/// Pinned once, by the first node started after the upgrade; nodes
+/// started later read the same routes. Answers how many legs were pinned.
+pub async fn pin_legacy_legs(db: &Db) -> RuntimeResult<usize> {
+    let mut pooled = db.get().await?;
+    let rows = paged(
+        LEGACY_TRANSFERS_READ_MAX,
+        async |after: Option<&LegKeys>, page| {
+            let after = after.map_or("", |row| row.id.as_str());
+            Ok(transfers::leg_keys_with_work_left(&mut pooled.tx(), after, page).await?)
+        },
+    )
+    .await?;
+    drop(pooled);
+    let routes: Vec<(String, String)> = rows
+        .iter()
+        .flat_map(|row| {
+            [&row.leg1_key, &row.leg2_key]
+                .into_iter()
+                .filter(|key| parse_leg_key(key).is_none())
+                .map(|key| (settlement_entity_id(&row.merchant_id, key), row.id.clone()))
+        })
+        .collect();
+    pin_routes(db, SettlementKind::NAME, &routes).await
 }
 
 /// The transfer's legs not created yet whose keys are not in the leg form.

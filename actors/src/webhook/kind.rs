@@ -18,7 +18,7 @@ use tern_schema::{Db, Plan, RowWrite};
 use super::deliver::{Attempt, Deliverer};
 use super::machine::{self, Delivery, Event, Outcome, Policy, Status};
 use crate::runtime::{
-    paged, EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
+    EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
 };
 
 /// Attempts one endpoint has under way at once.
@@ -152,13 +152,15 @@ impl EntityKind for WebhookEndpointKind {
         state.busy_since
     }
 
-    async fn list_in_flight(db: Db, limit: i64) -> RuntimeResult<Vec<String>> {
+    async fn list_in_flight(
+        db: Db,
+        after: Option<String>,
+        limit: i64,
+    ) -> RuntimeResult<Vec<String>> {
         let mut pooled = db.get().await?;
-        paged(limit, async |after: Option<&String>, page| {
-            let after = after.map_or("", String::as_str);
-            Ok(store::merchants_with_pending(&mut pooled.tx(), after, page).await?)
-        })
-        .await
+        let after = after.as_deref().unwrap_or("");
+        let ids = store::merchants_with_pending(&mut pooled.tx(), after, limit).await?;
+        Ok(ids)
     }
 
     fn timer_command(firing: TimerFiring) -> RuntimeResult<EndpointCommand> {

@@ -228,6 +228,60 @@ pub async fn forget_silent(tx: &mut Tx<'_>, silent_ms: i64) -> StoreResult<usize
     Ok(forgotten)
 }
 
+/// An entity placed by another key than its id (`cluster_routes`).
+#[derive(Clone, Debug, PartialEq, Eq, QueryableByName)]
+pub struct PinnedRoute {
+    #[diesel(sql_type = Text)]
+    pub kind: String,
+    #[diesel(sql_type = Text)]
+    pub entity_id: String,
+    #[diesel(sql_type = Text)]
+    pub route_key: String,
+}
+
+/// Routes pinned per statement: bounded binds, whatever the set's size.
+const PINS_PER_STATEMENT: usize = 1_000;
+
+/// Pins each `(entity_id, route_key)` of `kind` unless the entity has a
+/// route already: a route, once pinned, never changes, so nodes that read
+/// the routes at different times agree.
+pub async fn pin_routes(
+    tx: &mut Tx<'_>,
+    kind: &str,
+    routes: &[(String, String)],
+) -> StoreResult<usize> {
+    let mut conn = pg(tx).await?;
+    let mut pinned = 0;
+    for chunk in routes.chunks(PINS_PER_STATEMENT) {
+        let (ids, keys): (Vec<&str>, Vec<&str>) = chunk
+            .iter()
+            .map(|(id, key)| (id.as_str(), key.as_str()))
+            .unzip();
+        pinned += diesel::sql_query(
+            "INSERT INTO cluster_routes (kind, entity_id, route_key) \
+             SELECT $1, r.entity_id, r.route_key FROM unnest($2::text[], $3::text[]) AS r (entity_id, route_key) \
+             ON CONFLICT (kind, entity_id) DO NOTHING",
+        )
+        .bind::<Text, _>(kind)
+        .bind::<Array<Text>, _>(&ids)
+        .bind::<Array<Text>, _>(&keys)
+        .execute(&mut conn)
+        .await?;
+    }
+    Ok(pinned)
+}
+
+/// Every pinned route.
+pub async fn pinned_routes(tx: &mut Tx<'_>) -> StoreResult<Vec<PinnedRoute>> {
+    let mut conn = pg(tx).await?;
+    let rows = diesel::sql_query(
+        "SELECT kind, entity_id, route_key FROM cluster_routes ORDER BY kind, entity_id",
+    )
+    .load(&mut conn)
+    .await?;
+    Ok(rows)
+}
+
 /// A node leaving on purpose: its slots are released at once (no wait for
 /// its lease to pass) and its row is gone.
 pub async fn leave(tx: &mut Tx<'_>, node_id: &str) -> StoreResult<()> {

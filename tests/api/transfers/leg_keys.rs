@@ -6,7 +6,9 @@
 
 use serde_json::{json, Value};
 use tern_actors::ports::{Asset, Network};
-use tern_actors::transfer::{self, Created, NewTransfer};
+use tern_actors::runtime::cluster;
+use tern_actors::settlement::record::entity_id as settlement_entity_id;
+use tern_actors::transfer::{self, legs, Created, NewTransfer};
 use tern_schema::audit::AuditActor;
 use tern_schema::models::{SettlementIntent, SettlementRow, TransferRow};
 use tern_schema::store::{settlements, transfers};
@@ -298,5 +300,51 @@ async fn legacy_leg_keys_are_refused_before_and_after_their_legs_exist() {
         get(&app, &merchant, &found).await["legs"][1]["settlement_key"],
         json!(found2)
     );
+    assert_ledger_balanced(&app).await;
+}
+
+/// Where several nodes share PostgreSQL, a legacy leg (a UUID key, which
+/// names no transfer) is placed with its transfer as a leg key in the leg
+/// form is, so the saga reaches it in memory on one node; its route is
+/// pinned once, and every node reads the same.
+#[actix_web::test]
+async fn legacy_legs_are_placed_with_their_transfer() {
+    let app = app().await;
+    if app.state.runtime.ownership().is_none() {
+        return; // SQLite: one process owns every entity
+    }
+    let merchant = app.merchant().await;
+    let transfer_id = unstarted(&app, &merchant, "pm_card_visa").await;
+    let (key1, key2) = (Uuid::new_v4().to_string(), Uuid::new_v4().to_string());
+    make_legacy(&app, &transfer_id, Some(&key1), Some(&key2)).await;
+    let db = &app.state.db;
+    assert_eq!(legs::pin_legacy_legs(db).await.expect("pinned"), 2);
+    assert_eq!(
+        legs::pin_legacy_legs(db).await.expect("pinned"),
+        0,
+        "a route is pinned once"
+    );
+    cluster::load_pinned_routes(db).await.expect("loaded");
+    let settlements = app.state.settlements.as_ref().expect("settlements run");
+    let transfers = app.state.transfers.as_ref().expect("transfers run");
+    let home = transfers.slot(&transfer_id);
+    for key in [&key1, &key2] {
+        let leg = settlement_entity_id(&merchant.merchant_id, key);
+        assert_eq!(
+            settlements.slot(&leg),
+            home,
+            "the leg lives with its transfer"
+        );
+        assert_eq!(
+            cluster::slot_for("settlement", &leg),
+            home,
+            "so do its timers"
+        );
+    }
+    start(&app, &transfer_id).await;
+    let done = finished(&app, &merchant, &transfer_id).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_executions(&app, &key1, &[("acquirer", "charge")]).await;
+    assert_executions(&app, &key2, &[("custodian", "payout")]).await;
     assert_ledger_balanced(&app).await;
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tern_schema::{Db, Fence};
 
-use super::super::cluster::slot_of;
+use super::super::cluster::{pinned_slot, slot_of, WAKE_RETRY_DELAYS};
 use super::super::error::{RuntimeError, RuntimeResult};
 use super::super::kind::EntityKind;
 use super::{lock, Admission, Entry, Halt, Registry};
@@ -15,7 +15,7 @@ use super::{lock, Admission, Entry, Halt, Registry};
 impl<K: EntityKind> Registry<K> {
     /// The entity's slot.
     pub fn slot(&self, id: &str) -> i32 {
-        slot_of(K::route_key(id))
+        pinned_slot(K::NAME, id).unwrap_or_else(|| slot_of(K::route_key(id)))
     }
 
     /// Where the entity lives: `Ok(None)` where this process owns every
@@ -76,6 +76,51 @@ impl<K: EntityKind> Registry<K> {
             entry.addr.do_send(Halt);
         }
         halted.len()
+    }
+
+    /// Asks the node owning the entity to look at it again, trying until
+    /// one takes it ([`WAKE_RETRY_DELAYS`]): the owner named by each try's
+    /// view, which follows the slot when it moves; this node itself once
+    /// the slot came here.
+    pub(crate) fn wake_elsewhere(&self, id: &str) {
+        let Some(peers) = self
+            .shared
+            .ownership
+            .as_ref()
+            .and_then(|o| o.peers())
+            .cloned()
+        else {
+            return;
+        };
+        let registry = self.clone();
+        let id = id.to_owned();
+        actix::spawn(async move {
+            let mut refused = String::from("no owner known");
+            for delay in WAKE_RETRY_DELAYS {
+                tokio::time::sleep(delay).await;
+                match registry.placement(&id) {
+                    Ok(_) => {
+                        if let Err(error) = registry.wake(&id).await {
+                            tracing::warn!(kind = K::NAME, %id, %error, "a wake-up was not handled");
+                        }
+                        return;
+                    }
+                    Err(RuntimeError::Elsewhere {
+                        owner: Some(url), ..
+                    }) => match peers.wake(&url, K::NAME, &id).await {
+                        Ok(()) => return,
+                        Err(why) => refused = why,
+                    },
+                    Err(_) => {}
+                }
+            }
+            tracing::warn!(
+                kind = K::NAME,
+                %id,
+                %refused,
+                "a wake-up was not delivered; the entity's owner finds the work when it next activates it"
+            );
+        });
     }
 
     /// Another node asked this one to look at the entity again: activates
