@@ -15,7 +15,7 @@ use futures_util::future::BoxFuture;
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use tern_actors::runtime::cluster::{ClusterConfig, Peers};
+use tern_actors::runtime::cluster::{ClusterConfig, Peers, WakeRefused};
 
 use crate::config::{Config, ConfigError};
 
@@ -125,32 +125,53 @@ pub struct Link {
 
 /// Forwarded requests this node accepted with signatures not yet expired,
 /// by their nonce: a request seen on the node network cannot be sent again
-/// within the tolerance. Two generations, each at most
-/// [`SIGNATURE_TOLERANCE_S`] long, so a nonce is remembered at least that
-/// long and memory holds two windows of forwards at most.
+/// within the tolerance. Two generations, each [`REPLAY_GENERATION_S`]
+/// long, so a nonce is remembered at least that long: longer than a
+/// signature stays valid after it is first seen (its timestamp is at most
+/// [`FORWARD_CLOCK_AHEAD_S`] ahead of this node's clock). Memory holds two
+/// generations of forwards at most.
 struct Replays {
-    current: HashSet<String>,
-    previous: HashSet<String>,
+    current: HashSet<u128>,
+    previous: HashSet<u128>,
     rotated_at: i64,
 }
 
+/// How far ahead of this node's clock a forwarded request's timestamp may
+/// be (the sender's clock runs ahead).
+pub const FORWARD_CLOCK_AHEAD_S: i64 = 5;
+const REPLAY_GENERATION_S: i64 = SIGNATURE_TOLERANCE_S + FORWARD_CLOCK_AHEAD_S;
+
 /// Most nonces one generation remembers: past it, forwarded requests are
-/// refused until the generation rotates. Only a validly signed request
-/// adds one, so only the nodes themselves can fill it: this is over 16,000
-/// forwards a second for a whole window.
+/// answered 503 until the generation rotates. Only a validly signed
+/// request adds one, so only the nodes themselves can fill it: over
+/// 15,000 forwards a second for a whole generation, 16 MiB a generation.
 pub const FORWARD_NONCES_MAX: usize = 1_000_000;
 
+/// Why a forwarded request is not taken.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ForwardRefused {
+    /// Not signed by a node for this node, altered, too old, or seen before.
+    Invalid,
+    /// Too many forwards within one generation to remember them all.
+    Busy,
+}
+
 impl Replays {
-    /// Records `nonce`; false when it was seen, or when the window is full.
-    fn first_use(&mut self, nonce: &str, now: i64) -> bool {
-        if now - self.rotated_at >= SIGNATURE_TOLERANCE_S {
+    /// Records `nonce`, refusing it when it was seen or the generation is
+    /// full.
+    fn first_use(&mut self, nonce: u128, now: i64) -> Result<(), ForwardRefused> {
+        if now - self.rotated_at >= REPLAY_GENERATION_S {
             self.previous = std::mem::take(&mut self.current);
             self.rotated_at = now;
         }
-        if self.previous.contains(nonce) || self.current.len() >= FORWARD_NONCES_MAX {
-            return false;
+        if self.previous.contains(&nonce) || self.current.contains(&nonce) {
+            return Err(ForwardRefused::Invalid);
         }
-        self.current.insert(nonce.to_owned())
+        if self.current.len() >= FORWARD_NONCES_MAX {
+            return Err(ForwardRefused::Busy);
+        }
+        self.current.insert(nonce);
+        Ok(())
     }
 }
 
@@ -161,6 +182,9 @@ pub const SIGNED_HEADERS: [&str; 4] =
 
 /// What a forwarded request's signature covers.
 pub struct Forwarded<'a> {
+    /// The node it is sent to, by its advertised URL: a forward taken off
+    /// the node network cannot be sent to another node.
+    pub to: &'a str,
     pub method: &'a str,
     pub path_and_query: &'a str,
     pub request_id: &'a str,
@@ -185,10 +209,8 @@ pub fn signed_header_values(headers: &actix_web::http::header::HeaderMap) -> Vec
         .collect()
 }
 
-/// A nonce as [`Link::sign_forwarded`] makes them: 32 hex digits.
-fn nonce_well_formed(nonce: &str) -> bool {
-    nonce.len() == 32 && nonce.bytes().all(|b| b.is_ascii_hexdigit())
-}
+/// A nonce as [`Link::sign_forwarded`] makes them: 128 random bits.
+const NONCE_HEX_DIGITS: usize = 32;
 
 impl Forwarded<'_> {
     fn message(&self, timestamp: i64, nonce: &str) -> Vec<u8> {
@@ -199,7 +221,8 @@ impl Forwarded<'_> {
             .map(|value| hex::encode(Sha256::digest(value.as_bytes())))
             .collect();
         format!(
-            "{timestamp}\n{nonce}\n{}\n{}\n{}\n{client}\n{}\n{}",
+            "{timestamp}\n{nonce}\n{}\n{}\n{}\n{}\n{client}\n{}\n{}",
+            self.to,
             self.method,
             self.path_and_query,
             self.request_id,
@@ -268,7 +291,8 @@ impl Link {
         let (Some(timestamp), Some(signature)) = (timestamp, signature) else {
             return false;
         };
-        if (chrono::Utc::now().timestamp() - timestamp).abs() > SIGNATURE_TOLERANCE_S {
+        let age = chrono::Utc::now().timestamp() - timestamp;
+        if !(-FORWARD_CLOCK_AHEAD_S..=SIGNATURE_TOLERANCE_S).contains(&age) {
             return false;
         }
         let mut mac = self.mac();
@@ -285,21 +309,26 @@ impl Link {
         signed.replacen(',', &format!(",n={nonce},"), 1)
     }
 
-    /// Whether the request is a forward signed by a node, unaltered, and
-    /// not seen before.
-    pub fn verify_forwarded(&self, header: &str, request: &Forwarded<'_>) -> bool {
+    /// Whether the request is a forward signed by a node for this node,
+    /// unaltered, and not seen before.
+    pub fn verify_forwarded(
+        &self,
+        header: &str,
+        request: &Forwarded<'_>,
+    ) -> Result<(), ForwardRefused> {
         let mut used = None;
         let signed = self.verify(header, |timestamp, nonce| {
             used = Some(nonce.to_owned());
             request.message(timestamp, nonce)
         });
-        let Some(nonce) = used.filter(|nonce| signed && nonce_well_formed(nonce)) else {
-            return false;
-        };
+        let nonce = used
+            .filter(|nonce| signed && nonce.len() == NONCE_HEX_DIGITS)
+            .and_then(|nonce| u128::from_str_radix(&nonce, 16).ok())
+            .ok_or(ForwardRefused::Invalid)?;
         self.replays
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .first_use(&nonce, chrono::Utc::now().timestamp())
+            .first_use(nonce, chrono::Utc::now().timestamp())
     }
 
     /// A wake-up may come twice: waking an entity twice only looks twice.
@@ -320,13 +349,17 @@ impl Peers for Link {
         url: &str,
         kind: &'static str,
         id: &str,
-    ) -> BoxFuture<'static, Result<(), String>> {
+    ) -> BoxFuture<'static, Result<(), WakeRefused>> {
         let body = match serde_json::to_vec(&Wake {
             kind: kind.to_owned(),
             id: id.to_owned(),
         }) {
             Ok(body) => body,
-            Err(error) => return Box::pin(std::future::ready(Err(error.to_string()))),
+            Err(error) => {
+                return Box::pin(std::future::ready(Err(WakeRefused::Final(
+                    error.to_string(),
+                ))))
+            }
         };
         let timestamp = chrono::Utc::now().timestamp();
         let signature = self.sign(timestamp, &wake_message(timestamp, &body));
@@ -340,8 +373,15 @@ impl Peers for Link {
         Box::pin(async move {
             match request.send().await {
                 Ok(response) if response.status().is_success() => Ok(()),
-                Ok(response) => Err(format!("answered {}", response.status())),
-                Err(error) => Err(error.to_string()),
+                // Not the owner (any more), or not able to take it now.
+                Ok(response) if response.status().is_server_error() => Err(WakeRefused::Retry(
+                    format!("answered {}", response.status()),
+                )),
+                Ok(response) => Err(WakeRefused::Final(format!(
+                    "answered {}",
+                    response.status()
+                ))),
+                Err(error) => Err(WakeRefused::Retry(error.to_string())),
             }
         })
     }
@@ -356,8 +396,11 @@ mod tests {
         Link::new(secret).expect("link")
     }
 
+    const NODE_B: &str = "http://10.0.0.2:8080";
+
     fn request(body: &[u8]) -> Forwarded<'_> {
         Forwarded {
+            to: NODE_B,
             method: "POST",
             path_and_query: "/v1/transfers",
             request_id: "r-1",
@@ -373,37 +416,56 @@ mod tests {
     }
 
     #[test]
-    fn a_forwarded_request_verifies_only_unaltered_and_with_the_same_secret() {
+    fn a_forwarded_request_verifies_once_only_unaltered_and_with_the_same_secret() {
         let link = linked("a-cluster-secret-of-enough-length");
         let header = link.sign_forwarded(&request(b"{}"));
-        assert!(link.verify_forwarded(&header, &request(b"{}")));
-        assert!(
-            !link.verify_forwarded(&header, &request(b"{}")),
-            "a forward is taken once"
-        );
-        let again = link.sign_forwarded(&request(b"{}"));
-        assert_ne!(again, header, "each forward has its own nonce");
-        assert!(link.verify_forwarded(&again, &request(b"{}")));
+        let refused = |header: &str, request: &Forwarded<'_>| {
+            link.verify_forwarded(header, request) == Err(ForwardRefused::Invalid)
+        };
+        // Altered copies are refused before the nonce is spent.
+        assert!(refused(&header, &request(b"{ }")));
+        let mut moved = request(b"{}");
+        moved.path_and_query = "/v1/transfers/other";
+        assert!(refused(&header, &moved));
+        let mut rekeyed = request(b"{}");
+        rekeyed.headers[2] = "k-2".into();
+        assert!(refused(&header, &rekeyed));
+        let mut elsewhere = request(b"{}");
+        elsewhere.to = "http://10.0.0.3:8080";
+        assert!(refused(&header, &elsewhere), "bound to its node");
+        let stranger = linked("another-secret-of-enough-length!!");
+        assert!(stranger.verify_forwarded(&header, &request(b"{}")).is_err());
+        assert!(refused("t=1,v1=00", &request(b"{}")));
+        assert!(refused("garbage", &request(b"{}")));
         let nonce = header
             .split(',')
             .find_map(|part| part.strip_prefix("n="))
             .expect("a nonce");
-        let renonced = header.replace(nonce, &"f".repeat(32));
-        assert!(
-            !link.verify_forwarded(&renonced, &request(b"{}")),
-            "the nonce is signed"
-        );
-        assert!(!link.verify_forwarded(&header, &request(b"{ }")));
-        let mut moved = request(b"{}");
-        moved.path_and_query = "/v1/transfers/other";
-        assert!(!link.verify_forwarded(&header, &moved));
-        let mut rekeyed = request(b"{}");
-        rekeyed.headers[2] = "k-2".into();
-        assert!(!link.verify_forwarded(&header, &rekeyed));
-        let stranger = linked("another-secret-of-enough-length!!");
-        assert!(!stranger.verify_forwarded(&header, &request(b"{}")));
-        assert!(!link.verify_forwarded("t=1,v1=00", &request(b"{}")));
-        assert!(!link.verify_forwarded("garbage", &request(b"{}")));
+        let renonced = header.replace(nonce, &"f".repeat(NONCE_HEX_DIGITS));
+        assert!(refused(&renonced, &request(b"{}")), "the nonce is signed");
+
+        assert_eq!(link.verify_forwarded(&header, &request(b"{}")), Ok(()));
+        assert!(refused(&header, &request(b"{}")), "a forward is taken once");
+        let again = link.sign_forwarded(&request(b"{}"));
+        assert_ne!(again, header, "each forward has its own nonce");
+        assert_eq!(link.verify_forwarded(&again, &request(b"{}")), Ok(()));
+    }
+
+    #[test]
+    fn a_nonce_is_remembered_as_long_as_its_signature_is_valid() {
+        let mut replays = Replays {
+            current: HashSet::new(),
+            previous: HashSet::new(),
+            rotated_at: 0,
+        };
+        assert_eq!(replays.first_use(7, 1), Ok(()));
+        for now in [2, REPLAY_GENERATION_S, 2 * REPLAY_GENERATION_S - 1] {
+            assert_eq!(
+                replays.first_use(7, now),
+                Err(ForwardRefused::Invalid),
+                "at {now}"
+            );
+        }
     }
 
     #[test]
@@ -442,6 +504,14 @@ mod tests {
         let header = link
             .sign(old, &request(b"{}").message(old, &nonce))
             .replacen(',', &format!(",n={nonce},"), 1);
-        assert!(!link.verify_forwarded(&header, &request(b"{}")));
+        assert!(link.verify_forwarded(&header, &request(b"{}")).is_err());
+        let ahead = chrono::Utc::now().timestamp() + FORWARD_CLOCK_AHEAD_S + 5;
+        let header = link
+            .sign(ahead, &request(b"{}").message(ahead, &nonce))
+            .replacen(',', &format!(",n={nonce},"), 1);
+        assert!(
+            link.verify_forwarded(&header, &request(b"{}")).is_err(),
+            "from too far ahead"
+        );
     }
 }

@@ -22,7 +22,8 @@ use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use futures_util::StreamExt;
 
 use crate::cluster::{
-    signed_header_values, Forwarded, Link, Wake, CLIENT_HEADER, FORWARDED_HEADER, WAKE_HEADER,
+    signed_header_values, ForwardRefused, Forwarded, Link, Wake, CLIENT_HEADER, FORWARDED_HEADER,
+    WAKE_HEADER,
 };
 use crate::http::client_address::client_ip;
 use crate::http::extract::BODY_BYTES_MAX;
@@ -108,7 +109,12 @@ pub async fn relay(
             .get(CLIENT_HEADER)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.parse::<IpAddr>().ok());
+        let own_url = req
+            .app_data::<web::Data<AppState>>()
+            .and_then(|state| state.config.cluster.advertise_url.clone())
+            .unwrap_or_default();
         let signed = Forwarded {
+            to: &own_url,
             method: &method,
             path_and_query: &path_and_query,
             request_id: &request_id,
@@ -116,10 +122,20 @@ pub async fn relay(
             headers: signed_header_values(req.headers()),
             body: &body,
         };
-        if !link.verify_forwarded(&header, &signed) {
-            return Ok(req.error_response(ApiError::Unauthorized(
-                "the forwarding signature is not valid",
-            )));
+        match link.verify_forwarded(&header, &signed) {
+            Ok(()) => {}
+            Err(ForwardRefused::Invalid) => {
+                return Ok(req.error_response(ApiError::Unauthorized(
+                    "the forwarding signature is not valid",
+                )));
+            }
+            Err(ForwardRefused::Busy) => {
+                tracing::warn!("too many forwarded requests to remember their nonces; refusing until the window turns");
+                return Ok(req.error_response(ApiError::Overloaded {
+                    detail: "this node takes no more forwarded requests for a moment".into(),
+                    retry_after_s: 1,
+                }));
+            }
         }
         req.extensions_mut().insert(ForwardedBy { client });
         return next
@@ -142,6 +158,7 @@ pub async fn relay(
         return Ok(response);
     }
     let request = Forwarded {
+        to: &owner,
         method: &method,
         path_and_query: &path_and_query,
         request_id: &request_id,
@@ -302,6 +319,6 @@ pub async fn wake(
     }
     let wake: Wake = serde_json::from_slice(&body)
         .map_err(|error| ApiError::MalformedJson(error.to_string()))?;
-    state.runtime.wake(&wake.kind, &wake.id).await?;
+    state.runtime.wake(&wake.kind, &wake.id)?;
     Ok(HttpResponse::Accepted().finish())
 }

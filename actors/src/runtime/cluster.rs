@@ -53,8 +53,22 @@ pub trait Peers: Send + Sync {
         url: &str,
         kind: &'static str,
         id: &str,
-    ) -> BoxFuture<'static, Result<(), String>>;
+    ) -> BoxFuture<'static, Result<(), WakeRefused>>;
 }
+
+/// Why a wake-up was not taken.
+#[derive(Debug)]
+pub enum WakeRefused {
+    /// Not reached, or not the owner any more: worth another try.
+    Retry(String),
+    /// Refused for good (a kind it does not know, a bad signature).
+    Final(String),
+}
+
+/// Wake-ups this node may be trying to deliver at once; past it a new one
+/// is dropped (logged), and the entity's owner finds the work when it next
+/// activates it.
+pub const WAKES_PENDING_MAX: usize = 10_000;
 
 /// Pauses before each try of a wake-up sent to another node: together
 /// longer than several lease TTLs, so an owner that cannot be reached is
@@ -244,6 +258,9 @@ pub struct Ownership {
     /// Per slot, the advertised URL of the node that owns it, as last seen.
     owners: RwLock<Vec<Option<String>>>,
     view: RwLock<View>,
+    /// Wake-ups being delivered to other nodes, by kind and entity: one
+    /// delivery per entity at a time, [`WAKES_PENDING_MAX`] in all.
+    waking: std::sync::Mutex<std::collections::HashSet<(&'static str, String)>>,
     /// Held through each beat, and set once the node left: a beat still
     /// running when the node leaves would write its row back, and its
     /// slots would wait out the lease.
@@ -259,6 +276,7 @@ impl Ownership {
             epochs: (0..SLOTS).map(|_| AtomicI64::new(0)).collect(),
             owners: RwLock::new(vec![None; SLOTS as usize]),
             view: RwLock::new(View::default()),
+            waking: std::sync::Mutex::new(std::collections::HashSet::new()),
             left: tokio::sync::Mutex::new(false),
         }
     }
@@ -314,6 +332,22 @@ impl Ownership {
 
     pub(crate) fn peers(&self) -> Option<&Arc<dyn Peers>> {
         self.config.peers.as_ref()
+    }
+
+    /// Marks a wake-up of the entity as being delivered; false when one is
+    /// already, or when too many are.
+    pub(crate) fn start_waking(&self, kind: &'static str, id: &str) -> bool {
+        let mut waking = self.waking.lock().unwrap_or_else(PoisonError::into_inner);
+        if waking.len() >= WAKES_PENDING_MAX {
+            tracing::warn!(kind, %id, "too many wake-ups in flight; this one is dropped");
+            return false;
+        }
+        waking.insert((kind, id.to_owned()))
+    }
+
+    pub(crate) fn end_waking(&self, kind: &'static str, id: &str) {
+        let mut waking = self.waking.lock().unwrap_or_else(PoisonError::into_inner);
+        waking.remove(&(kind, id.to_owned()));
     }
 
     pub fn figures(&self) -> ClusterFigures {

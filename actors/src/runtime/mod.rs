@@ -128,8 +128,9 @@ impl Runtime {
         self.ownership.as_ref()
     }
 
-    /// Another node asks this one to look at an entity again.
-    pub async fn wake(&self, kind: &str, id: &str) -> RuntimeResult<()> {
+    /// Another node asks this one to look at an entity again: taken at
+    /// once when the entity is this node's, handled after.
+    pub fn wake(&self, kind: &str, id: &str) -> RuntimeResult<()> {
         let handle = self
             .handles()
             .into_iter()
@@ -138,7 +139,7 @@ impl Runtime {
                 kind: "kind",
                 id: kind.to_owned(),
             })?;
-        handle.wake(id).await
+        handle.take_wake(id)
     }
 
     /// Adds a kind and answers its registry. Register every kind before

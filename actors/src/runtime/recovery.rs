@@ -98,7 +98,14 @@ impl Runtime {
                     .values()
                     .cloned()
                     .collect();
-                match ownership.beat(&db).await {
+                // A beat stuck on a half-open connection must not hold the
+                // loop (nor a leave) past the lease.
+                let beat = tokio::time::timeout(ownership.lease_ttl(), ownership.beat(&db))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(RuntimeError::Unavailable("the heartbeat timed out".into()))
+                    });
+                match beat {
                     // Off the beat loop: re-activating many entities must
                     // not delay the next heartbeat past the lease.
                     Ok(outcome) => {

@@ -410,7 +410,9 @@ impl<K: EntityKind> Registry<K> {
                     // moved on meanwhile.
                     Err(RuntimeError::NotFound { .. } | RuntimeError::Elsewhere { .. }) => {}
                     Err(RuntimeError::Saturated { .. }) => {
+                        // The rest wait for their next activation.
                         tracing::warn!(kind = K::NAME, %id, "live actor limit reached during recovery");
+                        return Ok(activated);
                     }
                     Err(error) => return Err(error),
                 }
@@ -722,7 +724,7 @@ pub(crate) trait KindHandle: Send + Sync {
         slots: &'a BTreeSet<i32>,
     ) -> LocalBoxFuture<'a, RuntimeResult<usize>>;
     fn halt_slots(&self, slots: &BTreeSet<i32>) -> usize;
-    fn wake<'a>(&'a self, id: &'a str) -> LocalBoxFuture<'a, RuntimeResult<()>>;
+    fn take_wake(&self, id: &str) -> RuntimeResult<()>;
 }
 
 impl<K: EntityKind> KindHandle for Registry<K> {
@@ -761,7 +763,7 @@ impl<K: EntityKind> KindHandle for Registry<K> {
         Registry::halt_slots(self, slots)
     }
 
-    fn wake<'a>(&'a self, id: &'a str) -> LocalBoxFuture<'a, RuntimeResult<()>> {
-        Box::pin(Registry::wake(self, id))
+    fn take_wake(&self, id: &str) -> RuntimeResult<()> {
+        Registry::take_wake(self, id)
     }
 }

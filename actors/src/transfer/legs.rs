@@ -147,6 +147,13 @@ pub async fn pin_legacy_legs(db: &Db) -> RuntimeResult<usize> {
     )
     .await?;
     drop(pooled);
+    if rows.len() as i64 >= LEGACY_TRANSFERS_READ_MAX {
+        // Pinning part of them could let nodes started at other times
+        // place a leg differently.
+        return Err(crate::runtime::RuntimeError::Unavailable(format!(
+            "more than {LEGACY_TRANSFERS_READ_MAX} transfers in flight: their legacy legs cannot all be placed"
+        )));
+    }
     let routes: Vec<(String, String)> = rows
         .iter()
         .flat_map(|row| {

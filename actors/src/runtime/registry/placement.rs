@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tern_schema::{Db, Fence};
 
-use super::super::cluster::{pinned_slot, slot_of, WAKE_RETRY_DELAYS};
+use super::super::cluster::{pinned_slot, slot_of, WakeRefused, WAKE_RETRY_DELAYS};
 use super::super::error::{RuntimeError, RuntimeResult};
 use super::super::kind::EntityKind;
 use super::{lock, Admission, Entry, Halt, Registry};
@@ -81,46 +81,75 @@ impl<K: EntityKind> Registry<K> {
     /// Asks the node owning the entity to look at it again, trying until
     /// one takes it ([`WAKE_RETRY_DELAYS`]): the owner named by each try's
     /// view, which follows the slot when it moves; this node itself once
-    /// the slot came here.
+    /// the slot came here. One delivery per entity at a time: a wake-up
+    /// asked while one is under way adds nothing, since the owner looks at
+    /// the database, not at the message.
     pub(crate) fn wake_elsewhere(&self, id: &str) {
-        let Some(peers) = self
-            .shared
-            .ownership
-            .as_ref()
-            .and_then(|o| o.peers())
-            .cloned()
-        else {
+        let Some(ownership) = self.shared.ownership.clone() else {
             return;
         };
+        let Some(peers) = ownership.peers().cloned() else {
+            return;
+        };
+        if !ownership.start_waking(K::NAME, id) {
+            return;
+        }
         let registry = self.clone();
         let id = id.to_owned();
         actix::spawn(async move {
             let mut refused = String::from("no owner known");
+            let mut delivered = false;
             for delay in WAKE_RETRY_DELAYS {
                 tokio::time::sleep(delay).await;
                 match registry.placement(&id) {
                     Ok(_) => {
-                        if let Err(error) = registry.wake(&id).await {
+                        if let Err(error) = registry.take_wake(&id) {
                             tracing::warn!(kind = K::NAME, %id, %error, "a wake-up was not handled");
                         }
-                        return;
+                        delivered = true;
                     }
                     Err(RuntimeError::Elsewhere {
                         owner: Some(url), ..
                     }) => match peers.wake(&url, K::NAME, &id).await {
-                        Ok(()) => return,
-                        Err(why) => refused = why,
+                        Ok(()) => delivered = true,
+                        Err(WakeRefused::Retry(why)) => refused = why,
+                        Err(WakeRefused::Final(why)) => {
+                            refused = why;
+                            break;
+                        }
                     },
                     Err(_) => {}
                 }
+                if delivered {
+                    break;
+                }
             }
-            tracing::warn!(
-                kind = K::NAME,
-                %id,
-                %refused,
-                "a wake-up was not delivered; the entity's owner finds the work when it next activates it"
-            );
+            ownership.end_waking(K::NAME, &id);
+            if !delivered {
+                tracing::warn!(
+                    kind = K::NAME,
+                    %id,
+                    %refused,
+                    "a wake-up was not delivered; the entity's owner finds the work when it next activates it"
+                );
+            }
         });
+    }
+
+    /// Another node asked this one to look at the entity again: takes the
+    /// request when the entity is this node's (answering
+    /// [`RuntimeError::Elsewhere`] otherwise), then activates it and sends
+    /// the kind's wake message without making the asking node wait.
+    pub fn take_wake(&self, id: &str) -> RuntimeResult<()> {
+        self.placement(id)?;
+        let registry = self.clone();
+        let id = id.to_owned();
+        actix::spawn(async move {
+            if let Err(error) = registry.wake(&id).await {
+                tracing::warn!(kind = K::NAME, %id, %error, "a wake-up was not handled");
+            }
+        });
+        Ok(())
     }
 
     /// Another node asked this one to look at the entity again: activates
