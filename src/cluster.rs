@@ -134,17 +134,24 @@ struct Replays {
     current: HashSet<u128>,
     previous: HashSet<u128>,
     rotated_at: i64,
+    /// When this process started remembering.
+    started_at: i64,
 }
 
-/// How far ahead of this node's clock a forwarded request's timestamp may
-/// be (the sender's clock runs ahead).
-pub const FORWARD_CLOCK_AHEAD_S: i64 = 5;
-const REPLAY_GENERATION_S: i64 = SIGNATURE_TOLERANCE_S + FORWARD_CLOCK_AHEAD_S;
+/// How far ahead of this node's clock a signature's timestamp may be (the
+/// sender's clock runs ahead): node clocks agree within this.
+pub const FORWARD_CLOCK_AHEAD_S: i64 = SIGNATURE_TOLERANCE_S;
+/// A nonce first taken at `f` has a timestamp of at least
+/// `f - FORWARD_CLOCK_AHEAD_S`, so its signature verifies until at most
+/// `f + FORWARD_CLOCK_AHEAD_S + SIGNATURE_TOLERANCE_S`; a generation this
+/// long keeps it past then.
+const REPLAY_GENERATION_S: i64 = SIGNATURE_TOLERANCE_S + FORWARD_CLOCK_AHEAD_S + 1;
 
 /// Most nonces one generation remembers: past it, forwarded requests are
 /// answered 503 until the generation rotates. Only a validly signed
 /// request adds one, so only the nodes themselves can fill it: over
-/// 15,000 forwards a second for a whole generation, 16 MiB a generation.
+/// 8,000 forwards a second for a whole generation, about 34 MiB a
+/// generation.
 pub const FORWARD_NONCES_MAX: usize = 1_000_000;
 
 /// Why a forwarded request is not taken.
@@ -152,7 +159,8 @@ pub const FORWARD_NONCES_MAX: usize = 1_000_000;
 pub enum ForwardRefused {
     /// Not signed by a node for this node, altered, too old, or seen before.
     Invalid,
-    /// Too many forwards within one generation to remember them all.
+    /// Not now: too many forwards within one generation to remember them
+    /// all, or signed before this process started.
     Busy,
 }
 
@@ -256,6 +264,7 @@ impl Link {
                 current: HashSet::new(),
                 previous: HashSet::new(),
                 rotated_at: chrono::Utc::now().timestamp(),
+                started_at: chrono::Utc::now().timestamp(),
             }),
         })
     }
@@ -276,7 +285,12 @@ impl Link {
 
     /// Whether `header` (`t=<unix s>[,n=<nonce>],v1=<hex>`) signs the
     /// message `message(timestamp, nonce)` within the tolerance.
-    fn verify(&self, header: &str, mut message: impl FnMut(i64, &str) -> Vec<u8>) -> bool {
+    fn verify(
+        &self,
+        header: &str,
+        now: i64,
+        mut message: impl FnMut(i64, &str) -> Vec<u8>,
+    ) -> bool {
         let mut timestamp = None;
         let mut nonce = "";
         let mut signature = None;
@@ -291,7 +305,7 @@ impl Link {
         let (Some(timestamp), Some(signature)) = (timestamp, signature) else {
             return false;
         };
-        let age = chrono::Utc::now().timestamp() - timestamp;
+        let age = now - timestamp;
         if !(-FORWARD_CLOCK_AHEAD_S..=SIGNATURE_TOLERANCE_S).contains(&age) {
             return false;
         }
@@ -316,24 +330,33 @@ impl Link {
         header: &str,
         request: &Forwarded<'_>,
     ) -> Result<(), ForwardRefused> {
+        // One reading of the clock for the signature's age and the nonce's
+        // generation: the nonce is remembered as long as the age verifies.
+        let now = chrono::Utc::now().timestamp();
         let mut used = None;
-        let signed = self.verify(header, |timestamp, nonce| {
-            used = Some(nonce.to_owned());
+        let signed = self.verify(header, now, |timestamp, nonce| {
+            used = Some((timestamp, nonce.to_owned()));
             request.message(timestamp, nonce)
         });
-        let nonce = used
-            .filter(|nonce| signed && nonce.len() == NONCE_HEX_DIGITS)
-            .and_then(|nonce| u128::from_str_radix(&nonce, 16).ok())
+        let (timestamp, nonce) = used
+            .filter(|(_, nonce)| signed && nonce.len() == NONCE_HEX_DIGITS)
+            .and_then(|(timestamp, nonce)| {
+                Some((timestamp, u128::from_str_radix(&nonce, 16).ok()?))
+            })
             .ok_or(ForwardRefused::Invalid)?;
-        self.replays
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .first_use(nonce, chrono::Utc::now().timestamp())
+        let mut replays = self.replays.lock().unwrap_or_else(PoisonError::into_inner);
+        // Signed before this process started: it cannot know whether an
+        // earlier process took it. The sender's client may try again.
+        if timestamp < replays.started_at {
+            return Err(ForwardRefused::Busy);
+        }
+        replays.first_use(nonce, now)
     }
 
     /// A wake-up may come twice: waking an entity twice only looks twice.
     pub fn verify_wake(&self, header: &str, body: &[u8]) -> bool {
-        self.verify(header, |timestamp, _| wake_message(timestamp, body))
+        let now = chrono::Utc::now().timestamp();
+        self.verify(header, now, |timestamp, _| wake_message(timestamp, body))
     }
 }
 
@@ -457,6 +480,7 @@ mod tests {
             current: HashSet::new(),
             previous: HashSet::new(),
             rotated_at: 0,
+            started_at: 0,
         };
         assert_eq!(replays.first_use(7, 1), Ok(()));
         for now in [2, REPLAY_GENERATION_S, 2 * REPLAY_GENERATION_S - 1] {

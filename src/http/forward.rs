@@ -130,7 +130,7 @@ pub async fn relay(
                 )));
             }
             Err(ForwardRefused::Busy) => {
-                tracing::warn!("too many forwarded requests to remember their nonces; refusing until the window turns");
+                tracing::warn!("a forwarded request refused for now: signed before this process started, or too many to remember");
                 return Ok(req.error_response(ApiError::Overloaded {
                     detail: "this node takes no more forwarded requests for a moment".into(),
                     retry_after_s: 1,

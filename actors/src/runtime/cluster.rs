@@ -32,6 +32,7 @@ use tern_schema::types::utc_now;
 use tern_schema::{Db, Fence};
 
 use super::error::{RuntimeError, RuntimeResult};
+use super::wakes::Wakes;
 
 /// Default `TERN_LEASE_TTL`.
 pub const LEASE_TTL_DEFAULT: Duration = Duration::from_secs(5);
@@ -64,11 +65,6 @@ pub enum WakeRefused {
     /// Refused for good (a kind it does not know, a bad signature).
     Final(String),
 }
-
-/// Wake-ups this node may be trying to deliver at once; past it a new one
-/// is dropped (logged), and the entity's owner finds the work when it next
-/// activates it.
-pub const WAKES_PENDING_MAX: usize = 10_000;
 
 /// Pauses before each try of a wake-up sent to another node: together
 /// longer than several lease TTLs, so an owner that cannot be reached is
@@ -258,9 +254,9 @@ pub struct Ownership {
     /// Per slot, the advertised URL of the node that owns it, as last seen.
     owners: RwLock<Vec<Option<String>>>,
     view: RwLock<View>,
-    /// Wake-ups being delivered to other nodes, by kind and entity: one
-    /// delivery per entity at a time, [`WAKES_PENDING_MAX`] in all.
-    waking: std::sync::Mutex<std::collections::HashSet<(&'static str, String)>>,
+    /// Wake-ups being sent to other nodes, and taken from them.
+    pub(crate) sending: Arc<Wakes>,
+    pub(crate) taking: Arc<Wakes>,
     /// Held through each beat, and set once the node left: a beat still
     /// running when the node leaves would write its row back, and its
     /// slots would wait out the lease.
@@ -276,7 +272,8 @@ impl Ownership {
             epochs: (0..SLOTS).map(|_| AtomicI64::new(0)).collect(),
             owners: RwLock::new(vec![None; SLOTS as usize]),
             view: RwLock::new(View::default()),
-            waking: std::sync::Mutex::new(std::collections::HashSet::new()),
+            sending: Arc::default(),
+            taking: Arc::default(),
             left: tokio::sync::Mutex::new(false),
         }
     }
@@ -332,22 +329,6 @@ impl Ownership {
 
     pub(crate) fn peers(&self) -> Option<&Arc<dyn Peers>> {
         self.config.peers.as_ref()
-    }
-
-    /// Marks a wake-up of the entity as being delivered; false when one is
-    /// already, or when too many are.
-    pub(crate) fn start_waking(&self, kind: &'static str, id: &str) -> bool {
-        let mut waking = self.waking.lock().unwrap_or_else(PoisonError::into_inner);
-        if waking.len() >= WAKES_PENDING_MAX {
-            tracing::warn!(kind, %id, "too many wake-ups in flight; this one is dropped");
-            return false;
-        }
-        waking.insert((kind, id.to_owned()))
-    }
-
-    pub(crate) fn end_waking(&self, kind: &'static str, id: &str) {
-        let mut waking = self.waking.lock().unwrap_or_else(PoisonError::into_inner);
-        waking.remove(&(kind, id.to_owned()));
     }
 
     pub fn figures(&self) -> ClusterFigures {

@@ -23,6 +23,7 @@ mod recovery;
 mod registry;
 pub mod timers;
 pub mod version;
+mod wakes;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,6 +48,7 @@ pub use registry::{
 };
 pub use timers::{TimerConfig, TimerSpec};
 pub use version::Versioned;
+pub use wakes::WAKES_PENDING_MAX;
 
 use registry::KindHandle;
 use timers::{Kinds, TimerStats};

@@ -10,6 +10,7 @@ use std::sync::{Arc, PoisonError};
 
 use actix::Arbiter;
 use serde::Serialize;
+use tern_schema::store::cluster::SLOTS;
 use tern_schema::types::utc_now;
 
 use super::cluster::{BeatOutcome, Ownership, SlotMove};
@@ -86,6 +87,8 @@ impl Runtime {
             return;
         };
         let kinds = self.kinds.clone();
+        let main_db = self.db.clone();
+        let mut db = db;
         actix::spawn(async move {
             while !stop.load(Ordering::SeqCst) {
                 tokio::time::sleep(ownership.beat_interval()).await;
@@ -100,11 +103,21 @@ impl Runtime {
                     .collect();
                 // A beat stuck on a half-open connection must not hold the
                 // loop (nor a leave) past the lease.
-                let beat = tokio::time::timeout(ownership.lease_ttl(), ownership.beat(&db))
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(RuntimeError::Unavailable("the heartbeat timed out".into()))
-                    });
+                let beat =
+                    match tokio::time::timeout(ownership.lease_ttl(), ownership.beat(&db)).await {
+                        Ok(beat) => beat,
+                        Err(_) => {
+                            // Its connection may be dead without knowing it:
+                            // the next beat gets a new one.
+                            match main_db.dedicated(HEARTBEAT_CONNECTIONS).await {
+                                Ok(fresh) => db = fresh,
+                                Err(error) => {
+                                    tracing::warn!(%error, "no new heartbeat connection yet")
+                                }
+                            }
+                            Err(RuntimeError::Unavailable("the heartbeat timed out".into()))
+                        }
+                    };
                 match beat {
                     // Off the beat loop: re-activating many entities must
                     // not delay the next heartbeat past the lease.
@@ -114,6 +127,15 @@ impl Runtime {
                     }
                     Err(error) => {
                         tracing::warn!(%error, "cluster heartbeat failed");
+                        // A beat that failed after giving slots up (before
+                        // it could say so) left their actors running:
+                        // fenced, but live for nothing.
+                        let unowned: BTreeSet<i32> = (0..SLOTS)
+                            .filter(|slot| ownership.fence(*slot).is_none())
+                            .collect();
+                        for kind in &handles {
+                            kind.halt_slots(&unowned);
+                        }
                         if ownership.lease_lapsed() {
                             // Others may own our slots by now: stop acting
                             // for them until the database answers again.

@@ -33,8 +33,9 @@ use crate::runtime::{paged, EntityKind, RuntimeResult};
 use crate::settlement::record::entity_id as settlement_entity_id;
 use crate::settlement::SettlementKind;
 
-/// Most transfers read for [`LegacyLegKeys`]: in-flight transfers, which
-/// the live actor limit bounds far below this.
+/// Most transfers read for [`LegacyLegKeys`] and [`pin_legacy_legs`]:
+/// in-flight transfers made before leg keys took their own form, a set
+/// that only shrinks.
 pub const LEGACY_TRANSFERS_READ_MAX: i64 = 1_000_000;
 
 /// Between the transfer id and the leg in a leg key: never in a UUID, a
@@ -112,7 +113,10 @@ impl LegacyLegKeys {
             LEGACY_TRANSFERS_READ_MAX,
             async |after: Option<&LegKeys>, page| {
                 let after = after.map_or("", |row| row.id.as_str());
-                Ok(transfers::leg_keys_with_work_left(&mut pooled.tx(), after, page).await?)
+                Ok(
+                    transfers::legacy_leg_keys_with_work_left(&mut pooled.tx(), after, page)
+                        .await?,
+                )
             },
         )
         .await?;
@@ -142,7 +146,7 @@ pub async fn pin_legacy_legs(db: &Db) -> RuntimeResult<usize> {
         LEGACY_TRANSFERS_READ_MAX,
         async |after: Option<&LegKeys>, page| {
             let after = after.map_or("", |row| row.id.as_str());
-            Ok(transfers::leg_keys_with_work_left(&mut pooled.tx(), after, page).await?)
+            Ok(transfers::legacy_leg_keys_with_work_left(&mut pooled.tx(), after, page).await?)
         },
     )
     .await?;

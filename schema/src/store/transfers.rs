@@ -127,15 +127,19 @@ pub struct LegKeys {
     pub leg2_status: String,
 }
 
-/// [`LegKeys`] of transfers with work left, after `after` in id order: the
-/// legs not started yet among them may still be created.
-pub async fn leg_keys_with_work_left(
+/// [`LegKeys`] of transfers with work left whose leg keys may be legacy
+/// (UUIDs, from before leg keys took the `tr_<id>.leg1` form), after
+/// `after` in id order: the legs not started yet among them may still be
+/// created. A UUID never starts with `tr`, so transfers made since are
+/// never read.
+pub async fn legacy_leg_keys_with_work_left(
     tx: &mut Tx<'_>,
     after: &str,
     limit: i64,
 ) -> StoreResult<Vec<LegKeys>> {
     let rows = dispatch!(tx, conn => transfers::table
         .filter(transfers::status.ne_all(TERMINAL_STATUSES))
+        .filter(transfers::leg1_key.not_like("tr%").or(transfers::leg2_key.not_like("tr%")))
         .filter(transfers::id.gt(after))
         .order(transfers::id.asc())
         .limit(limit)

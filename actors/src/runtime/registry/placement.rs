@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tern_schema::{Db, Fence};
 
-use super::super::cluster::{pinned_slot, slot_of, WakeRefused, WAKE_RETRY_DELAYS};
+use super::super::cluster::{pinned_slot, slot_of, Peers, WakeRefused, WAKE_RETRY_DELAYS};
 use super::super::error::{RuntimeError, RuntimeResult};
 use super::super::kind::EntityKind;
 use super::{lock, Admission, Entry, Halt, Registry};
@@ -81,9 +81,7 @@ impl<K: EntityKind> Registry<K> {
     /// Asks the node owning the entity to look at it again, trying until
     /// one takes it ([`WAKE_RETRY_DELAYS`]): the owner named by each try's
     /// view, which follows the slot when it moves; this node itself once
-    /// the slot came here. One delivery per entity at a time: a wake-up
-    /// asked while one is under way adds nothing, since the owner looks at
-    /// the database, not at the message.
+    /// the slot came here. Coalesced per entity ([`super::super::wakes`]).
     pub(crate) fn wake_elsewhere(&self, id: &str) {
         let Some(ownership) = self.shared.ownership.clone() else {
             return;
@@ -91,49 +89,46 @@ impl<K: EntityKind> Registry<K> {
         let Some(peers) = ownership.peers().cloned() else {
             return;
         };
-        if !ownership.start_waking(K::NAME, id) {
+        let Some(pending) = ownership.sending.start(K::NAME, id) else {
             return;
-        }
+        };
         let registry = self.clone();
         let id = id.to_owned();
         actix::spawn(async move {
-            let mut refused = String::from("no owner known");
-            let mut delivered = false;
-            for delay in WAKE_RETRY_DELAYS {
-                tokio::time::sleep(delay).await;
-                match registry.placement(&id) {
-                    Ok(_) => {
-                        if let Err(error) = registry.take_wake(&id) {
-                            tracing::warn!(kind = K::NAME, %id, %error, "a wake-up was not handled");
-                        }
-                        delivered = true;
-                    }
-                    Err(RuntimeError::Elsewhere {
-                        owner: Some(url), ..
-                    }) => match peers.wake(&url, K::NAME, &id).await {
-                        Ok(()) => delivered = true,
-                        Err(WakeRefused::Retry(why)) => refused = why,
-                        Err(WakeRefused::Final(why)) => {
-                            refused = why;
-                            break;
-                        }
-                    },
-                    Err(_) => {}
+            loop {
+                if let Err(refused) = registry.deliver_wake(peers.as_ref(), &id).await {
+                    tracing::warn!(
+                        kind = K::NAME,
+                        %id,
+                        %refused,
+                        "a wake-up was not delivered; the entity's owner finds the work when it next activates it"
+                    );
                 }
-                if delivered {
+                if !pending.again() {
                     break;
                 }
             }
-            ownership.end_waking(K::NAME, &id);
-            if !delivered {
-                tracing::warn!(
-                    kind = K::NAME,
-                    %id,
-                    %refused,
-                    "a wake-up was not delivered; the entity's owner finds the work when it next activates it"
-                );
-            }
         });
+    }
+
+    /// One wake-up, tried until taken or refused for good.
+    async fn deliver_wake(&self, peers: &dyn Peers, id: &str) -> Result<(), String> {
+        let mut refused = String::from("no owner known");
+        for delay in WAKE_RETRY_DELAYS {
+            tokio::time::sleep(delay).await;
+            match self.placement(id) {
+                Ok(_) => return self.take_wake(id).map_err(|error| error.to_string()),
+                Err(RuntimeError::Elsewhere {
+                    owner: Some(url), ..
+                }) => match peers.wake(&url, K::NAME, id).await {
+                    Ok(()) => return Ok(()),
+                    Err(WakeRefused::Retry(why)) => refused = why,
+                    Err(WakeRefused::Final(why)) => return Err(why),
+                },
+                Err(_) => {}
+            }
+        }
+        Err(refused)
     }
 
     /// Another node asked this one to look at the entity again: takes the
@@ -142,11 +137,24 @@ impl<K: EntityKind> Registry<K> {
     /// the kind's wake message without making the asking node wait.
     pub fn take_wake(&self, id: &str) -> RuntimeResult<()> {
         self.placement(id)?;
+        let pending = match &self.shared.ownership {
+            Some(ownership) => match ownership.taking.start(K::NAME, id) {
+                Some(pending) => Some(pending),
+                // One is under way: it looks once more.
+                None => return Ok(()),
+            },
+            None => None,
+        };
         let registry = self.clone();
         let id = id.to_owned();
         actix::spawn(async move {
-            if let Err(error) = registry.wake(&id).await {
-                tracing::warn!(kind = K::NAME, %id, %error, "a wake-up was not handled");
+            loop {
+                if let Err(error) = registry.wake(&id).await {
+                    tracing::warn!(kind = K::NAME, %id, %error, "a wake-up was not handled");
+                }
+                if !pending.as_ref().is_some_and(|pending| pending.again()) {
+                    break;
+                }
             }
         });
         Ok(())
