@@ -12,7 +12,9 @@ use tern_schema::testing::TestDatabase;
 pub(crate) const TERN: &str = env!("CARGO_BIN_EXE_tern");
 pub(crate) const SECRET: &str = "crash-test-webhook-secret";
 /// How long a process may take to answer its readiness probe.
-const READY_WAIT_MAX: Duration = Duration::from_secs(30);
+// Generous: three nodes, their migrations and the rest of the suite share
+// two cores on CI.
+const READY_WAIT_MAX: Duration = Duration::from_secs(60);
 /// How long one provider call may take before Tern counts its outcome as
 /// unknown: wider than any test's wait before the kill, so a held call is
 /// still held when the process dies.
