@@ -7,6 +7,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod http;
+pub mod metrics;
 pub mod openapi;
 pub mod rate_limit;
 pub mod sandbox;

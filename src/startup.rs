@@ -61,6 +61,8 @@ impl Application {
     /// [`Application::run_until_stopped`].
     pub async fn build(mut config: Config) -> anyhow::Result<Application> {
         tern_actors::adapters::install_crypto_provider();
+        // Counting starts with the process, not with the first scrape.
+        crate::metrics::install();
         // One secret for both ends of the sandbox's signed webhooks.
         let webhook_secret = config
             .card_provider_webhook_secret
@@ -424,6 +426,9 @@ fn api_server(listener: TcpListener, state: web::Data<AppState>) -> anyhow::Resu
             .wrap(Compress::default())
             .wrap(from_fn(http::forward::relay))
             .wrap(from_fn(middleware::edge))
+            // Outermost: it sees every answer, errors turned into problem
+            // documents included.
+            .wrap(from_fn(crate::metrics::record))
     })
     .max_connections(CONNECTIONS_PER_WORKER_MAX)
     .shutdown_timeout(SHUTDOWN_GRACE.as_secs())

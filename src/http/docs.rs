@@ -61,7 +61,7 @@ impl Modify for SecuritySchemes {
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(ops::root, ops::live, ops::ready, ops::version, ops::health, ops::actors),
+    paths(ops::root, ops::live, ops::ready, ops::version, ops::health, ops::actors, ops::metrics),
     components(schemas(problem::Problem)),
     tags((name = "ops", description = "Operational endpoints: identity, liveness, readiness, health, version")),
     modifiers(&SecuritySchemes)

@@ -44,6 +44,7 @@ pub fn routes(cfg: &mut web::ServiceConfig, state: &AppState) {
         .route("/version", web::get().to(ops::version))
         .route("/health", web::get().to(ops::health))
         .route("/health/actors", web::get().to(ops::actors))
+        .route("/metrics", web::get().to(ops::metrics))
         .route("/internal/cluster/wake", web::post().to(forward::wake))
         .route("/problems/{slug}", web::get().to(problem::problem_page))
         .service(web::resource("/v1/auth/m2m/register").route(web::post().to(m2m::register)))

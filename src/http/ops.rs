@@ -190,6 +190,30 @@ pub async fn actors(
     Ok(HttpResponse::Ok().json(body))
 }
 
+/// The Prometheus text format: request, actor, timer and cluster figures
+/// (see [`crate::metrics`]). Open without TERN_OPERATOR_TOKEN; with it,
+/// only the operator token reads it.
+#[utoipa::path(get, path = "/metrics", tag = "ops", responses(
+    (status = 200, description = "Metrics in the Prometheus text format", body = String, content_type = "text/plain"),
+    (status = 401, description = "The operator token is set and was not presented", body = Problem, content_type = "application/problem+json"),
+))]
+pub async fn metrics(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    if let Some(token) = state.config.operator_token.as_deref() {
+        if operator::viewer(&req, Some(token))? != Viewer::Operator {
+            return Err(ApiError::Unauthorized(
+                "/metrics needs the operator token (Authorization: Bearer)",
+            ));
+        }
+    }
+    let body = crate::metrics::render(&state.runtime.figures());
+    Ok(HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(body))
+}
+
 /// What a stranger may not read of a health component, at any depth:
 /// entity ids and merchant ids (stuck entities, alerting transfers), and
 /// error text (the database's, a provider's, a stuck entity's reason).

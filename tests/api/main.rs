@@ -28,6 +28,7 @@ mod m2m;
 mod mail;
 mod mail_outbox;
 mod merchant_status;
+mod metrics;
 mod migrations;
 mod notifications;
 mod ops;

@@ -1,0 +1,211 @@
+//! Metrics in the Prometheus text format (`GET /metrics`).
+//!
+//! Figures are recorded through the `metrics` facade where they happen (the
+//! edge here, the runtime's figures at each scrape) and rendered by its
+//! Prometheus exporter; nothing here formats the text by hand. Label values
+//! are bounded sets (route templates, methods, status codes, kind names),
+//! never ids, so the number of series stays bounded whatever callers send.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::Method;
+use actix_web::middleware::Next;
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tern_actors::runtime::RuntimeFigures;
+
+/// Upper bounds, in seconds, of the latency histograms' buckets: from a
+/// cached read (about a millisecond) to a provider call near its timeout.
+const LATENCY_BUCKETS_S: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+/// How often histogram samples are folded into their buckets between
+/// scrapes, so memory stays bounded when nobody scrapes.
+const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
+/// The route label of a request that matched no route: one series for
+/// every unknown path, whatever the path.
+const UNMATCHED_ROUTE: &str = "unmatched";
+/// The route label of a request whose handler failed without an answer.
+const UNANSWERED_ROUTE: &str = "unanswered";
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the process's recorder once (later calls, as in tests that
+/// start several apps in one process, reuse it) and starts its upkeep.
+/// `None` when another recorder was installed first: metrics are then off.
+pub fn install() -> Option<&'static PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let handle = PrometheusBuilder::new()
+                .set_buckets(&LATENCY_BUCKETS_S)
+                .and_then(PrometheusBuilder::install_recorder);
+            match handle {
+                Ok(handle) => {
+                    describe();
+                    let upkeep = handle.clone();
+                    std::thread::Builder::new()
+                        .name("metrics-upkeep".into())
+                        .spawn(move || loop {
+                            std::thread::sleep(UPKEEP_INTERVAL);
+                            upkeep.run_upkeep();
+                        })
+                        .ok()?;
+                    Some(handle)
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "metrics recorder not installed; /metrics is empty");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        "tern_http_requests_total",
+        "HTTP requests answered, by route template, method and status"
+    );
+    describe_histogram!(
+        "tern_http_request_duration_seconds",
+        Unit::Seconds,
+        "Time to answer an HTTP request, by route template and method"
+    );
+    describe_gauge!("tern_actors_live", "Actors in memory, by kind");
+    describe_gauge!(
+        "tern_actor_mailbox_backlog",
+        "Messages waiting in mailboxes, by kind"
+    );
+    describe_counter!(
+        "tern_actor_mailbox_full_total",
+        "Messages refused because a mailbox was full (503), by kind"
+    );
+    describe_counter!("tern_actor_activations_total", "Actor starts, by kind");
+    describe_counter!("tern_actor_crashes_total", "Actors that panicked, by kind");
+    describe_counter!(
+        "tern_actor_restarts_total",
+        "Crashed actors re-activated from the database, by kind"
+    );
+    describe_gauge!(
+        "tern_actor_stuck",
+        "Entities in flight past their stuck threshold or stopped on a lasting failure, by kind"
+    );
+    describe_gauge!(
+        "tern_actor_oldest_in_flight_seconds",
+        Unit::Seconds,
+        "Age of the oldest live entity in flight, by kind"
+    );
+    describe_counter!("tern_timers_delivered_total", "Persisted timers delivered");
+    describe_counter!(
+        "tern_timers_failed_total",
+        "Timer deliveries that failed and wait for a retry"
+    );
+    describe_gauge!(
+        "tern_timer_poll_failures_in_a_row",
+        "Consecutive timer polls that could not reach the database"
+    );
+    describe_gauge!(
+        "tern_cluster_slots_owned",
+        "Slots this node owns, where several nodes share PostgreSQL"
+    );
+}
+
+/// The text of `GET /metrics`: the runtime's figures as of now, then
+/// everything recorded.
+pub fn render(figures: &RuntimeFigures) -> String {
+    let Some(handle) = install() else {
+        return String::new();
+    };
+    record_figures(figures);
+    handle.render()
+}
+
+/// Sets the runtime's figures as gauges and counters. Its counters are
+/// kept by the runtime itself; here they are only reported.
+fn record_figures(figures: &RuntimeFigures) {
+    for (kind, figures) in &figures.kinds {
+        let kind = kind.clone();
+        gauge!("tern_actors_live", "kind" => kind.clone()).set(figures.live_actors as f64);
+        gauge!("tern_actor_mailbox_backlog", "kind" => kind.clone())
+            .set(figures.mailbox_backlog as f64);
+        counter!("tern_actor_mailbox_full_total", "kind" => kind.clone())
+            .absolute(figures.mailbox_full);
+        counter!("tern_actor_activations_total", "kind" => kind.clone())
+            .absolute(figures.activations);
+        counter!("tern_actor_crashes_total", "kind" => kind.clone()).absolute(figures.crashes);
+        counter!("tern_actor_restarts_total", "kind" => kind.clone()).absolute(figures.restarts);
+        gauge!("tern_actor_stuck", "kind" => kind.clone()).set(figures.stuck_count as f64);
+        gauge!("tern_actor_oldest_in_flight_seconds", "kind" => kind)
+            .set(figures.oldest_in_flight_ms as f64 / 1_000.0);
+    }
+    counter!("tern_timers_delivered_total").absolute(figures.timers.delivered);
+    counter!("tern_timers_failed_total").absolute(figures.timers.failed);
+    gauge!("tern_timer_poll_failures_in_a_row").set(figures.timers.poll_failures_in_a_row as f64);
+    if let Some(cluster) = &figures.cluster {
+        gauge!("tern_cluster_slots_owned").set(cluster.slots_owned as f64);
+    }
+}
+
+/// Records each request: its route template (never its path, which holds
+/// ids), method and status, and how long it took.
+pub async fn record(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let started = Instant::now();
+    let method = method_label(req.method());
+    match next.call(req).await {
+        Ok(response) => {
+            let route = response
+                .request()
+                .match_pattern()
+                .unwrap_or_else(|| UNMATCHED_ROUTE.to_owned());
+            count(route, method, response.status().as_u16(), started);
+            Ok(response)
+        }
+        // A panic or a cancelled handler, answered by the server from the
+        // error: its route is no longer known.
+        Err(error) => {
+            let status = error.as_response_error().status_code().as_u16();
+            count(UNANSWERED_ROUTE.to_owned(), method, status, started);
+            Err(error)
+        }
+    }
+}
+
+fn count(route: String, method: &'static str, status: u16, started: Instant) {
+    histogram!("tern_http_request_duration_seconds", "route" => route.clone(), "method" => method)
+        .record(started.elapsed().as_secs_f64());
+    counter!("tern_http_requests_total", "route" => route, "method" => method, "status" => status.to_string())
+        .increment(1);
+}
+
+/// The method as a label: the standard ones by name, any other as one.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_are_a_bounded_label() {
+        assert_eq!(method_label(&Method::PATCH), "PATCH");
+        let odd = Method::from_bytes(b"PURGE").expect("a method");
+        assert_eq!(method_label(&odd), "other");
+    }
+}
