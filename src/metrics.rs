@@ -14,13 +14,22 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::Method;
 use actix_web::middleware::Next;
 use metrics::{counter, gauge, histogram};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tern_actors::runtime::RuntimeFigures;
 
 /// Upper bounds, in seconds, of the latency histograms' buckets: from a
 /// cached read (about a millisecond) to a provider call near its timeout.
 const LATENCY_BUCKETS_S: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+/// Upper bounds of the committer's batch sizes (writers per transaction).
+const BATCH_SIZE_BUCKETS: [f64; 11] = [
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+];
+/// Upper bounds, in seconds, of webhook delivery lag (event written to
+/// delivered): from the first attempt to the last retry, hours later.
+const WEBHOOK_LAG_BUCKETS_S: [f64; 12] = [
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0, 1_800.0, 7_200.0, 36_000.0,
 ];
 /// How often histogram samples are folded into their buckets between
 /// scrapes, so memory stays bounded when nobody scrapes.
@@ -41,6 +50,18 @@ pub fn install() -> Option<&'static PrometheusHandle> {
         .get_or_init(|| {
             let handle = PrometheusBuilder::new()
                 .set_buckets(&LATENCY_BUCKETS_S)
+                .and_then(|builder| {
+                    builder.set_buckets_for_metric(
+                        Matcher::Full("tern_commit_batch_size".into()),
+                        &BATCH_SIZE_BUCKETS,
+                    )
+                })
+                .and_then(|builder| {
+                    builder.set_buckets_for_metric(
+                        Matcher::Full("tern_webhook_delivery_lag_seconds".into()),
+                        &WEBHOOK_LAG_BUCKETS_S,
+                    )
+                })
                 .and_then(PrometheusBuilder::install_recorder);
             match handle {
                 Ok(handle) => {
@@ -111,6 +132,54 @@ fn describe() {
     describe_gauge!(
         "tern_cluster_slots_owned",
         "Slots this node owns, where several nodes share PostgreSQL"
+    );
+    describe_histogram!(
+        "tern_commit_batch_size",
+        "Writers committed together in one transaction by the group committer"
+    );
+    describe_histogram!(
+        "tern_commit_duration_seconds",
+        Unit::Seconds,
+        "Time to write one group commit"
+    );
+    describe_histogram!(
+        "tern_db_pool_wait_seconds",
+        Unit::Seconds,
+        "Time waiting for a pooled database connection"
+    );
+    describe_counter!(
+        "tern_db_pool_failures_total",
+        "Pooled connections not had (timeout, outage): answered 503"
+    );
+    describe_counter!(
+        "tern_provider_calls_total",
+        "Provider calls by provider, operation and outcome (ok, transient, unknown, refused)"
+    );
+    describe_histogram!(
+        "tern_provider_call_duration_seconds",
+        Unit::Seconds,
+        "Provider call latency by provider and operation"
+    );
+    describe_counter!(
+        "tern_status_transitions_total",
+        "Settlement and transfer status changes, by kind, from and to"
+    );
+    describe_counter!(
+        "tern_card_authorizations_total",
+        "Card authorization decisions, by decision and decline reason"
+    );
+    describe_counter!(
+        "tern_webhook_attempts_total",
+        "Webhook delivery attempts by outcome (delivered, rejected, failed)"
+    );
+    describe_histogram!(
+        "tern_webhook_delivery_lag_seconds",
+        Unit::Seconds,
+        "From a webhook event written to its delivery"
+    );
+    describe_counter!(
+        "tern_webhook_dead_letters_total",
+        "Webhook events dead-lettered after their last retry"
     );
 }
 

@@ -5,6 +5,7 @@
 pub mod adapters;
 pub mod card;
 pub mod mail_outbox;
+pub mod metrics;
 pub mod ports;
 pub mod push;
 pub mod quote;

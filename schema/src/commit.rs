@@ -316,6 +316,8 @@ struct Plans {
 /// so that the race reaches the writer of the plan that lost it alone,
 /// with its own cause. Closures run once: theirs is the batch's failure.
 async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, jobs: Vec<Job>) {
+    let started = std::time::Instant::now();
+    metrics::histogram!("tern_commit_batch_size").record(jobs.len() as f64);
     let mut units = Vec::with_capacity(jobs.len());
     let mut first = Plans {
         plans: Vec::new(),
@@ -366,6 +368,7 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, j
         }
         pending.push((Plans { plans, answers }, Vec::new()));
     }
+    metrics::histogram!("tern_commit_duration_seconds").record(started.elapsed().as_secs_f64());
 }
 
 /// One transaction for one batch, one savepoint per unit, through the

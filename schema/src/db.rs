@@ -638,14 +638,20 @@ impl Db {
     }
 
     pub async fn get(&self) -> StoreResult<Pooled> {
-        match &self.pool {
+        let started = std::time::Instant::now();
+        let pooled = match &self.pool {
             DbPool::Sqlite(pool) => pool
                 .get()
                 .await
                 .map(|object| Pooled::Sqlite(SqliteCheckout::new(object)))
                 .map_err(pool_error),
             DbPool::Pg(pool) => pool.get().await.map(Pooled::Pg).map_err(pool_error),
+        };
+        metrics::histogram!("tern_db_pool_wait_seconds").record(started.elapsed().as_secs_f64());
+        if pooled.is_err() {
+            metrics::counter!("tern_db_pool_failures_total").increment(1);
         }
+        pooled
     }
 
     /// A round trip to the database, for readiness.

@@ -162,3 +162,68 @@ async fn with_an_operator_token_only_the_operator_reads_metrics() {
     let response = open.get("/metrics").send().await.expect("request");
     assert_eq!(response.status(), 200, "no token set: open, as decided");
 }
+
+/// The sum of the counter `name` over the samples whose labels include
+/// `labels`.
+fn total(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    samples(scrape, name)
+        .into_iter()
+        .filter(|(have, _)| {
+            labels
+                .iter()
+                .all(|(key, want)| have.iter().any(|(k, v)| k == key && v == want))
+        })
+        .map(|(_, value)| match value {
+            PrometheusValue::Counter(counter) => counter.value.as_f64(),
+            _ => 0.0,
+        })
+        .sum()
+}
+
+/// The count of the histogram `name` (summed over its label sets).
+fn observations(scrape: &Scrape, name: &str) -> u64 {
+    samples(scrape, name)
+        .into_iter()
+        .map(|(_, value)| match value {
+            PrometheusValue::Histogram(histogram) => histogram.count.unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
+}
+
+#[actix_web::test]
+async fn a_transfer_moves_the_transition_provider_commit_and_pool_figures() {
+    let app = TestApp::spawn().await;
+    let merchant = app.merchant().await;
+    let before = scrape(&app).await;
+    let created = crate::transfers::create(&app, &merchant, "pm_card_visa").await;
+    let done = crate::transfers::finished(&app, &merchant, &crate::transfers::id(&created)).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let after = scrape(&app).await;
+
+    let moved = |name: &str, labels: &[(&str, &str)]| {
+        total(&after, name, labels) - total(&before, name, labels)
+    };
+    let succeeded = [("kind", "transfer"), ("to", "succeeded")];
+    assert!(moved("tern_status_transitions_total", &succeeded) >= 1.0);
+    let settled = [("kind", "settlement"), ("to", "succeeded")];
+    assert!(
+        moved("tern_status_transitions_total", &settled) >= 2.0,
+        "both legs"
+    );
+    let charged = [("provider", "acquirer"), ("outcome", "ok")];
+    assert!(moved("tern_provider_calls_total", &charged) >= 1.0);
+    let paid = [("provider", "custodian"), ("outcome", "ok")];
+    assert!(moved("tern_provider_calls_total", &paid) >= 1.0);
+    for histogram in [
+        "tern_commit_batch_size",
+        "tern_commit_duration_seconds",
+        "tern_db_pool_wait_seconds",
+        "tern_provider_call_duration_seconds",
+    ] {
+        assert!(
+            observations(&after, histogram) > observations(&before, histogram),
+            "{histogram}"
+        );
+    }
+}

@@ -1251,6 +1251,7 @@ async fn authorize(
         match held {
             Ok(approved) => {
                 state.spend = state.spend.add(now, request.amount_minor, request.channel);
+                crate::metrics::card_decision(None);
                 let decision = decision_of(&approved, false);
                 return answer(state, Ok(CardReply::Decision(decision)));
             }
@@ -1279,7 +1280,10 @@ async fn authorize(
     };
     let written = commit(&env.db, &state.row.id, plan).await;
     match written {
-        Ok(()) => answer(state, Ok(CardReply::Decision(decision_of(&row, false)))),
+        Ok(()) => {
+            crate::metrics::card_decision(Some(reason.as_str()));
+            answer(state, Ok(CardReply::Decision(decision_of(&row, false))))
+        }
         Err(error) if error.is_unique_violation() => duplicate_decision(env, state, &request).await,
         Err(error) => Err(error.into()),
     }

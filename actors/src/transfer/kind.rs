@@ -319,7 +319,10 @@ pub(super) async fn advance(
         };
         let effects = moved.effects.clone();
         match step(env, &row, moved, firing.clone()).await {
-            Ok((next, legs)) => return Ok(follow_up(env, next, &effects, legs)),
+            Ok((next, legs)) => {
+                crate::metrics::transition("transfer", &row.status, &next.status);
+                return Ok(follow_up(env, next, &effects, legs));
+            }
             Err(error) => match refusal::refused_leg(env, &row, &effects).await? {
                 Some(refused) => event = refused,
                 None => return Err(error.into()),

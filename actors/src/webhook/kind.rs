@@ -416,6 +416,12 @@ fn record_of(
 }
 
 fn log_attempt(endpoint: &str, event: &WebhookEventRow, attempt: &Attempt, next: Status) {
+    let outcome = match &attempt.outcome {
+        Outcome::Accepted { .. } => "delivered",
+        Outcome::Rejected { .. } => "rejected",
+        Outcome::Failed { .. } => "failed",
+    };
+    crate::metrics::webhook_attempt(outcome, event.created_at, next == Status::Dead);
     match (&attempt.outcome, next) {
         (Outcome::Accepted { .. }, _) => tracing::debug!(
             endpoint, event = %event.id, request_id = %event.request_id, "webhook delivered"

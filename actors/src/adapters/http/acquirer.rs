@@ -16,7 +16,7 @@ pub struct HttpCardAcquirer {
 impl HttpCardAcquirer {
     pub fn new(config: &HttpProviderConfig) -> Result<HttpCardAcquirer, AdapterConfigError> {
         Ok(HttpCardAcquirer {
-            client: ProviderClient::new(config)?,
+            client: ProviderClient::new("acquirer", config)?,
         })
     }
 }

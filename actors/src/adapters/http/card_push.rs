@@ -17,7 +17,7 @@ pub struct HttpCardPush {
 impl HttpCardPush {
     pub fn new(config: &HttpProviderConfig) -> Result<HttpCardPush, AdapterConfigError> {
         Ok(HttpCardPush {
-            client: ProviderClient::new(config)?,
+            client: ProviderClient::new("card_push", config)?,
         })
     }
 }

@@ -23,7 +23,7 @@ pub struct ExecutionFilter<'a> {
 impl SandboxControl {
     pub fn new(config: &HttpProviderConfig) -> Result<SandboxControl, AdapterConfigError> {
         Ok(SandboxControl {
-            client: ProviderClient::new(config)?,
+            client: ProviderClient::new("control", config)?,
         })
     }
 

@@ -14,7 +14,7 @@ pub struct HttpCustodian {
 impl HttpCustodian {
     pub fn new(config: &HttpProviderConfig) -> Result<HttpCustodian, AdapterConfigError> {
         Ok(HttpCustodian {
-            client: ProviderClient::new(config)?,
+            client: ProviderClient::new("custodian", config)?,
         })
     }
 }

@@ -20,7 +20,7 @@ pub struct HttpCardIssuer {
 impl HttpCardIssuer {
     pub fn new(config: &HttpProviderConfig) -> Result<HttpCardIssuer, AdapterConfigError> {
         Ok(HttpCardIssuer {
-            client: ProviderClient::new(config)?,
+            client: ProviderClient::new("issuer", config)?,
         })
     }
 }

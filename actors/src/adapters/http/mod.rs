@@ -11,7 +11,7 @@ pub mod push;
 pub mod wire;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::{Client, Method, RequestBuilder, Response, StatusCode, Url};
 use serde::de::DeserializeOwned;
@@ -81,13 +81,19 @@ impl HttpProviderConfig {
 /// The shared client of every adapter: base URL, timeouts, error mapping.
 #[derive(Debug, Clone)]
 pub(crate) struct ProviderClient {
+    /// Which provider port it serves (`acquirer`, `card_push`, ...): the
+    /// metrics' provider label.
+    name: &'static str,
     base: Url,
     client: Client,
     health: Option<Arc<ProviderHealth>>,
 }
 
 impl ProviderClient {
-    pub(crate) fn new(config: &HttpProviderConfig) -> Result<ProviderClient, AdapterConfigError> {
+    pub(crate) fn new(
+        name: &'static str,
+        config: &HttpProviderConfig,
+    ) -> Result<ProviderClient, AdapterConfigError> {
         let bad = |reason: &str| AdapterConfigError::BaseUrl {
             url: config.base_url.clone(),
             reason: reason.to_owned(),
@@ -106,6 +112,7 @@ impl ProviderClient {
             .timeout(config.request_timeout)
             .build()?;
         Ok(ProviderClient {
+            name,
             base,
             client,
             health: config.health.clone(),
@@ -131,6 +138,7 @@ impl ProviderClient {
         idempotency_key: &str,
         body: &B,
     ) -> Result<T, ProviderError> {
+        let started = Instant::now();
         let request = self
             .client
             .request(Method::POST, self.url(path, None)?)
@@ -140,14 +148,28 @@ impl ProviderClient {
             Ok(response) => decode(response).await,
             Err(error) => Err(error),
         };
-        self.observe(&outcome);
+        self.observe("execute", started, &outcome);
         outcome
     }
 
-    fn observe<T>(&self, outcome: &Result<T, ProviderError>) {
+    /// Records a call's outcome: for the provider's health, and as
+    /// metrics by provider, operation and outcome.
+    fn observe<T>(
+        &self,
+        operation: &'static str,
+        started: Instant,
+        outcome: &Result<T, ProviderError>,
+    ) {
         if let Some(health) = &self.health {
             health.observe(outcome);
         }
+        let result = match outcome {
+            Ok(_) => "ok",
+            Err(ProviderError::Transient { .. }) => "transient",
+            Err(ProviderError::Unknown { .. }) => "unknown",
+            Err(ProviderError::Permanent { .. }) => "refused",
+        };
+        crate::metrics::provider_call(self.name, operation, result, started);
     }
 
     /// GETs the record stored under `idempotency_key`; `None` on 404.
@@ -156,13 +178,14 @@ impl ProviderClient {
         path: &str,
         idempotency_key: &str,
     ) -> Result<Option<T>, ProviderError> {
+        let started = Instant::now();
         let request = self.client.get(self.url(path, Some(idempotency_key))?);
         let outcome = match send(request).await {
             Ok(response) if response.status() == StatusCode::NOT_FOUND => Ok(None),
             Ok(response) => decode(response).await.map(Some),
             Err(error) => Err(error),
         };
-        self.observe(&outcome);
+        self.observe("lookup", started, &outcome);
         outcome
     }
 
@@ -173,12 +196,13 @@ impl ProviderClient {
         path: &str,
         body: &B,
     ) -> Result<T, ProviderError> {
+        let started = Instant::now();
         let request = self.client.post(self.url(path, None)?).json(body);
         let outcome = match send(request).await {
             Ok(response) => decode(response).await,
             Err(error) => Err(error),
         };
-        self.observe(&outcome);
+        self.observe("post", started, &outcome);
         outcome
     }
 
@@ -187,13 +211,14 @@ impl ProviderClient {
         &self,
         path: &str,
     ) -> Result<Option<T>, ProviderError> {
+        let started = Instant::now();
         let request = self.client.get(self.url(path, None)?);
         let outcome = match send(request).await {
             Ok(response) if response.status() == StatusCode::NOT_FOUND => Ok(None),
             Ok(response) => decode(response).await.map(Some),
             Err(error) => Err(error),
         };
-        self.observe(&outcome);
+        self.observe("get", started, &outcome);
         outcome
     }
 
@@ -326,8 +351,9 @@ mod tests {
     #[test]
     fn base_urls_are_checked_and_joined_under_their_prefix() {
         crate::adapters::install_crypto_provider();
-        let client = ProviderClient::new(&HttpProviderConfig::new("http://127.0.0.1:9/prov"))
-            .expect("valid");
+        let client =
+            ProviderClient::new("test", &HttpProviderConfig::new("http://127.0.0.1:9/prov"))
+                .expect("valid");
         let url = client
             .url(wire::PATH_CHARGE_LOOKUP, Some("key &1"))
             .expect("url");
@@ -335,8 +361,8 @@ mod tests {
             url.as_str(),
             "http://127.0.0.1:9/prov/acquirer/charges/lookup?idempotency_key=key+%261"
         );
-        assert!(ProviderClient::new(&HttpProviderConfig::new("ftp://x")).is_err());
-        assert!(ProviderClient::new(&HttpProviderConfig::new("not a url")).is_err());
+        assert!(ProviderClient::new("test", &HttpProviderConfig::new("ftp://x")).is_err());
+        assert!(ProviderClient::new("test", &HttpProviderConfig::new("not a url")).is_err());
     }
 
     #[actix_rt::test]
@@ -347,9 +373,11 @@ mod tests {
             .and_then(|l| l.local_addr())
             .expect("port")
             .port();
-        let client =
-            ProviderClient::new(&HttpProviderConfig::new(format!("http://127.0.0.1:{port}")))
-                .expect("client");
+        let client = ProviderClient::new(
+            "test",
+            &HttpProviderConfig::new(format!("http://127.0.0.1:{port}")),
+        )
+        .expect("client");
         let err = client
             .lookup::<wire::Charge>(wire::PATH_CHARGE_LOOKUP, "k")
             .await

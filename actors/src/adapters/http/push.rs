@@ -14,7 +14,7 @@ pub struct HttpPushGateway {
 impl HttpPushGateway {
     pub fn new(config: &HttpProviderConfig) -> Result<HttpPushGateway, AdapterConfigError> {
         Ok(HttpPushGateway {
-            client: ProviderClient::new(config)?,
+            client: ProviderClient::new("push", config)?,
         })
     }
 }
