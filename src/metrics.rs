@@ -66,6 +66,11 @@ pub fn install() -> Option<&'static PrometheusHandle> {
             match handle {
                 Ok(handle) => {
                     describe();
+                    // Counters that stay at zero while all is well are
+                    // scraped as zero, not absent, so an alert on them
+                    // can tell "none" from "not reported".
+                    counter!("tern_db_pool_failures_total").absolute(0);
+                    counter!("tern_webhook_dead_letters_total").absolute(0);
                     let upkeep = handle.clone();
                     std::thread::Builder::new()
                         .name("metrics-upkeep".into())
@@ -214,9 +219,14 @@ fn record_figures(figures: &RuntimeFigures) {
     counter!("tern_timers_delivered_total").absolute(figures.timers.delivered);
     counter!("tern_timers_failed_total").absolute(figures.timers.failed);
     gauge!("tern_timer_poll_failures_in_a_row").set(figures.timers.poll_failures_in_a_row as f64);
-    if let Some(cluster) = &figures.cluster {
-        gauge!("tern_cluster_slots_owned").set(cluster.slots_owned as f64);
-    }
+    // One process on SQLite owns every slot.
+    let slots_owned = figures
+        .cluster
+        .as_ref()
+        .map_or(tern_schema::store::cluster::SLOTS as usize, |cluster| {
+            cluster.slots_owned
+        });
+    gauge!("tern_cluster_slots_owned").set(slots_owned as f64);
 }
 
 /// Records each request: its route template (never its path, which holds

@@ -227,3 +227,57 @@ async fn a_transfer_moves_the_transition_provider_commit_and_pool_figures() {
         );
     }
 }
+
+/// Every metric the shipped alert rules and dashboard name, with the
+/// suffixes a histogram's series add taken off.
+fn named_by_operations_files() -> std::collections::BTreeSet<String> {
+    let files = [
+        include_str!("../../docs/operate/alerts.yml"),
+        include_str!("../../docs/operate/grafana-dashboard.json"),
+    ];
+    let pattern = regex::Regex::new(r"tern_[a-z0-9_]+").expect("pattern");
+    files
+        .iter()
+        .flat_map(|text| pattern.find_iter(text).map(|found| found.as_str()))
+        .map(|name| {
+            ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .unwrap_or(name)
+                .to_owned()
+        })
+        .collect()
+}
+
+#[actix_web::test]
+async fn every_metric_the_alert_rules_and_dashboard_name_is_served() {
+    let receiver = crate::webhook_receiver::Receiver::start().await;
+    let ca_file = receiver.ca_file().to_path_buf();
+    let app = TestApp::spawn_with(move |config| {
+        crate::webhooks::fast_webhooks(config);
+        config.webhook_allow_private = true;
+        config.webhook_ca_file = Some(ca_file);
+    })
+    .await;
+    // Work that records each kind of figure: a transfer whose events are
+    // delivered, and a card authorization.
+    let merchant = app.merchant().await;
+    let url = receiver.url("/hooks");
+    crate::webhooks::configure(&app, &merchant, &url, crate::webhooks::WHSEC_SECRET).await;
+    let created = crate::transfers::create(&app, &merchant, "pm_card_visa").await;
+    crate::transfers::finished(&app, &merchant, &crate::transfers::id(&created)).await;
+    receiver
+        .wait_for(5, std::time::Duration::from_secs(20))
+        .await;
+    let (_, card) = crate::cards::authorizations::funded_card(&app, "50.00").await;
+    crate::cards::authorize(&app, &card, 1_000).await;
+
+    let scrape = scrape(&app).await;
+    let named = named_by_operations_files();
+    assert!(named.len() > 15, "{named:?}");
+    let missing: Vec<&String> = named
+        .iter()
+        .filter(|name| !scrape.families.contains_key(name.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "named but not served: {missing:?}");
+}

@@ -11,7 +11,7 @@ use crate::helpers::{assert_problem, Merchant, TestApp};
 use crate::settlements::{assert_ledger_balanced, funded};
 
 /// A merchant funded with `amount` USD and a card of one of its users.
-pub(super) async fn funded_card(app: &TestApp, amount: &str) -> (Merchant, String) {
+pub(crate) async fn funded_card(app: &TestApp, amount: &str) -> (Merchant, String) {
     let (merchant, _) = funded(app, amount).await;
     let user = app.user(&merchant).await;
     let card = issue(app, &merchant, &user, json!({})).await;

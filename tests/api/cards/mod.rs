@@ -3,7 +3,7 @@
 //! through signed provider webhooks.
 
 mod amounts;
-mod authorizations;
+pub(crate) mod authorizations;
 mod holds;
 mod lifecycle;
 mod on_session;
