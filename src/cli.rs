@@ -61,6 +61,13 @@ enum Command {
     },
     /// The nodes sharing this PostgreSQL: id, advertised URL, last heartbeat, slots owned.
     Nodes,
+    /// Operators' summary: work in flight, alerts, dead letters and nodes from the
+    /// database; health and actor figures from a running node.
+    Status {
+        /// A running node (read with TERN_OPERATOR_TOKEN when set).
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        url: String,
+    },
     /// Load tools that measure a running server.
     Bench {
         // Boxed: its flags outweigh every other command's.
@@ -336,6 +343,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
         } => audit_verify(&config, merchant).await,
         Command::Alerts { action } => alerts(&config, action).await,
         Command::Nodes => nodes(&config).await,
+        Command::Status { url } => crate::status::print(&config, &url).await,
         Command::Bench { action } => bench(*action, &config).await,
         Command::Sandbox => {
             let bind = config

@@ -13,5 +13,6 @@ pub mod rate_limit;
 pub mod sandbox;
 pub mod startup;
 pub mod state;
+pub mod status;
 pub mod telemetry;
 pub mod validate;

@@ -6,7 +6,7 @@
 //! are bounded sets (route templates, methods, status codes, kind names),
 //! never ids, so the number of series stays bounded whatever callers send.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use actix_web::body::MessageBody;
@@ -37,8 +37,11 @@ const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 /// The route label of a request that matched no route: one series for
 /// every unknown path, whatever the path.
 const UNMATCHED_ROUTE: &str = "unmatched";
-/// The route label of a request whose handler failed without an answer.
+/// The route label of a request whose handler failed without an answer,
+/// or whose client left first.
 const UNANSWERED_ROUTE: &str = "unanswered";
+/// The status of a request whose client left before its answer.
+const CLIENT_GONE_STATUS: u16 = 499;
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -72,13 +75,17 @@ pub fn install() -> Option<&'static PrometheusHandle> {
                     counter!("tern_db_pool_failures_total").absolute(0);
                     counter!("tern_webhook_dead_letters_total").absolute(0);
                     let upkeep = handle.clone();
-                    std::thread::Builder::new()
+                    let spawned = std::thread::Builder::new()
                         .name("metrics-upkeep".into())
                         .spawn(move || loop {
                             std::thread::sleep(UPKEEP_INTERVAL);
                             upkeep.run_upkeep();
-                        })
-                        .ok()?;
+                        });
+                    if let Err(error) = spawned {
+                        // Each render folds the samples in too; only an
+                        // unscraped node keeps them until then.
+                        tracing::warn!(%error, "no metrics upkeep thread; samples wait for a scrape");
+                    }
                     Some(handle)
                 }
                 Err(error) => {
@@ -188,14 +195,29 @@ fn describe() {
     );
 }
 
+/// How long a rendered page is served again to callers without the
+/// operator token (anyone, where none is set): a burst of their requests
+/// costs one rendering.
+const RENDERED_FOR: Duration = Duration::from_secs(1);
+
+static RENDERED: Mutex<Option<(Instant, Arc<str>)>> = Mutex::new(None);
+
 /// The text of `GET /metrics`: the runtime's figures as of now, then
-/// everything recorded.
-pub fn render(figures: &RuntimeFigures) -> String {
-    let Some(handle) = install() else {
-        return String::new();
-    };
-    record_figures(figures);
-    handle.render()
+/// everything recorded; `None` when no recorder could be installed.
+/// Unless `fresh` (the operator asks), a page rendered within
+/// [`RENDERED_FOR`] is served again.
+pub fn render(figures: impl FnOnce() -> RuntimeFigures, fresh: bool) -> Option<Arc<str>> {
+    let handle = install()?;
+    let mut rendered = RENDERED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((at, text)) = rendered.as_ref().filter(|_| !fresh) {
+        if at.elapsed() < RENDERED_FOR {
+            return Some(text.clone());
+        }
+    }
+    record_figures(&figures());
+    let text: Arc<str> = Arc::from(handle.render());
+    *rendered = Some((Instant::now(), text.clone()));
+    Some(text)
 }
 
 /// Sets the runtime's figures as gauges and counters. Its counters are
@@ -235,9 +257,15 @@ pub async fn record(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let started = Instant::now();
-    let method = method_label(req.method());
-    match next.call(req).await {
+    let mut unanswered = Unanswered {
+        method: method_label(req.method()),
+        started: Instant::now(),
+        counted: false,
+    };
+    let outcome = next.call(req).await;
+    unanswered.counted = true;
+    let (method, started) = (unanswered.method, unanswered.started);
+    match outcome {
         Ok(response) => {
             let route = response
                 .request()
@@ -252,6 +280,28 @@ pub async fn record(
             let status = error.as_response_error().status_code().as_u16();
             count(UNANSWERED_ROUTE.to_owned(), method, status, started);
             Err(error)
+        }
+    }
+}
+
+/// A request whose client went away before its answer: the server drops
+/// the middleware's future (the handler still runs to its end), and it is
+/// counted as nginx does, status 499, route unknown.
+struct Unanswered {
+    method: &'static str,
+    started: Instant,
+    counted: bool,
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if !self.counted {
+            count(
+                UNANSWERED_ROUTE.to_owned(),
+                self.method,
+                CLIENT_GONE_STATUS,
+                self.started,
+            );
         }
     }
 }

@@ -43,11 +43,17 @@ pub(crate) fn card_decision(declined_for: Option<&str>) {
 }
 
 /// One webhook delivery attempt: `delivered`, `rejected` (a non-2xx
-/// answer) or `failed` (no answer); `dead` when it was the last.
-pub(crate) fn webhook_attempt(outcome: &'static str, created_at: NaiveDateTime, dead: bool) {
+/// answer) or `failed` (no answer); `dead` when it was the last. Its lag
+/// counts from `written_at`, when given (not for a replayed round, whose
+/// event was written long before the merchant asked again).
+pub(crate) fn webhook_attempt(
+    outcome: &'static str,
+    written_at: Option<NaiveDateTime>,
+    dead: bool,
+) {
     counter!("tern_webhook_attempts_total", "outcome" => outcome).increment(1);
-    if outcome == "delivered" {
-        let lag = (utc_now() - created_at).num_milliseconds().max(0) as f64 / 1_000.0;
+    if let (Some(written_at), "delivered") = (written_at, outcome) {
+        let lag = (utc_now() - written_at).num_milliseconds().max(0) as f64 / 1_000.0;
         histogram!("tern_webhook_delivery_lag_seconds").record(lag);
     }
     if dead {

@@ -196,22 +196,32 @@ pub async fn actors(
 #[utoipa::path(get, path = "/metrics", tag = "ops", responses(
     (status = 200, description = "Metrics in the Prometheus text format", body = String, content_type = "text/plain"),
     (status = 401, description = "The operator token is set and was not presented", body = Problem, content_type = "application/problem+json"),
+    (status = 503, description = "Metrics are off (no recorder)", body = Problem, content_type = "application/problem+json"),
 ))]
 pub async fn metrics(
     req: HttpRequest,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    if let Some(token) = state.config.operator_token.as_deref() {
-        if operator::viewer(&req, Some(token))? != Viewer::Operator {
-            return Err(ApiError::Unauthorized(
-                "/metrics needs the operator token (Authorization: Bearer)",
-            ));
+    let operator = match state.config.operator_token.as_deref() {
+        Some(token) => {
+            if operator::viewer(&req, Some(token))? != Viewer::Operator {
+                return Err(ApiError::Unauthorized(
+                    "/metrics needs the operator token (Authorization: Bearer)",
+                ));
+            }
+            true
         }
-    }
-    let body = crate::metrics::render(&state.runtime.figures());
+        None => false,
+    };
+    let Some(body) = crate::metrics::render(|| state.runtime.figures(), operator) else {
+        return Err(ApiError::Overloaded {
+            detail: "metrics are off: another recorder was installed".into(),
+            retry_after_s: 60,
+        });
+    };
     Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(body))
+        .body(body.to_string()))
 }
 
 /// What a stranger may not read of a health component, at any depth:

@@ -255,10 +255,7 @@ async fn advance(
 ) -> RuntimeResult<Transition<SettlementKind>> {
     let label = format!("{event:?}");
     match step(&env, &row, event, firing.as_ref(), &origin).await? {
-        Step::Moved { row: next, effects } => {
-            crate::metrics::transition("settlement", &row.status, &next.status);
-            Ok(follow_up(&env, *next, &effects))
-        }
+        Step::Moved { row, effects } => Ok(follow_up(&env, *row, &effects)),
         Step::Rejected(rejected) => {
             // A late or repeated answer (a timer outliving its purpose, an
             // inquiry racing a result) changes nothing; its timer is done.
@@ -429,6 +426,7 @@ async fn step(
         env.ctx.parents.notify(&next);
     }
     if next.status != row.status {
+        crate::metrics::transition("settlement", &row.status, &next.status);
         tracing::info!(
             settlement = %env.id,
             from = %row.status,

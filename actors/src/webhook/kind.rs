@@ -421,7 +421,9 @@ fn log_attempt(endpoint: &str, event: &WebhookEventRow, attempt: &Attempt, next:
         Outcome::Rejected { .. } => "rejected",
         Outcome::Failed { .. } => "failed",
     };
-    crate::metrics::webhook_attempt(outcome, event.created_at, next == Status::Dead);
+    // A replayed round's lag would count from the event's first writing.
+    let first_round = (event.round == 0).then_some(event.created_at);
+    crate::metrics::webhook_attempt(outcome, first_round, next == Status::Dead);
     match (&attempt.outcome, next) {
         (Outcome::Accepted { .. }, _) => tracing::debug!(
             endpoint, event = %event.id, request_id = %event.request_id, "webhook delivered"

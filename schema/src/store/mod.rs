@@ -14,6 +14,7 @@ pub mod inbound_events;
 pub mod ledger;
 pub mod mail_outbox;
 pub mod merchants;
+pub mod overview;
 pub mod push;
 pub mod quotes;
 pub mod sessions;
