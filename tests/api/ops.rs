@@ -161,3 +161,57 @@ async fn the_sandbox_listener_runs_beside_the_api() {
         .expect("json");
     assert_eq!(identity["service"], "tern-sandbox");
 }
+
+/// `tern status` against a running app and its database: work in flight,
+/// alerts and dead letters from the database; health and each actor
+/// kind's figures from the node, read with the operator token.
+#[actix_web::test]
+async fn tern_status_prints_the_database_and_the_running_node() {
+    let app = crate::helpers::TestApp::spawn().await;
+    let merchant = app.merchant().await;
+    let created = crate::transfers::create(&app, &merchant, "pm_card_threeDSecureRequired").await;
+    crate::transfers::saga::challenged(&app, &merchant, &crate::transfers::id(&created)).await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["status", "--url", &app.address])
+        .env("TERN_DATABASE_URL", app.database.url())
+        .env("TERN_OPERATOR_TOKEN", crate::helpers::OPERATOR_TOKEN)
+        .env("TERN_LOG", "warn")
+        .output()
+        .await
+        .expect("run tern status");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        stdout.contains("transfers in flight:   leg1_in_flight 1"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("settlements in flight: in_flight 1"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("open alerts:           0"), "{stdout}");
+    assert!(
+        stdout.contains("dead-lettered webhook events: none"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("node {}: ", app.address)),
+        "{stdout}"
+    );
+    for kind in ["settlement", "transfer", "webhook_endpoint"] {
+        assert!(stdout.contains(&format!("  {kind} ")), "{kind}: {stdout}");
+    }
+
+    // A node that does not answer: the database part stands.
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["status", "--url", "http://127.0.0.1:9"])
+        .env("TERN_DATABASE_URL", app.database.url())
+        .env("TERN_LOG", "warn")
+        .output()
+        .await
+        .expect("run tern status");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(stdout.contains("transfers in flight:"), "{stdout}");
+    assert!(stdout.contains("not reached"), "{stdout}");
+}

@@ -9,7 +9,7 @@
 mod leg_keys;
 mod races;
 mod requests;
-mod saga;
+pub(crate) mod saga;
 
 use std::time::{Duration, Instant};
 

@@ -209,7 +209,7 @@ async fn a_declined_card_fails_the_transfer_before_any_payout() {
 }
 
 /// Waits for leg 1's open challenge; answers the transfer then.
-pub(super) async fn challenged(app: &TestApp, merchant: &Merchant, transfer_id: &str) -> Value {
+pub(crate) async fn challenged(app: &TestApp, merchant: &Merchant, transfer_id: &str) -> Value {
     let open = until(app, merchant, transfer_id, |t| {
         leg(t, 1)["next_action_type"].is_string() || t["status"] == "failed"
     })
