@@ -298,3 +298,57 @@ async fn a_node_paused_past_its_lease_writes_nothing_for_what_it_lost() {
     );
     nodes.assert_ledger_balances();
 }
+
+/// A forwarded request copied off the node network is taken once, and
+/// only by the node it was signed for.
+#[actix_web::test]
+async fn a_forwarded_request_is_taken_once_and_only_by_its_node() {
+    let Some(nodes) = Nodes::start(2, &[]).await else {
+        return; // several nodes need PostgreSQL
+    };
+    let link = tern::cluster::Link::new(crate::nodes::CLUSTER_SECRET).expect("link");
+    let body = serde_json::to_vec(
+        &json!({"organization_name": "Replay Ltd", "email": "ops@replay.example"}),
+    )
+    .expect("json");
+    let request_id = format!("replay-{}", Uuid::new_v4().simple());
+    let path = "/v1/auth/m2m/register";
+    let signature = link.sign_forwarded(&tern::cluster::Forwarded {
+        to: &nodes.bases[1],
+        method: "POST",
+        path_and_query: path,
+        request_id: &request_id,
+        client: None,
+        headers: vec![
+            String::new(),
+            String::new(),
+            String::new(),
+            "application/json".into(),
+        ],
+        body: &body,
+    });
+    let send = |base: &str| {
+        nodes
+            .client
+            .post(format!("{base}{path}"))
+            .header("content-type", "application/json")
+            .header("x-request-id", &request_id)
+            .header(tern::cluster::FORWARDED_HEADER, &signature)
+            .body(body.clone())
+            .send()
+    };
+    let refused = |response: reqwest::Response| async move {
+        assert_eq!(response.status(), 401);
+        let problem: Value = response.json().await.expect("problem");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .is_some_and(|detail| detail.contains("forwarding signature")),
+            "{problem}"
+        );
+    };
+    refused(send(&nodes.bases[0]).await.expect("request")).await;
+    let taken = send(&nodes.bases[1]).await.expect("request");
+    assert_eq!(taken.status(), 201, "the node it was signed for takes it");
+    refused(send(&nodes.bases[1]).await.expect("request")).await;
+}
