@@ -284,9 +284,9 @@ pub async fn record(
     }
 }
 
-/// A request whose client went away before its answer: the server drops
-/// the middleware's future (the handler still runs to its end), and it is
-/// counted as nginx does, status 499, route unknown.
+/// A request whose future the server dropped before its answer (a client
+/// gone, as the server notices it): counted as nginx does, status 499,
+/// route unknown. The handler itself runs to its end on its own task.
 struct Unanswered {
     method: &'static str,
     started: Instant,
