@@ -49,11 +49,12 @@ fn samples(scrape: &Scrape, name: &str) -> Vec<(Vec<(String, String)>, Prometheu
         .collect()
 }
 
-/// The value of the counter or gauge `name` whose labels include `labels`.
-fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+/// The values of the samples of `name` whose labels include `labels`
+/// (counters and gauges; NaN for other types).
+fn matching(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
     samples(scrape, name)
         .into_iter()
-        .find(|(have, _)| {
+        .filter(|(have, _)| {
             labels
                 .iter()
                 .all(|(key, want)| have.iter().any(|(k, v)| k == key && v == want))
@@ -63,6 +64,19 @@ fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
             PrometheusValue::Gauge(number) | PrometheusValue::Unknown(number) => number.as_f64(),
             _ => f64::NAN,
         })
+        .collect()
+}
+
+/// The value of the first counter or gauge `name` whose labels include
+/// `labels`.
+fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    matching(scrape, name, labels).first().copied()
+}
+
+/// The sum of the counter `name` over the samples whose labels include
+/// `labels`.
+fn total(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    matching(scrape, name, labels).iter().sum()
 }
 
 #[actix_web::test]
@@ -161,23 +175,6 @@ async fn with_an_operator_token_only_the_operator_reads_metrics() {
     let open = TestApp::spawn_with(|config| config.operator_token = None).await;
     let response = open.get("/metrics").send().await.expect("request");
     assert_eq!(response.status(), 200, "no token set: open, as decided");
-}
-
-/// The sum of the counter `name` over the samples whose labels include
-/// `labels`.
-fn total(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
-    samples(scrape, name)
-        .into_iter()
-        .filter(|(have, _)| {
-            labels
-                .iter()
-                .all(|(key, want)| have.iter().any(|(k, v)| k == key && v == want))
-        })
-        .map(|(_, value)| match value {
-            PrometheusValue::Counter(counter) => counter.value.as_f64(),
-            _ => 0.0,
-        })
-        .sum()
 }
 
 /// The count of the histogram `name` (summed over its label sets).

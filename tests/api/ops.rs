@@ -162,6 +162,21 @@ async fn the_sandbox_listener_runs_beside_the_api() {
     assert_eq!(identity["service"], "tern-sandbox");
 }
 
+/// `tern status --url <url>` on `app`'s database, with the operator
+/// token; answers stdout once it exited successfully.
+async fn tern_status(app: &crate::helpers::TestApp, url: &str) -> String {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["status", "--url", url])
+        .env("TERN_DATABASE_URL", app.database.url())
+        .env("TERN_OPERATOR_TOKEN", crate::helpers::OPERATOR_TOKEN)
+        .env("TERN_LOG", "warn")
+        .output()
+        .await
+        .expect("run tern status");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// `tern status` against a running app and its database: work in flight,
 /// alerts and dead letters from the database; health and each actor
 /// kind's figures from the node, read with the operator token.
@@ -171,16 +186,7 @@ async fn tern_status_prints_the_database_and_the_running_node() {
     let merchant = app.merchant().await;
     let created = crate::transfers::create(&app, &merchant, "pm_card_threeDSecureRequired").await;
     crate::transfers::saga::challenged(&app, &merchant, &crate::transfers::id(&created)).await;
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_tern"))
-        .args(["status", "--url", &app.address])
-        .env("TERN_DATABASE_URL", app.database.url())
-        .env("TERN_OPERATOR_TOKEN", crate::helpers::OPERATOR_TOKEN)
-        .env("TERN_LOG", "warn")
-        .output()
-        .await
-        .expect("run tern status");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{output:?}");
+    let stdout = tern_status(&app, &app.address).await;
     assert!(
         stdout.contains("transfers in flight:   leg1_in_flight 1"),
         "{stdout}"
@@ -203,15 +209,7 @@ async fn tern_status_prints_the_database_and_the_running_node() {
     }
 
     // A node that does not answer: the database part stands.
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_tern"))
-        .args(["status", "--url", "http://127.0.0.1:9"])
-        .env("TERN_DATABASE_URL", app.database.url())
-        .env("TERN_LOG", "warn")
-        .output()
-        .await
-        .expect("run tern status");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{output:?}");
+    let stdout = tern_status(&app, "http://127.0.0.1:9").await;
     assert!(stdout.contains("transfers in flight:"), "{stdout}");
     assert!(stdout.contains("not reached"), "{stdout}");
 }
