@@ -303,7 +303,8 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    crate::telemetry::init(&config.log);
+    // Kept to the end of main: dropping it sends the buffered spans.
+    let _telemetry = crate::telemetry::init(&config.log, config.otlp_traces_url.as_deref());
     let outcome = match cli.command.unwrap_or(Command::Serve) {
         Command::Openapi { out_dir } => write_openapi(&config, out_dir.as_deref()),
         command => actix_web::rt::System::new().block_on(run(command, config)),

@@ -227,6 +227,9 @@ pub struct Config {
     /// name the client (see `http::client_address`); empty trusts none.
     pub trusted_proxies: Vec<ipnet::IpNet>,
     pub log: String,
+    /// TERN_OTLP_ENDPOINT, resolved to the URL traces are posted to
+    /// (`<endpoint>/v1/traces`); `None`: no trace is exported.
+    pub otlp_traces_url: Option<String>,
     pub self_service_registration: bool,
     /// Largest amount of one settlement, in minor units
     /// ([`SETTLEMENT_AMOUNT_MAX_MINOR`]). Never read from the environment:
@@ -459,6 +462,10 @@ impl Config {
         let log = parsed("TERN_LOG", "info");
         tracing_subscriber::EnvFilter::try_new(&log)
             .map_err(|e| error("TERN_LOG", e.to_string()))?;
+        let otlp_traces_url = get("TERN_OTLP_ENDPOINT")
+            .map(|endpoint| otlp_traces_url(&endpoint))
+            .transpose()
+            .map_err(|message| error("TERN_OTLP_ENDPOINT", message))?;
 
         Ok(Config {
             database_url,
@@ -498,6 +505,7 @@ impl Config {
             rate_limits,
             trusted_proxies,
             log,
+            otlp_traces_url,
             self_service_registration: boolean("TERN_SELF_SERVICE_REGISTRATION", true)?,
             settlement_amount_max_minor: SETTLEMENT_AMOUNT_MAX_MINOR,
             fault_routes: false,
@@ -511,6 +519,22 @@ impl Config {
     pub fn public_origin(&self) -> Option<String> {
         origin_of(&self.public_url)
     }
+}
+
+/// The traces URL of an OTLP/HTTP endpoint, named as collectors document
+/// it (`http://collector:4318`, like OTEL_EXPORTER_OTLP_ENDPOINT) or
+/// already ending in `/v1/traces`.
+fn otlp_traces_url(endpoint: &str) -> Result<String, String> {
+    let parsed = url::Url::parse(endpoint).map_err(|e| format!("`{endpoint}`: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+        return Err(format!("`{endpoint}` is not an http(s) URL"));
+    }
+    let base = endpoint.trim_end_matches('/');
+    Ok(if base.ends_with("/v1/traces") {
+        base.to_owned()
+    } else {
+        format!("{base}/v1/traces")
+    })
 }
 
 /// `scheme://host[:port]` of an http(s) URL, as browsers send it in Origin.
@@ -659,6 +683,22 @@ mod tests {
     }
 
     #[test]
+    fn the_otlp_endpoint_names_its_traces_url() {
+        for (endpoint, url) in [
+            ("http://127.0.0.1:4318", "http://127.0.0.1:4318/v1/traces"),
+            ("http://collector:4318/", "http://collector:4318/v1/traces"),
+            (
+                "https://otel.example/v1/traces",
+                "https://otel.example/v1/traces",
+            ),
+        ] {
+            let config = config(&[("TERN_OTLP_ENDPOINT", endpoint)]).expect(endpoint);
+            assert_eq!(config.otlp_traces_url.as_deref(), Some(url));
+        }
+        assert_eq!(config(&[]).expect("defaults").otlp_traces_url, None);
+    }
+
+    #[test]
     fn each_bad_value_names_its_variable() {
         let cases = [
             ("TERN_BIND", "localhost"),
@@ -687,6 +727,8 @@ mod tests {
             ("TERN_SETTLEMENT_RETRY_SCHEDULE", "1s,,2s"),
             ("TERN_SECURE_DETAILS_MODE", "peek"),
             ("TERN_LOG", "info,[[["),
+            ("TERN_OTLP_ENDPOINT", "collector:4318"),
+            ("TERN_OTLP_ENDPOINT", "grpc://collector:4317"),
             ("TERN_SMTP_URL", "mail.example.com:25"),
             ("TERN_MAIL_FROM", "no-reply"),
             ("TERN_MAIL_FROM", "Tern <no-reply@tern.local"),

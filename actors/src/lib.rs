@@ -11,5 +11,6 @@ pub mod push;
 pub mod quote;
 pub mod runtime;
 pub mod settlement;
+pub mod trace;
 pub mod transfer;
 pub mod webhook;

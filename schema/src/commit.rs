@@ -28,6 +28,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use tokio::sync::{mpsc, oneshot};
+use tracing::{Instrument, Span};
 
 use crate::balances::Balances;
 use crate::db::{establish_sqlite_inline, immediate_transaction, DatabaseUrl, Db, SqliteConn, Tx};
@@ -35,6 +36,7 @@ use crate::deferred::Deferred;
 use crate::error::{StoreError, StoreResult};
 use crate::plan::{self, Plan, PlanError, Written};
 use crate::store;
+use crate::TRACE_TARGET;
 
 /// Units of work committed together at most.
 pub const BATCH_UNITS_MAX: usize = 256;
@@ -49,6 +51,8 @@ type Work = Box<dyn for<'t, 'c> FnOnce(&'t mut Tx<'c>) -> BoxFuture<'t, (bool, A
 /// One writer's work, run in a savepoint of its own.
 struct Unit {
     work: Work,
+    /// The writer's span, which the batch's follows from in a trace.
+    span: Span,
 }
 
 /// What a writer hands the committer: work to run in the batch's
@@ -59,7 +63,22 @@ enum Job {
     Plan {
         plan: Box<Plan>,
         answer: oneshot::Sender<Result<Written, PlanError>>,
+        span: Span,
     },
+}
+
+impl Job {
+    fn span(&self) -> &Span {
+        match self {
+            Job::Work(unit) => &unit.span,
+            Job::Plan { span, .. } => span,
+        }
+    }
+}
+
+/// A write's span in a trace, from enqueueing to its commit's answer.
+fn write_span() -> Span {
+    tracing::debug_span!(target: TRACE_TARGET, "db.write")
 }
 
 /// The writers' side of the committer.
@@ -86,19 +105,25 @@ impl Committer {
     /// answers `Ok`; refused alone, having written nothing, when it answers
     /// a refusal.
     pub async fn commit_plan(&self, plan: Plan) -> Result<Written, PlanError> {
+        let span = write_span();
         let (answer, outcome) = oneshot::channel();
-        self.queue
-            .send(Job::Plan {
-                plan: Box::new(plan),
-                answer,
+        async {
+            self.queue
+                .send(Job::Plan {
+                    plan: Box::new(plan),
+                    answer,
+                    span: span.clone(),
+                })
+                .await
+                .map_err(|_| StoreError::Unavailable("the committer has stopped".into()))?;
+            outcome.await.unwrap_or_else(|_| {
+                Err(PlanError::Store(StoreError::Unavailable(
+                    "a plan was lost: the committer stopped".into(),
+                )))
             })
-            .await
-            .map_err(|_| StoreError::Unavailable("the committer has stopped".into()))?;
-        outcome.await.unwrap_or_else(|_| {
-            Err(PlanError::Store(StoreError::Unavailable(
-                "a plan was lost: the committer stopped".into(),
-            )))
-        })
+        }
+        .instrument(span.clone())
+        .await
     }
 
     /// Runs `work` in a write transaction shared with other writers' work.
@@ -129,15 +154,25 @@ impl Committer {
                 (succeeded, reply)
             })
         });
-        self.queue
-            .send(Job::Work(Unit { work }))
-            .await
-            .map_err(|_| E::from(StoreError::Unavailable("the committer has stopped".into())))?;
-        outcome.await.unwrap_or_else(|_| {
-            Err(E::from(StoreError::Unavailable(
-                "a write was lost: its unit failed or the committer stopped".into(),
-            )))
-        })
+        let span = write_span();
+        async {
+            self.queue
+                .send(Job::Work(Unit {
+                    work,
+                    span: span.clone(),
+                }))
+                .await
+                .map_err(|_| {
+                    E::from(StoreError::Unavailable("the committer has stopped".into()))
+                })?;
+            outcome.await.unwrap_or_else(|_| {
+                Err(E::from(StoreError::Unavailable(
+                    "a write was lost: its unit failed or the committer stopped".into(),
+                )))
+            })
+        }
+        .instrument(span.clone())
+        .await
     }
 }
 
@@ -165,7 +200,15 @@ async fn run(db: Db, mut jobs: mpsc::Receiver<Job>) {
     let mut deferred = Deferred::default();
     let mut batch = Vec::with_capacity(BATCH_UNITS_MAX);
     while jobs.recv_many(&mut batch, BATCH_UNITS_MAX).await > 0 {
-        commit(&db, &mut writer, &mut deferred, std::mem::take(&mut batch)).await;
+        // One batch serves many traces: its span starts a trace of its own
+        // and links each write it commits.
+        let span = tracing::debug_span!(target: TRACE_TARGET, parent: None, "db.commit", units = batch.len());
+        for job in &batch {
+            span.follows_from(job.span());
+        }
+        commit(&db, &mut writer, &mut deferred, std::mem::take(&mut batch))
+            .instrument(span)
+            .await;
     }
 }
 
@@ -326,7 +369,7 @@ async fn commit(db: &Db, writer: &mut Option<Writer>, deferred: &mut Deferred, j
     for job in jobs {
         match job {
             Job::Work(unit) => units.push(unit),
-            Job::Plan { plan, answer } => {
+            Job::Plan { plan, answer, .. } => {
                 first.plans.push(*plan);
                 first.answers.push(answer);
             }

@@ -25,6 +25,10 @@ pub use diesel::result::{DatabaseErrorKind, Error as DieselError};
 pub use error::{Persistence, Refusal, StoreError, StoreResult};
 pub use plan::{Fence, Plan, PlanError, RowWrite, Written};
 
+/// The target of spans recorded only for traces (debug level, so that logs
+/// leave them out and, with no trace exporter, nothing records them).
+pub const TRACE_TARGET: &str = "tern::trace";
+
 /// Items the exported macros expand to; not part of the API.
 #[doc(hidden)]
 pub mod __private {

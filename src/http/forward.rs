@@ -261,13 +261,20 @@ async fn forward(
     if let Some(client) = request.client {
         outbound = outbound.header(CLIENT_HEADER, client.to_string());
     }
+    // Exporting traces, the owner continues this node's span, not the
+    // client's.
+    let own_trace = tern_actors::trace::exporting();
     for (name, value) in headers {
         let name = name.as_str();
-        if hop_by_hop(name) || name == REQUEST_ID_HEADER.as_str() {
+        if hop_by_hop(name)
+            || name == REQUEST_ID_HEADER.as_str()
+            || (own_trace && matches!(name, "traceparent" | "tracestate"))
+        {
             continue;
         }
         outbound = outbound.header(name, value.as_bytes());
     }
+    let outbound = tern_actors::trace::with_context(outbound, &tracing::Span::current());
     let answered = outbound.send().await.map_err(|e| {
         if e.is_connect() || e.is_builder() {
             Unsent(e.to_string())

@@ -50,6 +50,7 @@ pub async fn edge(
         .map(|ip| ip.to_string())
         .unwrap_or_default();
     let span = tracing::info_span!("request", request_id = %request_id, method = %req.method(), path = %path, client = %client);
+    crate::telemetry::continue_trace(&span, req.headers());
     let started = Instant::now();
 
     // The handler runs to its end on a task of its own, even when the

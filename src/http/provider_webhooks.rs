@@ -16,6 +16,7 @@ use tern_schema::models::InboundEventRow;
 use tern_schema::store::inbound_events;
 use tern_schema::types::utc_now;
 use tern_schema::write_tx;
+use tracing::Instrument;
 use utoipa::ToSchema;
 
 use crate::http::card_events;
@@ -208,19 +209,22 @@ fn nudge(state: &AppState, merchant_id: &str, key: &str) {
         return;
     };
     let id = entity_id(merchant_id, key);
-    actix_web::rt::spawn(async move {
-        match registry.call(&id, SettlementCommand::Nudge).await {
-            Ok(_) => {}
-            Err(RuntimeError::NotFound { .. }) => {
-                tracing::debug!(settlement = %id, "provider event for an unknown settlement")
-            }
-            // Its node is asked to look (a wake is a nudge for settlements).
-            Err(RuntimeError::Elsewhere { .. }) => registry.tell(&id, SettlementCommand::Nudge),
-            Err(error) => {
-                tracing::warn!(settlement = %id, %error, "could not nudge the settlement")
+    actix_web::rt::spawn(
+        async move {
+            match registry.call(&id, SettlementCommand::Nudge).await {
+                Ok(_) => {}
+                Err(RuntimeError::NotFound { .. }) => {
+                    tracing::debug!(settlement = %id, "provider event for an unknown settlement")
+                }
+                // Its node is asked to look (a wake is a nudge for settlements).
+                Err(RuntimeError::Elsewhere { .. }) => registry.tell(&id, SettlementCommand::Nudge),
+                Err(error) => {
+                    tracing::warn!(settlement = %id, %error, "could not nudge the settlement")
+                }
             }
         }
-    });
+        .instrument(tern_actors::trace::current()),
+    );
 }
 
 #[cfg(test)]

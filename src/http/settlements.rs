@@ -20,6 +20,7 @@ use tern_schema::idempotency::request_digest;
 use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::settlements as store;
 use tern_schema::types::as_utc;
+use tracing::Instrument;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
@@ -402,11 +403,15 @@ pub async fn create(
             let created = (*row).clone();
             // The intent is durable: start executing without holding the
             // response. A failed activation is retried by recovery.
-            actix_web::rt::spawn(async move {
-                if let Err(error) = registry.activate_with(&id, created).await {
-                    tracing::warn!(settlement = %id, %error, "settlement actor did not start");
+            // In a trace, the saga continues the request's.
+            actix_web::rt::spawn(
+                async move {
+                    if let Err(error) = registry.activate_with(&id, created).await {
+                        tracing::warn!(settlement = %id, %error, "settlement actor did not start");
+                    }
                 }
-            });
+                .instrument(tern_actors::trace::current()),
+            );
             tracing::info!(merchant_id = %row.merchant_id, settlement = %row.idempotency_key, method = %row.method, "settlement created");
             Ok(HttpResponse::Created()
                 .insert_header((LOCATION, location(&row.idempotency_key)))

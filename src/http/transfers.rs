@@ -17,6 +17,7 @@ use tern_schema::idempotency::request_digest;
 use tern_schema::models::TransferRow;
 use tern_schema::store::transfers as store;
 use tern_schema::types::{as_utc, utc_now};
+use tracing::Instrument;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::{Caller, MerchantOwned};
@@ -315,11 +316,15 @@ pub async fn create(
             let created = (*row).clone();
             // Durable: start the saga without holding the response. A failed
             // activation is retried by recovery.
-            actix_web::rt::spawn(async move {
-                if let Err(error) = registry.activate_with(&id, created).await {
-                    tracing::warn!(transfer = %id, %error, "transfer actor did not start");
+            // In a trace, the saga continues the request's.
+            actix_web::rt::spawn(
+                async move {
+                    if let Err(error) = registry.activate_with(&id, created).await {
+                        tracing::warn!(transfer = %id, %error, "transfer actor did not start");
+                    }
                 }
-            });
+                .instrument(tern_actors::trace::current()),
+            );
             tracing::info!(merchant_id = %row.merchant_id, transfer = %row.id, quote = %row.quote_id, "transfer created");
             Ok(HttpResponse::Created()
                 .insert_header((LOCATION, location(&row.id)))

@@ -156,12 +156,31 @@ pub fn serve(listener: TcpListener, config: SandboxConfig) -> std::io::Result<Se
                 let response = error(StatusCode::BAD_REQUEST, "bad_request", &err.to_string());
                 actix_web::error::InternalError::from_response(err, response).into()
             }))
+            .wrap(actix_web::middleware::from_fn(traced))
             .configure(routes)
     })
     .workers(SANDBOX_WORKERS)
     .disable_signals()
     .listen(listener)?
     .run())
+}
+
+/// Each request as a span in the caller's trace, as a provider that takes
+/// `traceparent` would show it (recorded only when traces are exported).
+async fn traced(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody>,
+) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    use tracing::Instrument;
+    let span = tracing::debug_span!(
+        target: tern_actors::trace::TARGET,
+        "sandbox.request",
+        method = %req.method(),
+        path = %req.path(),
+        otel.kind = "server",
+    );
+    crate::telemetry::continue_trace(&span, req.headers());
+    next.call(req).instrument(span).await
 }
 
 /// A provider error body: `{"error": {"code", "message"}}`.

@@ -4,6 +4,7 @@
 
 mod helpers;
 mod nodes;
+mod otlp_receiver;
 mod processes;
 mod smtp_sink;
 
@@ -42,6 +43,7 @@ mod settlements_on_session;
 mod several_nodes;
 mod several_nodes_failover;
 mod strangers;
+mod tracing;
 mod transfers;
 mod webhook_receiver;
 mod webhooks;

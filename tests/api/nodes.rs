@@ -40,7 +40,7 @@ impl Nodes {
         let database = TestDatabase::create_postgres_if_configured().await?;
         let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
         let sandbox_port = free_port();
-        let sandbox = spawn_sandbox(sandbox_port, ports[0]);
+        let sandbox = spawn_sandbox(sandbox_port, ports[0], &[]);
         let mut nodes = Nodes {
             client: reqwest::Client::new(),
             sandbox_url: format!("http://127.0.0.1:{sandbox_port}"),

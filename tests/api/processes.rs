@@ -76,7 +76,9 @@ impl Cluster {
         let database = TestDatabase::create().await;
         let data_dir = tempfile::tempdir().expect("dir");
         let (api_port, sandbox_port) = (free_port(), free_port());
-        let sandbox = spawn_sandbox(sandbox_port, api_port);
+        // The sandbox gets the same environment (trace export, say); its
+        // own settings below win.
+        let sandbox = spawn_sandbox(sandbox_port, api_port, env);
         let mut cluster = Cluster {
             client: reqwest::Client::new(),
             base: format!("http://127.0.0.1:{api_port}"),
@@ -221,9 +223,10 @@ pub(crate) fn assert_ledger_balances(database_url: &str) {
     );
 }
 
-pub(crate) fn spawn_sandbox(port: u16, api_port: u16) -> Process {
+pub(crate) fn spawn_sandbox(port: u16, api_port: u16, env: &[(&str, String)]) -> Process {
     let child = Command::new(TERN)
         .arg("sandbox")
+        .envs(env.iter().map(|(key, value)| (key, value)))
         .env("TERN_SANDBOX_BIND", format!("127.0.0.1:{port}"))
         .env("TERN_PUBLIC_URL", format!("http://127.0.0.1:{api_port}"))
         .env("TERN_CARD_PROVIDER_WEBHOOK_SECRET", SECRET)

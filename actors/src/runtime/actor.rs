@@ -20,7 +20,11 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use chrono::NaiveDateTime;
+use tern_schema::TRACE_TARGET;
 use tokio::sync::oneshot;
+use tracing::{Instrument, Span};
+
+use crate::trace;
 
 use super::error::{Persistence, RuntimeError, RuntimeResult};
 use super::figures::{KindCounters, Stopped};
@@ -173,14 +177,17 @@ pub(crate) struct Deliver<K: EntityKind> {
     pub reply: Option<oneshot::Sender<RuntimeResult<K::Reply>>>,
     pub ticket: Ticket,
     pub origin: Origin,
+    /// The message's span in a trace (disabled unless traces are
+    /// exported): a child of the sender's, entered while it is handled.
+    pub span: Span,
 }
 
 impl<K: EntityKind> Message for Deliver<K> {
     type Result = ();
 }
 
-/// A follow-up's result, back at its actor.
-pub(crate) struct FollowUpDone<K: EntityKind>(Option<K::Command>);
+/// A follow-up's result, back at its actor, with the follow-up's span.
+pub(crate) struct FollowUpDone<K: EntityKind>(Option<K::Command>, Span);
 
 impl<K: EntityKind> Message for FollowUpDone<K> {
     type Result = ();
@@ -207,6 +214,8 @@ pub(crate) struct EntityActor<K: EntityKind> {
     /// Why the pending work failed for good, while the kind's message that
     /// ends it is under way.
     ending: Option<String>,
+    /// What started the actor, in a trace; taken by the work it resumes.
+    started_by: Span,
 }
 
 enum Handled<K: EntityKind> {
@@ -221,6 +230,7 @@ impl<K: EntityKind> EntityActor<K> {
         cell: Arc<ActorCell>,
         env: EntityEnv<K::Context>,
         state: K::State,
+        started_by: Span,
     ) -> Self {
         EntityActor {
             shared,
@@ -232,6 +242,7 @@ impl<K: EntityKind> EntityActor<K> {
             last_active: Instant::now(),
             failures_in_a_row: 0,
             ending: None,
+            started_by,
         }
     }
 
@@ -240,14 +251,26 @@ impl<K: EntityKind> EntityActor<K> {
         self.state = state;
     }
 
-    /// Sends a message to itself, counted in the backlog like any other.
-    fn enqueue_self(&mut self, command: K::Command, origin: Origin, ctx: &mut Context<Self>) {
+    /// Sends a message to itself, counted in the backlog like any other;
+    /// in a trace, the message follows on from `cause`.
+    fn enqueue_self(
+        &mut self,
+        command: K::Command,
+        origin: Origin,
+        cause: &Span,
+        ctx: &mut Context<Self>,
+    ) {
         let ticket = Ticket::admit(&self.cell, &self.shared.counters);
+        let span = trace::continuing(
+            tracing::debug_span!(target: TRACE_TARGET, parent: None, "actor.message", kind = K::NAME, id = %self.env.id),
+            cause,
+        );
         ctx.notify(Deliver::<K> {
             command,
             reply: None,
             ticket,
             origin,
+            span,
         });
     }
 
@@ -257,12 +280,13 @@ impl<K: EntityKind> EntityActor<K> {
         command: K::Command,
         origin: Origin,
         delay: Duration,
+        cause: Span,
         ctx: &mut Context<Self>,
     ) {
         self.follow_ups_pending += 1;
         ctx.run_later(delay, move |act, ctx| {
             act.follow_ups_pending -= 1;
-            act.enqueue_self(command, origin, ctx);
+            act.enqueue_self(command, origin, &cause, ctx);
         });
     }
 
@@ -295,7 +319,13 @@ impl<K: EntityKind> EntityActor<K> {
     /// After a failed message, with the state reloaded: resume the pending
     /// work later, or, when the entity's own work failed for a reason that
     /// will not pass, end it through the kind or stop it.
-    fn after_failure(&mut self, error: &RuntimeError, origin: Origin, ctx: &mut Context<Self>) {
+    fn after_failure(
+        &mut self,
+        error: &RuntimeError,
+        origin: Origin,
+        cause: &Span,
+        ctx: &mut Context<Self>,
+    ) {
         // The failed message may have been the only carrier of pending work
         // (a provider's answer): resume from what the database says.
         let Some(resume) = K::on_activate(&self.state) else {
@@ -320,7 +350,9 @@ impl<K: EntityKind> EntityActor<K> {
                 None => Some((resume, Origin::Resume)),
             };
             match next {
-                Some((command, origin)) => self.enqueue_later(command, origin, delay, ctx),
+                Some((command, origin)) => {
+                    self.enqueue_later(command, origin, delay, cause.clone(), ctx)
+                }
                 None => {
                     if let Some(reason) = self.ending.take() {
                         self.stop(reason);
@@ -334,7 +366,13 @@ impl<K: EntityKind> EntityActor<K> {
             if let Some(end) = K::on_permanent_failure(&self.state, &reason) {
                 tracing::warn!(kind = K::NAME, id = %self.env.id, %reason, "pending work failed for good; ending it");
                 self.ending = Some(reason);
-                self.enqueue_later(end, Origin::Ending, RESUME_AFTER_FAILURE, ctx);
+                self.enqueue_later(
+                    end,
+                    Origin::Ending,
+                    RESUME_AFTER_FAILURE,
+                    cause.clone(),
+                    ctx,
+                );
                 return;
             }
         }
@@ -347,6 +385,7 @@ impl<K: EntityKind> EntityActor<K> {
         handled: Handled<K>,
         reply: Option<oneshot::Sender<RuntimeResult<K::Reply>>>,
         origin: Origin,
+        span: &Span,
         ctx: &mut Context<Self>,
     ) {
         self.busy = false;
@@ -361,10 +400,18 @@ impl<K: EntityKind> EntityActor<K> {
                     // while no handler is waiting, so a busy actor starved
                     // its own provider calls and deliveries.
                     let addr = ctx.address();
-                    actix::spawn(async move {
-                        let command = work.await;
-                        addr.do_send(FollowUpDone::<K>(command));
-                    });
+                    let follow_up = trace::continuing(
+                        tracing::debug_span!(target: TRACE_TARGET, parent: None, "actor.follow_up", kind = K::NAME),
+                        span,
+                    );
+                    let cause = follow_up.clone();
+                    actix::spawn(
+                        async move {
+                            let command = work.await;
+                            addr.do_send(FollowUpDone::<K>(command, cause));
+                        }
+                        .instrument(follow_up),
+                    );
                 }
                 answer(reply, Ok(transition.reply));
             }
@@ -374,7 +421,7 @@ impl<K: EntityKind> EntityActor<K> {
                 match reloaded {
                     Ok(Some(state)) => {
                         self.set_state(state);
-                        self.after_failure(&error, origin, ctx);
+                        self.after_failure(&error, origin, span, ctx);
                         answer(reply, Err(error));
                     }
                     Ok(None) => {
@@ -433,11 +480,13 @@ impl<K: EntityKind> Actor for EntityActor<K> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        // Taken now, kept by nothing after: a span stays open while held.
+        let started_by = std::mem::replace(&mut self.started_by, Span::none());
         let every = (self.shared.config.idle_timeout / IDLE_CHECKS_PER_TIMEOUT)
             .max(IDLE_CHECK_INTERVAL_MIN);
         ctx.run_interval(every, Self::check_idle);
         if let Some(command) = K::on_activate(&self.state) {
-            self.enqueue_self(command, Origin::Resume, ctx);
+            self.enqueue_self(command, Origin::Resume, &started_by, ctx);
         }
     }
 }
@@ -451,7 +500,9 @@ impl<K: EntityKind> Handler<Deliver<K>> for EntityActor<K> {
             reply,
             mut ticket,
             origin,
+            span,
         } = message;
+        let handled_in = span.clone();
         // The state is read when this message's turn comes, not here: actix
         // can call `handle` for a mailbox message and then for a message the
         // actor sent itself before the first one's future has run (the
@@ -470,11 +521,12 @@ impl<K: EntityKind> Handler<Deliver<K>> for EntityActor<K> {
                     Err(error) => Handled::Failed(error, K::load(env).await),
                 }
             }
+            .instrument(handled_in)
             .into_actor(act)
         });
-        AtomicResponse::new(Box::pin(
-            work.map(move |handled, act, ctx| act.finish(handled, reply, origin, ctx)),
-        ))
+        AtomicResponse::new(Box::pin(work.map(move |handled, act, ctx| {
+            act.finish(handled, reply, origin, &span, ctx)
+        })))
     }
 }
 
@@ -484,7 +536,7 @@ impl<K: EntityKind> Handler<FollowUpDone<K>> for EntityActor<K> {
     fn handle(&mut self, done: FollowUpDone<K>, ctx: &mut Context<Self>) {
         self.follow_ups_pending = self.follow_ups_pending.saturating_sub(1);
         if let Some(command) = done.0 {
-            self.enqueue_self(command, Origin::Resume, ctx);
+            self.enqueue_self(command, Origin::Resume, &done.1, ctx);
         }
     }
 }

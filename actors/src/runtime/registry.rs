@@ -18,7 +18,9 @@ use futures_util::future::LocalBoxFuture;
 use futures_util::StreamExt;
 use tern_schema::types::utc_now;
 use tern_schema::Db;
+use tern_schema::TRACE_TARGET;
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 use super::actor::{ActorCell, Deliver, EntityActor, Halt, Origin, Ticket};
 use super::cluster::Ownership;
@@ -244,9 +246,12 @@ impl<K: EntityKind> Shared<K> {
     ) -> RuntimeResult<Addr<EntityActor<K>>> {
         let capacity = usize::try_from(self.config.mailbox_capacity).unwrap_or(usize::MAX);
         let shared = this.clone();
+        // Work the actor resumes by itself at its start continues the trace
+        // of whatever started it (a request creating the entity).
+        let cause = crate::trace::current();
         let build = move |ctx: &mut actix::Context<EntityActor<K>>| {
             ctx.set_mailbox_capacity(capacity);
-            EntityActor::new(shared, cell, env, state)
+            EntityActor::new(shared, cell, env, state, cause)
         };
         if self.config.arbiters.is_empty() {
             if Arbiter::try_current().is_none() {
@@ -325,7 +330,7 @@ impl<K: EntityKind> Registry<K> {
     /// Sends a request to the entity's actor, activating it from the
     /// database if needed, and awaits the reply. A full mailbox answers
     /// [`RuntimeError::MailboxFull`] at once instead of queueing.
-    #[tracing::instrument(skip_all, fields(kind = K::NAME, id = %id))]
+    #[tracing::instrument(name = "actor.call", skip_all, fields(kind = K::NAME, id = %id))]
     pub async fn call(&self, id: &str, command: K::Command) -> RuntimeResult<K::Reply> {
         self.send(id, command, Admission::Bounded).await
     }
@@ -344,11 +349,19 @@ impl<K: EntityKind> Registry<K> {
         }
         let registry = self.clone();
         let id = id.to_owned();
-        actix::spawn(async move {
-            if let Err(error) = registry.send(&id, command, Admission::Unbounded).await {
-                tracing::warn!(kind = K::NAME, %id, %error, "an internal message was not handled");
+        // The task continues the sender's trace.
+        let cause = crate::trace::continuing(
+            tracing::debug_span!(target: TRACE_TARGET, parent: None, "actor.tell", kind = K::NAME, id = %id),
+            &crate::trace::current(),
+        );
+        actix::spawn(
+            async move {
+                if let Err(error) = registry.send(&id, command, Admission::Unbounded).await {
+                    tracing::warn!(kind = K::NAME, %id, %error, "an internal message was not handled");
+                }
             }
-        });
+            .instrument(cause),
+        );
     }
 
     /// Activates the entity's actor unless it is live already.
@@ -512,6 +525,8 @@ impl<K: EntityKind> Registry<K> {
     ) -> RuntimeResult<K::Reply> {
         self.placement(id)?;
         let mut command = command;
+        let span =
+            tracing::debug_span!(target: TRACE_TARGET, "actor.message", kind = K::NAME, id = %id);
         for _ in 0..SEND_ATTEMPTS_MAX {
             let (addr, ticket) = self.admitted(id, admission).await?;
             let started = ticket.started_flag();
@@ -521,6 +536,7 @@ impl<K: EntityKind> Registry<K> {
                 reply: Some(reply),
                 ticket,
                 origin: Origin::Sender,
+                span: span.clone(),
             };
             let sent = match admission {
                 Admission::Bounded => addr.try_send(message),

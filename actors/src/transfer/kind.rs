@@ -13,6 +13,7 @@ use tern_schema::plan::{Plan, RowMove};
 use tern_schema::store::{settlements, transfers};
 use tern_schema::types::utc_now;
 use tern_schema::{Db, DieselError, PlanError, StoreError};
+use tracing::Instrument;
 
 use super::machine::{self, Effect, Event, Moved, Observed, Policy, Refund, Rejected, Resume};
 use super::postings;
@@ -365,21 +366,26 @@ fn start_leg(
 ) {
     let id = settlement_entity_id(merchant_id, key);
     let registry = env.ctx.settlements.clone();
-    actix::spawn(async move {
-        let started = match created {
-            Some(row) => registry.activate_with(&id, row).await,
-            None => registry.activate(&id).await,
-        };
-        match started {
-            Ok(()) => {}
-            // Its slot is another node's (a leg placed before its route was
-            // pinned): that node is asked to look at it.
-            Err(RuntimeError::Elsewhere { .. }) => registry.tell(&id, SettlementCommand::Nudge),
-            Err(error) => {
-                tracing::warn!(settlement = %id, %error, "leg did not start; recovery will")
+    // In a trace, the leg continues the transfer's message.
+    let cause = crate::trace::current();
+    actix::spawn(
+        async move {
+            let started = match created {
+                Some(row) => registry.activate_with(&id, row).await,
+                None => registry.activate(&id).await,
+            };
+            match started {
+                Ok(()) => {}
+                // Its slot is another node's (a leg placed before its route was
+                // pinned): that node is asked to look at it.
+                Err(RuntimeError::Elsewhere { .. }) => registry.tell(&id, SettlementCommand::Nudge),
+                Err(error) => {
+                    tracing::warn!(settlement = %id, %error, "leg did not start; recovery will")
+                }
             }
         }
-    });
+        .instrument(cause),
+    );
 }
 
 /// Asks leg 1's settlement for its refund; the answer comes back as an event.

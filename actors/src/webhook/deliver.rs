@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE, USER_AGENT};
 use reqwest::{redirect, Client};
 use tern_schema::models::WebhookEventRow;
+use tracing::Instrument;
 
 use super::guard::{self, GuardedResolver};
 use super::machine::Outcome;
@@ -98,7 +99,16 @@ impl Deliverer {
     pub async fn attempt(&self, url: &str, secret: &str, event: &WebhookEventRow) -> Attempt {
         let at = Utc::now();
         let started = Instant::now();
-        let outcome = self.post(url, secret, event, at).await;
+        let span = tracing::debug_span!(
+            target: crate::trace::TARGET,
+            "webhook.deliver",
+            event_type = %event.event_type,
+            otel.kind = "client",
+        );
+        let outcome = self
+            .post(url, secret, event, at, &span)
+            .instrument(span.clone())
+            .await;
         Attempt {
             at,
             outcome,
@@ -112,6 +122,7 @@ impl Deliverer {
         secret: &str,
         event: &WebhookEventRow,
         at: DateTime<Utc>,
+        span: &tracing::Span,
     ) -> Outcome {
         let failed = |error: String| Outcome::Failed { error };
         let parsed = match url::Url::parse(url) {
@@ -142,6 +153,7 @@ impl Deliverer {
                 headers.insert(name, value);
             }
         }
+        crate::trace::inject(span, &mut headers);
         let sent = self
             .client
             .post(parsed)

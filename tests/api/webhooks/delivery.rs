@@ -99,6 +99,8 @@ async fn a_succeeding_transfer_delivers_its_events_signed_and_in_order() {
             assert_eq!(request.method, "POST");
             assert_eq!(request.header("x-request-id"), Some(request_id.as_str()));
             assert_eq!(request.header("content-type"), Some("application/json"));
+            // No trace exporter here: no trace context is sent.
+            assert_eq!(request.header("traceparent"), None);
             assert_eq!(request.header("webhook-id"), body["id"].as_str());
             assert!(body["id"].as_str().is_some_and(|id| id.starts_with("evt_")));
             assert_eq!(body["data"]["id"], transfer_id.as_str());

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Client, Method, RequestBuilder, Response, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tracing::{Instrument, Span};
 
 pub use acquirer::HttpCardAcquirer;
 pub use card_push::HttpCardPush;
@@ -26,6 +27,7 @@ pub use push::HttpPushGateway;
 
 use super::health::ProviderHealth;
 use crate::ports::ProviderError;
+use crate::trace::{self, TARGET as TRACE_TARGET};
 
 /// Time to establish a TCP connection; refusal or expiry here means the
 /// request was never sent, so it is a transient error.
@@ -139,26 +141,45 @@ impl ProviderClient {
         body: &B,
     ) -> Result<T, ProviderError> {
         let started = Instant::now();
+        let span = self.call_span("execute");
         let request = self
             .client
             .request(Method::POST, self.url(path, None)?)
             .header(wire::IDEMPOTENCY_KEY_HEADER, idempotency_key)
             .json(body);
-        let outcome = match send(request).await {
-            Ok(response) => decode(response).await,
-            Err(error) => Err(error),
-        };
-        self.observe("execute", started, &outcome);
+        let outcome = async {
+            match send(trace::with_context(request, &span)).await {
+                Ok(response) => decode(response).await,
+                Err(error) => Err(error),
+            }
+        }
+        .instrument(span.clone())
+        .await;
+        self.observe("execute", started, &outcome, &span);
         outcome
     }
 
-    /// Records a call's outcome: for the provider's health, and as
-    /// metrics by provider, operation and outcome.
+    /// A call's span in a trace; its context goes with the request.
+    fn call_span(&self, operation: &'static str) -> Span {
+        tracing::debug_span!(
+            target: TRACE_TARGET,
+            "provider.call",
+            provider = self.name,
+            operation,
+            outcome = tracing::field::Empty,
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+        )
+    }
+
+    /// Records a call's outcome: for the provider's health, as metrics by
+    /// provider, operation and outcome, and on its span.
     fn observe<T>(
         &self,
         operation: &'static str,
         started: Instant,
         outcome: &Result<T, ProviderError>,
+        span: &Span,
     ) {
         if let Some(health) = &self.health {
             health.observe(outcome);
@@ -170,6 +191,10 @@ impl ProviderClient {
             Err(ProviderError::Permanent { .. }) => "refused",
         };
         crate::metrics::provider_call(self.name, operation, result, started);
+        span.record("outcome", result);
+        if outcome.is_err() {
+            span.record("otel.status_code", "ERROR");
+        }
     }
 
     /// GETs the record stored under `idempotency_key`; `None` on 404.
@@ -179,13 +204,18 @@ impl ProviderClient {
         idempotency_key: &str,
     ) -> Result<Option<T>, ProviderError> {
         let started = Instant::now();
+        let span = self.call_span("lookup");
         let request = self.client.get(self.url(path, Some(idempotency_key))?);
-        let outcome = match send(request).await {
-            Ok(response) if response.status() == StatusCode::NOT_FOUND => Ok(None),
-            Ok(response) => decode(response).await.map(Some),
-            Err(error) => Err(error),
-        };
-        self.observe("lookup", started, &outcome);
+        let outcome = async {
+            match send(trace::with_context(request, &span)).await {
+                Ok(response) if response.status() == StatusCode::NOT_FOUND => Ok(None),
+                Ok(response) => decode(response).await.map(Some),
+                Err(error) => Err(error),
+            }
+        }
+        .instrument(span.clone())
+        .await;
+        self.observe("lookup", started, &outcome, &span);
         outcome
     }
 
@@ -197,12 +227,17 @@ impl ProviderClient {
         body: &B,
     ) -> Result<T, ProviderError> {
         let started = Instant::now();
+        let span = self.call_span("post");
         let request = self.client.post(self.url(path, None)?).json(body);
-        let outcome = match send(request).await {
-            Ok(response) => decode(response).await,
-            Err(error) => Err(error),
-        };
-        self.observe("post", started, &outcome);
+        let outcome = async {
+            match send(trace::with_context(request, &span)).await {
+                Ok(response) => decode(response).await,
+                Err(error) => Err(error),
+            }
+        }
+        .instrument(span.clone())
+        .await;
+        self.observe("post", started, &outcome, &span);
         outcome
     }
 
@@ -212,13 +247,18 @@ impl ProviderClient {
         path: &str,
     ) -> Result<Option<T>, ProviderError> {
         let started = Instant::now();
+        let span = self.call_span("get");
         let request = self.client.get(self.url(path, None)?);
-        let outcome = match send(request).await {
-            Ok(response) if response.status() == StatusCode::NOT_FOUND => Ok(None),
-            Ok(response) => decode(response).await.map(Some),
-            Err(error) => Err(error),
-        };
-        self.observe("get", started, &outcome);
+        let outcome = async {
+            match send(trace::with_context(request, &span)).await {
+                Ok(response) if response.status() == StatusCode::NOT_FOUND => Ok(None),
+                Ok(response) => decode(response).await.map(Some),
+                Err(error) => Err(error),
+            }
+        }
+        .instrument(span.clone())
+        .await;
+        self.observe("get", started, &outcome, &span);
         outcome
     }
 

@@ -1,0 +1,223 @@
+//! Traces over OTLP (issue 22): the real binary and its sandbox export to a
+//! receiver in the test; one transfer's spans must form one trace from the
+//! caller's `traceparent` through the entity actors, their writes and
+//! provider calls, into the provider's own spans; the committed batch links
+//! the writes it carried; a webhook carries the context of its delivery.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::otlp_receiver::{ExportedSpan, OtlpReceiver};
+use crate::processes::Cluster;
+use crate::transfers::{body, EVM_WALLET};
+use crate::webhook_receiver::Receiver;
+use crate::webhooks::{WAIT_MAX, WHSEC_SECRET};
+
+const SPANS_WAIT_MAX: Duration = Duration::from_secs(30);
+
+#[actix_web::test]
+async fn a_transfer_is_one_trace_from_the_callers_request_to_the_providers() {
+    let otlp = OtlpReceiver::start();
+    let webhooks = Receiver::start().await;
+    let env = [
+        ("TERN_OTLP_ENDPOINT", otlp.endpoint()),
+        // The batch processor sends every 100 ms instead of every 5 s.
+        ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
+        ("TERN_WEBHOOK_ALLOW_PRIVATE", "true".to_owned()),
+        (
+            "TERN_WEBHOOK_CA_FILE",
+            webhooks.ca_file().display().to_string(),
+        ),
+    ];
+    let cluster = Cluster::start_with("200ms,200ms,200ms", &env).await;
+    let api_key = cluster.register("Traced").await;
+    let put = cluster
+        .client
+        .put(format!("{}/v1/webhooks/endpoint", cluster.base))
+        .bearer_auth(&api_key)
+        .json(&json!({"url": webhooks.url("/traced"), "secret": WHSEC_SECRET}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(put.status(), 204);
+    let quote: Value = cluster
+        .client
+        .post(format!("{}/v1/quotes", cluster.base))
+        .bearer_auth(&api_key)
+        .json(&json!({"send_currency": "EUR", "send_amount": "25.00",
+            "receive_asset": "USDC", "receive_network": "polygon"}))
+        .send()
+        .await
+        .expect("quote")
+        .json()
+        .await
+        .expect("json");
+
+    // The caller's own trace, which Tern's request span must continue.
+    let trace_id = format!("{:032x}", rand::random::<u128>() | 1);
+    let caller_span = format!("{:016x}", rand::random::<u64>() | 1);
+    let created = cluster
+        .client
+        .post(format!("{}/v1/transfers", cluster.base))
+        .bearer_auth(&api_key)
+        .header("Idempotency-Key", Uuid::new_v4().to_string())
+        .header("traceparent", format!("00-{trace_id}-{caller_span}-01"))
+        .json(&body(&quote, "pm_card_visa", EVM_WALLET))
+        .send()
+        .await
+        .expect("transfer");
+    assert_eq!(created.status(), 201);
+    let delivered = webhooks.wait_for(1, WAIT_MAX).await;
+
+    let spans = otlp
+        .wait_until(SPANS_WAIT_MAX, |spans| {
+            let trace = Trace::of(spans, &trace_id);
+            trace.named("provider.call").count() >= 2
+                && trace.named("sandbox.request").count() >= 2
+                && spans.iter().any(|s| s.name == "db.commit")
+                && delivered_span(spans, &delivered[0]).is_some()
+        })
+        .await;
+    let trace = Trace::of(&spans, &trace_id);
+
+    // The request continues the caller's span.
+    let request = trace
+        .named("request")
+        .find(|s| s.attribute("path") == Some("/v1/transfers"))
+        .unwrap_or_else(|| panic!("no request span:\n{}", trace.render()));
+    assert_eq!(request.parent_span_id, caller_span, "{}", trace.render());
+
+    // Each provider call descends from the request through the transfer's
+    // actor, and the provider's span is the call's child, in another
+    // process.
+    for call in trace.named("provider.call") {
+        let ancestors = trace.ancestors(call);
+        let names: Vec<&str> = ancestors.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            ancestors.last().map(|s| &s.span_id),
+            Some(&request.span_id),
+            "{names:?}\n{}",
+            trace.render()
+        );
+        assert!(names.contains(&"actor.message"), "{names:?}");
+        assert!(
+            ancestors
+                .iter()
+                .any(|s| s.name == "actor.message" && s.attribute("kind") == Some("transfer")),
+            "{}",
+            trace.render()
+        );
+    }
+    let sandbox = trace
+        .named("sandbox.request")
+        .next()
+        .expect("a sandbox span");
+    assert_eq!(
+        trace
+            .by_id
+            .get(sandbox.parent_span_id.as_str())
+            .map(|s| s.name.as_str()),
+        Some("provider.call"),
+        "{}",
+        trace.render()
+    );
+
+    // The transfer's writes are in the trace, and a committed batch links
+    // one of them.
+    let writes: Vec<&ExportedSpan> = trace.named("db.write").collect();
+    assert!(!writes.is_empty(), "{}", trace.render());
+    let linked = spans.iter().filter(|s| s.name == "db.commit").any(|batch| {
+        batch
+            .links
+            .iter()
+            .any(|(t, s)| t == &trace_id && writes.iter().any(|w| &w.span_id == s))
+    });
+    assert!(linked, "no committed batch links the transfer's writes");
+
+    // The webhook names the span of its delivery.
+    let deliver = delivered_span(&spans, &delivered[0]).expect("the delivery's span");
+    assert_eq!(deliver.name, "webhook.deliver");
+    cluster.assert_ledger_balances();
+}
+
+/// The exported span whose context a delivered webhook carried.
+fn delivered_span<'s>(
+    spans: &'s [ExportedSpan],
+    delivered: &crate::webhook_receiver::Received,
+) -> Option<&'s ExportedSpan> {
+    let traceparent = delivered.header("traceparent")?;
+    let parts: Vec<&str> = traceparent.split('-').collect();
+    let [_, trace_id, span_id, _] = parts.as_slice() else {
+        return None;
+    };
+    spans
+        .iter()
+        .find(|s| &s.trace_id == trace_id && &s.span_id == span_id)
+}
+
+/// The spans of one trace, by id.
+struct Trace<'s> {
+    spans: Vec<&'s ExportedSpan>,
+    by_id: HashMap<&'s str, &'s ExportedSpan>,
+}
+
+impl<'s> Trace<'s> {
+    fn of(spans: &'s [ExportedSpan], trace_id: &str) -> Trace<'s> {
+        let spans: Vec<&ExportedSpan> = spans.iter().filter(|s| s.trace_id == trace_id).collect();
+        let by_id = spans.iter().map(|s| (s.span_id.as_str(), *s)).collect();
+        Trace { spans, by_id }
+    }
+
+    fn named<'t>(&'t self, name: &'t str) -> impl Iterator<Item = &'s ExportedSpan> + 't {
+        self.spans.iter().copied().filter(move |s| s.name == name)
+    }
+
+    /// Parent, grandparent, ... as far as the trace's spans reach.
+    fn ancestors(&self, span: &ExportedSpan) -> Vec<&'s ExportedSpan> {
+        let mut chain = Vec::new();
+        let mut parent = span.parent_span_id.as_str();
+        while let Some(next) = self.by_id.get(parent) {
+            chain.push(*next);
+            parent = next.parent_span_id.as_str();
+            if chain.len() > self.spans.len() {
+                break;
+            }
+        }
+        chain
+    }
+
+    /// The trace as an indented tree, for failure messages.
+    fn render(&self) -> String {
+        let mut out = String::new();
+        let roots = self
+            .spans
+            .iter()
+            .filter(|s| !self.by_id.contains_key(s.parent_span_id.as_str()));
+        for root in roots {
+            self.render_from(root, 0, &mut out);
+        }
+        out
+    }
+
+    fn render_from(&self, span: &ExportedSpan, depth: usize, out: &mut String) {
+        out.push_str(&format!(
+            "{}{} {:?}\n",
+            "  ".repeat(depth),
+            span.name,
+            span.attributes
+        ));
+        if depth > 64 {
+            return;
+        }
+        for child in self
+            .spans
+            .iter()
+            .filter(|s| s.parent_span_id == span.span_id)
+        {
+            self.render_from(child, depth + 1, out);
+        }
+    }
+}
