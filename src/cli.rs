@@ -303,9 +303,16 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let command = cli.command.unwrap_or(Command::Serve);
+    // The standalone simulator plays the providers in a trace.
+    let service = match command {
+        Command::Sandbox => "tern-sandbox",
+        _ => "tern",
+    };
     // Kept to the end of main: dropping it sends the buffered spans.
-    let _telemetry = crate::telemetry::init(&config.log, config.otlp_traces_url.as_deref());
-    let outcome = match cli.command.unwrap_or(Command::Serve) {
+    let _telemetry =
+        crate::telemetry::init(&config.log, config.otlp_traces_url.as_deref(), service);
+    let outcome = match command {
         Command::Openapi { out_dir } => write_openapi(&config, out_dir.as_deref()),
         command => actix_web::rt::System::new().block_on(run(command, config)),
     };

@@ -393,6 +393,8 @@ impl Peers for Link {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .timeout(WAKE_TIMEOUT)
             .body(body);
+        // The owner continues the trace of the work that asked.
+        let request = tern_actors::trace::with_context(request, &tracing::Span::current());
         Box::pin(async move {
             match request.send().await {
                 Ok(response) if response.status().is_success() => Ok(()),

@@ -524,10 +524,17 @@ impl Config {
 /// The traces URL of an OTLP/HTTP endpoint, named as collectors document
 /// it (`http://collector:4318`, like OTEL_EXPORTER_OTLP_ENDPOINT) or
 /// already ending in `/v1/traces`.
+/// The value is never echoed: it may hold a collector's credentials.
 fn otlp_traces_url(endpoint: &str) -> Result<String, String> {
-    let parsed = url::Url::parse(endpoint).map_err(|e| format!("`{endpoint}`: {e}"))?;
+    let parsed = url::Url::parse(endpoint).map_err(|e| format!("not a URL ({e})"))?;
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
-        return Err(format!("`{endpoint}` is not an http(s) URL"));
+        return Err("not an http(s) URL".into());
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err("credentials do not go in the URL: set OTEL_EXPORTER_OTLP_HEADERS".into());
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err("a query or fragment is not allowed".into());
     }
     let base = endpoint.trim_end_matches('/');
     Ok(if base.ends_with("/v1/traces") {
@@ -729,6 +736,8 @@ mod tests {
             ("TERN_LOG", "info,[[["),
             ("TERN_OTLP_ENDPOINT", "collector:4318"),
             ("TERN_OTLP_ENDPOINT", "grpc://collector:4317"),
+            ("TERN_OTLP_ENDPOINT", "https://user:key@otel.example"),
+            ("TERN_OTLP_ENDPOINT", "http://collector:4318?token=x"),
             ("TERN_SMTP_URL", "mail.example.com:25"),
             ("TERN_MAIL_FROM", "no-reply"),
             ("TERN_MAIL_FROM", "Tern <no-reply@tern.local"),

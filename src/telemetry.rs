@@ -38,72 +38,93 @@ impl Drop for Telemetry {
 }
 
 /// Installs the global subscriber once; later calls (tests) keep the first
-/// and export nothing of their own.
-pub fn init(filter: &str, otlp_traces_url: Option<&str>) -> Telemetry {
-    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+/// and export nothing of their own. `service` names the process in traces.
+pub fn init(filter: &str, otlp_traces_url: Option<&str>, service: &str) -> Telemetry {
+    // The trace-only spans never reach the logs, whatever TERN_LOG says.
+    let log_filter = || {
+        EnvFilter::try_new(format!("{filter},{}=off", tern_actors::trace::TARGET))
+            .unwrap_or_else(|_| EnvFilter::new("info"))
+    };
+    let Some(url) = otlp_traces_url else {
+        // No trace layer at all: one global filter, as if traces did not
+        // exist, so their callsites stay disabled for good.
+        let _ = tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(log_filter())
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_span_events(FmtSpan::NONE)
+            .with_target(true)
+            .try_init();
+        return Telemetry { traces: None };
+    };
     let logs = tracing_subscriber::fmt::layer()
         .json()
         .with_current_span(true)
         .with_span_list(false)
         .with_span_events(FmtSpan::NONE)
         .with_target(true)
-        .with_filter(filter);
-    let traces = otlp_traces_url.and_then(|url| match trace_provider(url) {
-        Ok(provider) => Some(provider),
+        .with_filter(log_filter());
+    let provider = match trace_provider(url, service) {
+        Ok(provider) => provider,
         Err(error) => {
             eprintln!("tern: traces are not exported: {error}");
-            None
+            return init(filter, None, service);
         }
-    });
-    let trace_layer = traces.as_ref().map(|provider| {
-        tracing_opentelemetry::layer()
-            .with_tracer(provider.tracer("tern"))
-            .with_filter(
-                Targets::new()
-                    .with_target("tern", LevelFilter::INFO)
-                    .with_target(tern_actors::trace::TARGET, LevelFilter::DEBUG),
-            )
-    });
-    let installed = tracing_subscriber::registry()
+    };
+    let traces = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("tern"))
+        .with_filter(
+            Targets::new()
+                .with_target("tern", LevelFilter::INFO)
+                .with_target(tern_actors::trace::TARGET, LevelFilter::DEBUG),
+        );
+    if tracing_subscriber::registry()
         .with(logs)
-        .with(trace_layer)
+        .with(traces)
         .try_init()
-        .is_ok();
-    if installed && traces.is_some() {
-        opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
-        tern_actors::trace::set_exporting();
+        .is_err()
+    {
+        return Telemetry { traces: None };
     }
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    tern_actors::trace::set_exporting();
     Telemetry {
-        traces: traces.filter(|_| installed),
+        traces: Some(provider),
     }
 }
 
-fn trace_provider(url: &str) -> anyhow::Result<SdkTracerProvider> {
+fn trace_provider(url: &str, service: &str) -> anyhow::Result<SdkTracerProvider> {
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)
         .with_endpoint(url)
         .build()?;
     // The SDK reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (a node's
-    // name, say); "tern" when neither names the service.
+    // name, say); `service` when neither names the service.
     let mut resource = Resource::builder().with_attribute(opentelemetry::KeyValue::new(
         "service.version",
         env!("CARGO_PKG_VERSION"),
     ));
-    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
-        resource = resource.with_service_name("tern");
+    let named = std::env::var_os("OTEL_SERVICE_NAME").is_some()
+        || std::env::var("OTEL_RESOURCE_ATTRIBUTES")
+            .is_ok_and(|attributes| attributes.contains("service.name="));
+    if !named {
+        resource = resource.with_service_name(service.to_owned());
     }
     Ok(SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
+        // A committed batch links every write it carried.
+        .with_max_links_per_span(tern_schema::commit::BATCH_UNITS_MAX as u32)
         .with_resource(resource.build())
         .build())
 }
 
 /// Makes `span` (a request's) continue the caller's trace when the request
-/// carries a W3C `traceparent`. Nothing is read when traces are not
-/// exported.
+/// carries a W3C `traceparent`; its sampled flag is the caller's to set, as
+/// the W3C model has it. Nothing is read when traces are not exported.
 pub fn continue_trace(span: &tracing::Span, headers: &actix_web::http::header::HeaderMap) {
-    if !tern_actors::trace::exporting() || !headers.contains_key("traceparent") {
+    if !tern_actors::trace::exporting() || !headers.contains_key(TRACEPARENT) {
         return;
     }
     let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
@@ -113,14 +134,22 @@ pub fn continue_trace(span: &tracing::Span, headers: &actix_web::http::header::H
     let _ = span.set_parent(parent);
 }
 
+/// Shows the propagator a request's `traceparent` only: a caller's
+/// `tracestate` (up to 32 entries of 512 bytes) would be copied into every
+/// span of the trace and sent on to providers and webhook receivers.
 struct HeaderExtractor<'h>(&'h actix_web::http::header::HeaderMap);
 
 impl Extractor for HeaderExtractor<'_> {
     fn get(&self, key: &str) -> Option<&str> {
+        if key != TRACEPARENT {
+            return None;
+        }
         self.0.get(key).and_then(|value| value.to_str().ok())
     }
 
     fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(|name| name.as_str()).collect()
+        vec![TRACEPARENT]
     }
 }
+
+const TRACEPARENT: &str = "traceparent";

@@ -54,7 +54,7 @@ impl TestApp {
     pub async fn spawn_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
         tern_actors::adapters::install_crypto_provider();
         if std::env::var("TERN_TEST_LOG").is_ok() {
-            let _ = tern::telemetry::init("info", None);
+            let _ = tern::telemetry::init("info", None, "tern");
         }
         let database = TestDatabase::create().await;
         let data_dir = tempfile::tempdir().expect("data dir");

@@ -72,13 +72,22 @@ async fn a_transfer_is_one_trace_from_the_callers_request_to_the_providers() {
     assert_eq!(created.status(), 201);
     let delivered = webhooks.wait_for(1, WAIT_MAX).await;
 
+    // Spans arrive in batches as they end, children before their parents:
+    // wait until the whole chain is there, then say what is wrong if not.
     let spans = otlp
         .wait_until(SPANS_WAIT_MAX, |spans| {
             let trace = Trace::of(spans, &trace_id);
+            let rooted = |span: &ExportedSpan| {
+                trace
+                    .ancestors(span)
+                    .last()
+                    .is_some_and(|root| root.name == "request")
+            };
             trace.named("provider.call").count() >= 2
+                && trace.named("provider.call").all(rooted)
                 && trace.named("sandbox.request").count() >= 2
                 && spans.iter().any(|s| s.name == "db.commit")
-                && delivered_span(spans, &delivered[0]).is_some()
+                && delivered_span(spans, &delivered[0]).is_some_and(|s| s.trace_id == trace_id)
         })
         .await;
     let trace = Trace::of(&spans, &trace_id);
@@ -137,9 +146,10 @@ async fn a_transfer_is_one_trace_from_the_callers_request_to_the_providers() {
     });
     assert!(linked, "no committed batch links the transfer's writes");
 
-    // The webhook names the span of its delivery.
+    // The webhook names the span of its delivery, in the transfer's trace.
     let deliver = delivered_span(&spans, &delivered[0]).expect("the delivery's span");
     assert_eq!(deliver.name, "webhook.deliver");
+    assert_eq!(deliver.trace_id, trace_id);
     cluster.assert_ledger_balances();
 }
 

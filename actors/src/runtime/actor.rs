@@ -260,11 +260,26 @@ impl<K: EntityKind> EntityActor<K> {
         cause: &Span,
         ctx: &mut Context<Self>,
     ) {
-        let ticket = Ticket::admit(&self.cell, &self.shared.counters);
-        let span = trace::continuing(
+        let span = self.message_span(cause);
+        self.deliver_self(command, origin, span, ctx);
+    }
+
+    /// A message's span, continuing `cause`'s trace.
+    fn message_span(&self, cause: &Span) -> Span {
+        trace::continuing(
             tracing::debug_span!(target: TRACE_TARGET, parent: None, "actor.message", kind = K::NAME, id = %self.env.id),
             cause,
-        );
+        )
+    }
+
+    fn deliver_self(
+        &mut self,
+        command: K::Command,
+        origin: Origin,
+        span: Span,
+        ctx: &mut Context<Self>,
+    ) {
+        let ticket = Ticket::admit(&self.cell, &self.shared.counters);
         ctx.notify(Deliver::<K> {
             command,
             reply: None,
@@ -280,13 +295,15 @@ impl<K: EntityKind> EntityActor<K> {
         command: K::Command,
         origin: Origin,
         delay: Duration,
-        cause: Span,
+        cause: &Span,
         ctx: &mut Context<Self>,
     ) {
         self.follow_ups_pending += 1;
+        // Made now, so that the delay holds the new span, not the cause.
+        let span = self.message_span(cause);
         ctx.run_later(delay, move |act, ctx| {
             act.follow_ups_pending -= 1;
-            act.enqueue_self(command, origin, &cause, ctx);
+            act.deliver_self(command, origin, span, ctx);
         });
     }
 
@@ -350,9 +367,7 @@ impl<K: EntityKind> EntityActor<K> {
                 None => Some((resume, Origin::Resume)),
             };
             match next {
-                Some((command, origin)) => {
-                    self.enqueue_later(command, origin, delay, cause.clone(), ctx)
-                }
+                Some((command, origin)) => self.enqueue_later(command, origin, delay, cause, ctx),
                 None => {
                     if let Some(reason) = self.ending.take() {
                         self.stop(reason);
@@ -366,13 +381,7 @@ impl<K: EntityKind> EntityActor<K> {
             if let Some(end) = K::on_permanent_failure(&self.state, &reason) {
                 tracing::warn!(kind = K::NAME, id = %self.env.id, %reason, "pending work failed for good; ending it");
                 self.ending = Some(reason);
-                self.enqueue_later(
-                    end,
-                    Origin::Ending,
-                    RESUME_AFTER_FAILURE,
-                    cause.clone(),
-                    ctx,
-                );
+                self.enqueue_later(end, Origin::Ending, RESUME_AFTER_FAILURE, cause, ctx);
                 return;
             }
         }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use tracing::Instrument;
 
 use tern_schema::{Db, Fence};
 
@@ -93,6 +94,7 @@ impl<K: EntityKind> Registry<K> {
             return;
         };
         let registry = self.clone();
+        let span = wake_span::<K>(id);
         let id = id.to_owned();
         actix::spawn(async move {
             loop {
@@ -108,7 +110,7 @@ impl<K: EntityKind> Registry<K> {
                     break;
                 }
             }
-        });
+        }.instrument(span));
     }
 
     /// One wake-up, tried until taken or refused for good.
@@ -146,17 +148,21 @@ impl<K: EntityKind> Registry<K> {
             None => None,
         };
         let registry = self.clone();
+        let span = wake_span::<K>(id);
         let id = id.to_owned();
-        actix::spawn(async move {
-            loop {
-                if let Err(error) = registry.wake(&id).await {
-                    tracing::warn!(kind = K::NAME, %id, %error, "a wake-up was not handled");
-                }
-                if !pending.as_ref().is_some_and(|pending| pending.again()) {
-                    break;
+        actix::spawn(
+            async move {
+                loop {
+                    if let Err(error) = registry.wake(&id).await {
+                        tracing::warn!(kind = K::NAME, %id, %error, "a wake-up was not handled");
+                    }
+                    if !pending.as_ref().is_some_and(|pending| pending.again()) {
+                        break;
+                    }
                 }
             }
-        });
+            .instrument(span),
+        );
         Ok(())
     }
 
@@ -171,4 +177,14 @@ impl<K: EntityKind> Registry<K> {
             None => self.activate(id).await,
         }
     }
+}
+
+/// A wake-up's span: it continues the trace of whatever asked for it (on
+/// the sending node the work that found the entity elsewhere, on the owner
+/// the wake request, which carries the sender's trace context).
+fn wake_span<K: EntityKind>(id: &str) -> tracing::Span {
+    crate::trace::continuing(
+        tracing::debug_span!(target: crate::trace::TARGET, parent: None, "actor.wake", kind = K::NAME, id = %id),
+        &crate::trace::current(),
+    )
 }
