@@ -14,6 +14,8 @@ mod auth;
 mod bench;
 mod binary;
 mod cards;
+mod console;
+mod console_browser;
 mod crash;
 mod crash_cards;
 mod crash_transfers;
