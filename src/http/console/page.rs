@@ -114,6 +114,7 @@ pub fn console(view: &View, csrf: &str, notice: Option<&Notice>) -> Markup {
                     (node(view))
                     (actors(view))
                 }
+                (cluster(view))
                 (stuck(view))
                 @if let Ok(stored) = &view.stored {
                     (dead_letters(view, stored, csrf))
@@ -124,6 +125,7 @@ pub fn console(view: &View, csrf: &str, notice: Option<&Notice>) -> Markup {
     )
 }
 
+/// This process.
 fn node(view: &View) -> Markup {
     let node = &view.node;
     html! {
@@ -137,8 +139,16 @@ fn node(view: &View) -> Markup {
                 dt { "started" } dd { (node.started_at.format("%Y-%m-%d %H:%M:%S UTC")) }
                 dt { "uptime" } dd #uptime { (age(node.uptime_s)) }
             }
-            @if let Ok(Stored { nodes: Some(nodes), .. }) = &view.stored {
-                h3 { "Nodes" }
+        }
+    }
+}
+
+/// The nodes sharing the database (PostgreSQL), as `tern status` counts them.
+fn cluster(view: &View) -> Markup {
+    html! {
+        @if let Ok(Stored { nodes: Some(nodes), .. }) = &view.stored {
+            section #cluster {
+                h2 { "Nodes" }
                 @if nodes.is_empty() {
                     p.muted { "No node has registered." }
                 } @else {
@@ -146,10 +156,10 @@ fn node(view: &View) -> Markup {
                         thead { tr { th { "id" } th { "address" } th { "started" } th { "last heartbeat" } th { "live" } th.num { "slots" } } }
                         tbody {
                             @for row in nodes {
-                                tr {
+                                tr.node {
                                     td { (row.id) }
                                     td { (row.advertise_url.as_deref().unwrap_or("-")) }
-                                    td { (row.started_at.format("%Y-%m-%d %H:%M:%S")) }
+                                    td.nowrap { (row.started_at.format("%Y-%m-%d %H:%M:%S UTC")) }
                                     td { (age(since(view.now, row.heartbeat_at))) " ago" }
                                     td { @if row.live { "yes" } @else { strong { "no" } } }
                                     td.num { (row.slots) }

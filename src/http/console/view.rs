@@ -147,19 +147,18 @@ async fn stored(state: &AppState) -> Result<Stored, StoreError> {
 fn group(letters: Vec<DeadLetter>, names: &BTreeMap<String, String>) -> Vec<DeadMerchant> {
     let mut merchants: Vec<DeadMerchant> = Vec::new();
     for letter in letters {
-        let merchant = match merchants.last_mut() {
-            Some(last) if last.merchant_id == letter.merchant_id => last,
-            _ => {
-                merchants.push(DeadMerchant {
-                    merchant_id: letter.merchant_id.clone(),
-                    name: names.get(&letter.merchant_id).cloned(),
-                    transfers: Vec::new(),
-                });
-                let Some(last) = merchants.last_mut() else {
-                    unreachable!("a merchant was just pushed");
-                };
-                last
-            }
+        if merchants
+            .last()
+            .is_none_or(|last| last.merchant_id != letter.merchant_id)
+        {
+            merchants.push(DeadMerchant {
+                merchant_id: letter.merchant_id.clone(),
+                name: names.get(&letter.merchant_id).cloned(),
+                transfers: Vec::new(),
+            });
+        }
+        let Some(merchant) = merchants.last_mut() else {
+            continue;
         };
         match merchant.transfers.last_mut() {
             Some(last) if last.transfer_id == letter.transfer_id => last.events.push(letter),
