@@ -189,6 +189,9 @@ async fn signing_in_sets_a_cookie_without_the_token_and_shows_the_sections() {
     }
     assert!(html.contains("http-equiv=\"refresh\""));
     assert!(html.contains("webhook_endpoint"), "the actor kinds: {html}");
+    // The nodes table is PostgreSQL's; this node is in it.
+    let postgres = app.state.db.backend() == tern_schema::Backend::Postgres;
+    assert_eq!(html.contains("<tr class=\"node\">"), postgres, "{html}");
     assert!(
         !html.contains("href=\"http") && !html.contains("src="),
         "nothing loaded from elsewhere: {html}"

@@ -157,3 +157,31 @@ async fn replay_from_the_console_delivers_dead_lettered_events() {
     assert!(after.iter().all(|event| event["status"] == "delivered"));
     assert!(page(&app, &cookie).await.contains("id=\"no-dead-letters\""));
 }
+
+#[actix_web::test]
+async fn a_failed_provider_call_is_listed() {
+    let app = crate::settlements::app().await;
+    let (merchant, usd) = crate::settlements::funded(&app, "10.00").await;
+    crate::settlements::fault(
+        &app,
+        serde_json::json!({"target": "custodian", "mode": "transient"}),
+    )
+    .await;
+    let payout = serde_json::json!({"method": "on_chain",
+        "amount": {"amount": "1.00", "currency": "USD"}, "source": usd,
+        "destination": "tron:TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7", "recipient_name": "Ada"});
+    let key = crate::settlements::create(&app, &merchant, payout).await;
+    let settled = crate::settlements::settled(&app, &merchant, &key).await;
+    assert_eq!(settled["status"], "failed");
+    let cookie = sign_in(&app).await;
+    let html = page(&app, &cookie).await;
+    let section = &html[html.find("id=\"provider-failures\"").expect("the section")..];
+    assert!(
+        section.contains("<tr class=\"provider-failure\"><td>custodian</td>"),
+        "{section}"
+    );
+    assert!(
+        section.contains("provider temporarily unavailable"),
+        "{section}"
+    );
+}
