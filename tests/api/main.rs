@@ -16,6 +16,7 @@ mod binary;
 mod cards;
 mod console;
 mod console_browser;
+mod console_nodes;
 mod crash;
 mod crash_cards;
 mod crash_transfers;
