@@ -31,6 +31,9 @@ pub enum AuditActor {
     User(String),
     /// An operator at the command line.
     Operator,
+    /// An operator in the console (`/console`), signed in with the
+    /// operator token.
+    Console,
     /// Tern itself (actors, timers).
     System,
 }
@@ -41,6 +44,7 @@ impl AuditActor {
             AuditActor::ApiKey(id) => ("api_key", id),
             AuditActor::User(id) => ("user", id),
             AuditActor::Operator => ("operator", "cli"),
+            AuditActor::Console => ("operator", "console"),
             AuditActor::System => ("system", "tern"),
         }
     }

@@ -25,6 +25,12 @@ pub const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
 /// Longest client-sent X-Request-ID that is echoed; longer ones are replaced.
 pub const REQUEST_ID_LENGTH_MAX: usize = 128;
 
+/// On a response whose body is final as its handler wrote it (the operator
+/// console's HTML pages, errors included): the edge sends it as it is
+/// instead of a problem document.
+#[derive(Clone, Copy, Debug)]
+pub struct OwnBody;
+
 /// The request's correlation id, in the request extensions.
 #[derive(Clone, Debug)]
 pub struct RequestId(pub String);
@@ -88,11 +94,12 @@ pub async fn edge(
     // Errors, and the rare success answered with a problem document (a 202
     // reversal-pending), are rendered here with the request's details.
     let carries_problem = response.response().extensions().get::<Problem>().is_some();
-    // The owning node rendered a relayed answer already, with this id.
-    let relayed = response
-        .response()
-        .extensions()
-        .contains::<crate::http::forward::Relayed>();
+    // The owning node rendered a relayed answer already, with this id; a
+    // console page is its own answer.
+    let relayed = {
+        let extensions = response.response().extensions();
+        extensions.contains::<crate::http::forward::Relayed>() || extensions.contains::<OwnBody>()
+    };
     if (response.status().as_u16() >= 400 || carries_problem) && !relayed {
         response = finish_problem(
             response,

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod card_events;
 pub mod cards;
 pub mod client_address;
+pub mod console;
 pub mod devices;
 pub mod docs;
 pub mod extract;
@@ -47,6 +48,7 @@ pub fn routes(cfg: &mut web::ServiceConfig, state: &AppState) {
         .route("/metrics", web::get().to(ops::metrics))
         .route("/internal/cluster/wake", web::post().to(forward::wake))
         .route("/problems/{slug}", web::get().to(problem::problem_page))
+        .configure(console::routes)
         .service(web::resource("/v1/auth/m2m/register").route(web::post().to(m2m::register)))
         .service(web::resource("/v1/auth/register").route(web::post().to(auth::register)))
         .service(web::resource("/v1/auth/login").route(web::post().to(auth::login)))

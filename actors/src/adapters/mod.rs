@@ -3,6 +3,7 @@
 //! the `t=..,v1=..` signature scheme of provider webhooks and push dispatch
 //! requests.
 
+pub mod failures;
 pub mod health;
 pub mod http;
 pub mod mail;

@@ -184,6 +184,7 @@ impl ProviderClient {
         if let Some(health) = &self.health {
             health.observe(outcome);
         }
+        super::failures::record(self.name, operation, outcome);
         let result = match outcome {
             Ok(_) => "ok",
             Err(ProviderError::Transient { .. }) => "transient",
