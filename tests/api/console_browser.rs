@@ -242,6 +242,12 @@ async fn an_operator_replays_a_dead_letter_in_a_real_browser() {
         let page = client.source().await.unwrap_or_default();
         panic!("the dead-lettered events are not listed ({error}): {page}");
     }
+    // The page reloads itself every 5 s; a reload between finding an element
+    // and using it would make it stale. Each look below starts from a page
+    // just loaded (WebDriver's navigation waits for the load), so the next
+    // reload is seconds away.
+    let console = format!("{}/console", cluster.base);
+    reload(client, &console).await;
     assert_eq!(rows(client, &transfer_id).await, SUCCEEDED_TYPES.len());
     let page = client.source().await.expect("source");
     assert!(page.contains("Console Browser Ltd"), "{page}");
@@ -253,6 +259,7 @@ async fn an_operator_replays_a_dead_letter_in_a_real_browser() {
     }
 
     receiver.restart();
+    reload(client, &console).await;
     let button = format!("form.replay[data-transfer=\"{transfer_id}\"] button");
     client
         .find(Locator::Css(&button))
@@ -274,9 +281,13 @@ async fn an_operator_replays_a_dead_letter_in_a_real_browser() {
         notice,
         format!("replayed 5 events of transfer {transfer_id}")
     );
-    // The page reloads itself; the events leave the list once delivered.
+    // The events leave the list once delivered.
     let started = Instant::now();
-    while rows(client, &transfer_id).await > 0 {
+    loop {
+        reload(client, &console).await;
+        if rows(client, &transfer_id).await == 0 {
+            break;
+        }
         assert!(started.elapsed() < WAIT_MAX, "the dead letters stay listed");
         tokio::time::sleep(POLL_INTERVAL).await;
     }
@@ -290,4 +301,16 @@ async fn an_operator_replays_a_dead_letter_in_a_real_browser() {
         .collect();
     assert_eq!(kinds, SUCCEEDED_TYPES);
     browser.close().await;
+}
+
+/// Loads the console afresh and waits for its dead-letter section, so that
+/// what follows reads a whole page, not one being replaced.
+async fn reload(client: &Client, console: &str) {
+    client.goto(console).await.expect("load the console");
+    client
+        .wait()
+        .at_most(WAIT_MAX)
+        .for_element(Locator::Css("#dead-letters"))
+        .await
+        .expect("the dead-letter section");
 }

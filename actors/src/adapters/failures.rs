@@ -48,8 +48,7 @@ pub fn record<T>(
             ProviderError::Unknown { .. } => "unknown",
             ProviderError::Permanent { .. } => "refused",
         },
-        error: error
-            .to_string()
+        error: without_url_secrets(&error.to_string())
             .chars()
             .take(FAILURE_TEXT_CHARS_MAX)
             .collect(),
@@ -67,6 +66,30 @@ pub fn record<T>(
 pub fn latest() -> Vec<ProviderFailure> {
     let failures = FAILURES.lock().unwrap_or_else(PoisonError::into_inner);
     failures.iter().rev().cloned().collect()
+}
+
+/// A transport error names the URL it failed on (`for url (...)`); a
+/// provider URL may carry credentials or a key in its query, which the
+/// console must not show.
+fn without_url_secrets(text: &str) -> String {
+    const MARK: &str = "for url (";
+    let Some(start) = text.find(MARK).map(|at| at + MARK.len()) else {
+        return text.to_owned();
+    };
+    let Some(length) = text[start..].find(')') else {
+        return text.to_owned();
+    };
+    let shown = match reqwest::Url::parse(&text[start..start + length]) {
+        Ok(mut url) => {
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.set_query(None);
+            url.set_fragment(None);
+            url.to_string()
+        }
+        Err(_) => "…".to_owned(),
+    };
+    format!("{}{shown}{}", &text[..start], &text[start + length..])
 }
 
 #[cfg(test)]
@@ -96,5 +119,15 @@ mod tests {
         assert!(ours
             .iter()
             .all(|f| f.error.chars().count() <= FAILURE_TEXT_CHARS_MAX));
+    }
+
+    #[test]
+    fn a_failure_never_shows_a_urls_credentials_or_query() {
+        let text = "connection failed: error sending request for url (https://user:secret@provider.example/v1/charges?api_key=k): refused";
+        assert_eq!(
+            without_url_secrets(text),
+            "connection failed: error sending request for url (https://provider.example/v1/charges): refused"
+        );
+        assert_eq!(without_url_secrets("status 503"), "status 503");
     }
 }

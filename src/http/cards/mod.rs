@@ -720,8 +720,7 @@ pub async fn balance(
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_READ)?;
     let row = owned_card(&state, &caller, &path).await?;
-    let mut pooled = state.db.get().await?;
-    let balances = view::balances(&mut pooled.tx(), &row).await?;
+    let balances = view::balances_at_once(&state.db, &row).await?;
     Ok(HttpResponse::Ok().json(Balance {
         card_id: row.id,
         currency: row.currency,

@@ -9,10 +9,11 @@ use tern_actors::card::program;
 use tern_actors::ports::{CardNetwork, Wallet as WalletKind};
 use tern_schema::ledger;
 use tern_schema::models::{CardRow, CardTransactionRow, CardWalletTokenRow};
+use tern_schema::snapshot;
 use tern_schema::store::cards as store;
 use tern_schema::store::ledger as ledger_store;
 use tern_schema::types::as_utc;
-use tern_schema::{StoreResult, Tx};
+use tern_schema::{Db, StoreError, StoreResult, Tx};
 use utoipa::ToSchema;
 
 #[derive(Debug, Clone, Copy, Default, Serialize, ToSchema)]
@@ -262,6 +263,25 @@ pub fn currency_symbol(currency: &str) -> &'static str {
         "JPY" => "¥",
         _ => "",
     }
+}
+
+/// [`balances`] read in one snapshot: the funding account and the card's
+/// holds as of one moment, so a hold released between two reads never
+/// shows as gone from the holds and still pending on the account. In a
+/// task of its own, which a client hanging up cannot cut short (that would
+/// pool a connection still inside the snapshot).
+pub async fn balances_at_once(db: &Db, row: &CardRow) -> StoreResult<CardBalances> {
+    let db = db.clone();
+    let row = row.clone();
+    actix_web::rt::spawn(async move {
+        let mut pooled = db.get().await?;
+        let mut tx = pooled.tx();
+        snapshot::begin(&mut tx).await?;
+        let read = balances(&mut tx, &row).await;
+        snapshot::end(&mut tx, read).await
+    })
+    .await
+    .map_err(|error| StoreError::Unavailable(format!("card balance read: {error}")))?
 }
 
 /// The balances of the funding account `row` spends from, and this card's holds.
