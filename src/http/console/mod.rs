@@ -157,6 +157,10 @@ async fn console(
             .headers()
             .contains_key(actix_web::http::header::AUTHORIZATION)
         {
+            // A wrong bearer is a guess like a wrong sign-in: same bucket.
+            state
+                .limits
+                .check("login", &format!("console {}", client_ip_key(&req)))?;
             return Err(ConsoleError::Unauthorized);
         }
         return Ok(html(StatusCode::OK, page::sign_in(None)));

@@ -360,4 +360,12 @@ async fn sign_in_attempts_count_against_the_login_limit() {
     assert_eq!(content_type(&limited), "text/html; charset=utf-8");
     let html = limited.text().await.expect("html");
     assert!(html.contains("Too many sign-in attempts"), "{html}");
+    // Guessing with a bearer instead draws on the same bucket.
+    let bearer = client()
+        .get(app.url("/console"))
+        .bearer_auth("wrong-token")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(bearer.status(), 429);
 }
