@@ -30,7 +30,7 @@ use crate::http::extract::request_id;
 use crate::http::middleware::OwnBody;
 use crate::state::AppState;
 
-const STYLESHEET: &str = include_str!("assets/console.css");
+pub(crate) const STYLESHEET: &str = include_str!("assets/console.css");
 /// Longest merchant or transfer id taken from a form; longer ones cannot
 /// be Tern's.
 const ID_LENGTH_MAX: usize = 64;

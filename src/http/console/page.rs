@@ -7,12 +7,22 @@ use maud::{html, Markup, DOCTYPE};
 
 use super::view::{age, since, DeadMerchant, Stored, View};
 use super::Notice;
-use crate::state::VERSION;
 
 /// Seconds between the page's own reloads.
 pub const REFRESH_S: u32 = 5;
 /// Where the stylesheet is served; the version busts caches on upgrade.
 pub const STYLESHEET_PATH: &str = "/console/assets/console.css";
+
+/// The stylesheet's URL, keyed by its content: it is cached for a year, so
+/// a changed stylesheet must have a new URL even under the same version.
+fn stylesheet_href() -> &'static str {
+    static HREF: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HREF.get_or_init(|| {
+        use sha2::Digest;
+        let digest = hex::encode(sha2::Sha256::digest(super::STYLESHEET.as_bytes()));
+        format!("{STYLESHEET_PATH}?v={}", &digest[..12])
+    })
+}
 
 fn layout(title: &str, refresh: bool, body: Markup) -> Markup {
     html! {
@@ -29,7 +39,7 @@ fn layout(title: &str, refresh: bool, body: Markup) -> Markup {
                     meta http-equiv="refresh" content=(format!("{REFRESH_S}; url=/console"));
                 }
                 title { (title) " · Tern" }
-                link rel="stylesheet" href=(format!("{STYLESHEET_PATH}?v={VERSION}"));
+                link rel="stylesheet" href=(stylesheet_href());
             }
             body { (body) }
         }
