@@ -231,3 +231,74 @@ impl<'s> Trace<'s> {
         }
     }
 }
+
+/// On several nodes (PostgreSQL), a request the receiving node forwards to
+/// the entity's owner stays one trace: the owner's request span descends
+/// from the first node's, which continues the caller's.
+#[actix_web::test]
+async fn a_forwarded_request_is_one_trace_across_nodes() {
+    let otlp = OtlpReceiver::start();
+    let endpoint = otlp.endpoint();
+    let env = [
+        ("TERN_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    let Some(nodes) = crate::nodes::Nodes::start(2, &env).await else {
+        return; // several nodes need PostgreSQL
+    };
+    let (api_key, _) = nodes.register("Traced Nodes").await;
+    // The same write through each node: whichever does not own the
+    // merchant's endpoint forwards it.
+    let mut callers = Vec::new();
+    for base in &nodes.bases {
+        let trace_id = format!("{:032x}", rand::random::<u128>() | 1);
+        let caller_span = format!("{:016x}", rand::random::<u64>() | 1);
+        let put = nodes
+            .client
+            .put(format!("{base}/v1/webhooks/endpoint"))
+            .bearer_auth(&api_key)
+            .header("traceparent", format!("00-{trace_id}-{caller_span}-01"))
+            .json(&json!({"url": "https://hooks.example.com/tern", "secret": WHSEC_SECRET}))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(put.status(), 204);
+        callers.push((trace_id, caller_span));
+    }
+    let requests_in = |spans: &[ExportedSpan], trace_id: &str| {
+        spans
+            .iter()
+            .filter(|s| s.trace_id == trace_id && s.name == "request")
+            .count()
+    };
+    let spans = otlp
+        .wait_until(SPANS_WAIT_MAX, |spans| {
+            let counts: Vec<usize> = callers
+                .iter()
+                .map(|(trace_id, _)| requests_in(spans, trace_id))
+                .collect();
+            counts.contains(&1) && counts.contains(&2)
+        })
+        .await;
+    let mut forwarded = 0;
+    for (trace_id, caller_span) in &callers {
+        let trace = Trace::of(&spans, trace_id);
+        let requests: Vec<&ExportedSpan> = trace.named("request").collect();
+        let first = requests
+            .iter()
+            .find(|s| &s.parent_span_id == caller_span)
+            .unwrap_or_else(|| panic!("no request continues the caller:\n{}", trace.render()));
+        if let Some(owner) = requests.iter().find(|s| s.span_id != first.span_id) {
+            forwarded += 1;
+            assert!(
+                trace
+                    .ancestors(owner)
+                    .iter()
+                    .any(|s| s.span_id == first.span_id),
+                "{}",
+                trace.render()
+            );
+        }
+    }
+    assert_eq!(forwarded, 1, "one of the two nodes forwards");
+}
