@@ -18,10 +18,8 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{json, Value};
-use uuid::Uuid;
 
-use crate::processes::{free_port, Cluster, Process};
-use crate::transfers::{body, EVM_WALLET};
+use crate::processes::{free_port, put_endpoint_at, quote_at, transfer_at, Cluster, Process};
 use crate::webhook_receiver::{verify, Receiver};
 use crate::webhooks::{SUCCEEDED_TYPES, WAIT_MAX, WHSEC_SECRET};
 
@@ -126,33 +124,17 @@ impl Browser {
 async fn dead_lettered_transfer(cluster: &Cluster, receiver: &Receiver) -> String {
     let api_key = cluster.register("Console Browser Ltd").await;
     let url = |path: &str| format!("{}{path}", cluster.base);
-    let put = cluster
-        .client
-        .put(url("/v1/webhooks/endpoint"))
-        .bearer_auth(&api_key)
-        .json(&json!({"url": receiver.url("/hooks"), "secret": WHSEC_SECRET}))
-        .send()
-        .await
-        .expect("endpoint");
-    assert_eq!(put.status(), 204);
-    let quote: Value = cluster
-        .client
-        .post(url("/v1/quotes"))
-        .bearer_auth(&api_key)
-        .json(&json!({"send_currency": "EUR", "send_amount": "100.00",
-            "receive_asset": "USDC", "receive_network": "polygon"}))
-        .send()
-        .await
-        .expect("quote")
-        .json()
-        .await
-        .expect("json");
-    let created: Value = cluster
-        .client
-        .post(url("/v1/transfers"))
-        .bearer_auth(&api_key)
-        .header("Idempotency-Key", Uuid::new_v4().to_string())
-        .json(&body(&quote, "pm_card_visa", EVM_WALLET))
+    let (client, base) = (&cluster.client, cluster.base.as_str());
+    put_endpoint_at(
+        client,
+        base,
+        &api_key,
+        &receiver.url("/hooks"),
+        WHSEC_SECRET,
+    )
+    .await;
+    let quote = quote_at(client, base, &api_key).await;
+    let created: Value = transfer_at(client, base, &api_key, &quote)
         .send()
         .await
         .expect("transfer")

@@ -7,12 +7,11 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, ORIGIN, SET_COOKIE};
 use reqwest::redirect::Policy;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tern::http::console::auth::COOKIE_NAME;
-use uuid::Uuid;
 
 use crate::nodes::{Nodes, OPERATOR_TOKEN};
-use crate::transfers::{body, EVM_WALLET};
+use crate::processes::{put_endpoint_at, quote_at, transfer_at};
 use crate::webhook_receiver::{verify, Receiver};
 use crate::webhooks::{SUCCEEDED_TYPES, WAIT_MAX, WHSEC_SECRET};
 
@@ -43,30 +42,17 @@ async fn a_sign_in_holds_on_every_node_and_a_replay_reaches_the_owner() {
         .build()
         .expect("client");
     let (api_key, merchant_id) = nodes.register("Console Nodes Ltd").await;
-    let put = client
-        .put(format!("{}/v1/webhooks/endpoint", nodes.bases[0]))
-        .bearer_auth(&api_key)
-        .json(&json!({"url": receiver.url("/nodes"), "secret": WHSEC_SECRET}))
-        .send()
-        .await
-        .expect("endpoint");
-    assert_eq!(put.status(), 204);
-    let quote: Value = client
-        .post(format!("{}/v1/quotes", nodes.bases[0]))
-        .bearer_auth(&api_key)
-        .json(&json!({"send_currency": "EUR", "send_amount": "100.00",
-            "receive_asset": "USDC", "receive_network": "polygon"}))
-        .send()
-        .await
-        .expect("quote")
-        .json()
-        .await
-        .expect("json");
-    let created: Value = client
-        .post(format!("{}/v1/transfers", nodes.bases[0]))
-        .bearer_auth(&api_key)
-        .header("Idempotency-Key", Uuid::new_v4().to_string())
-        .json(&body(&quote, "pm_card_visa", EVM_WALLET))
+    let base = nodes.bases[0].as_str();
+    put_endpoint_at(
+        &client,
+        base,
+        &api_key,
+        &receiver.url("/nodes"),
+        WHSEC_SECRET,
+    )
+    .await;
+    let quote = quote_at(&client, base, &api_key).await;
+    let created: Value = transfer_at(&client, base, &api_key, &quote)
         .send()
         .await
         .expect("transfer")

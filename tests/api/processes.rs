@@ -250,3 +250,56 @@ pub(crate) async fn wait_ready(client: &reqwest::Client, url: &str) {
         actix_web::rt::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+/// Sets the merchant's webhook endpoint through the node at `base`.
+pub(crate) async fn put_endpoint_at(
+    client: &reqwest::Client,
+    base: &str,
+    api_key: &str,
+    url: &str,
+    secret: &str,
+) {
+    let put = client
+        .put(format!("{base}/v1/webhooks/endpoint"))
+        .bearer_auth(api_key)
+        .json(&json!({"url": url, "secret": secret}))
+        .send()
+        .await
+        .expect("endpoint");
+    assert_eq!(put.status(), 204);
+}
+
+/// A quote for EUR 100.00 paid out as USDC on polygon, through `base`.
+pub(crate) async fn quote_at(client: &reqwest::Client, base: &str, api_key: &str) -> Value {
+    client
+        .post(format!("{base}/v1/quotes"))
+        .bearer_auth(api_key)
+        .json(&json!({"send_currency": "EUR", "send_amount": "100.00",
+            "receive_asset": "USDC", "receive_network": "polygon"}))
+        .send()
+        .await
+        .expect("quote")
+        .json()
+        .await
+        .expect("json")
+}
+
+/// A transfer of `quote` from a card that succeeds to an EVM wallet,
+/// through `base`, under a new idempotency key: the request, for the
+/// caller to add to and send.
+pub(crate) fn transfer_at(
+    client: &reqwest::Client,
+    base: &str,
+    api_key: &str,
+    quote: &Value,
+) -> reqwest::RequestBuilder {
+    client
+        .post(format!("{base}/v1/transfers"))
+        .bearer_auth(api_key)
+        .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
+        .json(&crate::transfers::body(
+            quote,
+            "pm_card_visa",
+            crate::transfers::EVM_WALLET,
+        ))
+}

@@ -7,12 +7,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use serde_json::{json, Value};
-use uuid::Uuid;
+use serde_json::json;
 
 use crate::otlp_receiver::{ExportedSpan, OtlpReceiver};
-use crate::processes::Cluster;
-use crate::transfers::{body, EVM_WALLET};
+use crate::processes::{put_endpoint_at, quote_at, transfer_at, Cluster};
 use crate::webhook_receiver::Receiver;
 use crate::webhooks::{WAIT_MAX, WHSEC_SECRET};
 
@@ -34,38 +32,22 @@ async fn a_transfer_is_one_trace_from_the_callers_request_to_the_providers() {
     ];
     let cluster = Cluster::start_with("200ms,200ms,200ms", &env).await;
     let api_key = cluster.register("Traced").await;
-    let put = cluster
-        .client
-        .put(format!("{}/v1/webhooks/endpoint", cluster.base))
-        .bearer_auth(&api_key)
-        .json(&json!({"url": webhooks.url("/traced"), "secret": WHSEC_SECRET}))
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(put.status(), 204);
-    let quote: Value = cluster
-        .client
-        .post(format!("{}/v1/quotes", cluster.base))
-        .bearer_auth(&api_key)
-        .json(&json!({"send_currency": "EUR", "send_amount": "25.00",
-            "receive_asset": "USDC", "receive_network": "polygon"}))
-        .send()
-        .await
-        .expect("quote")
-        .json()
-        .await
-        .expect("json");
+    let (client, base) = (&cluster.client, cluster.base.as_str());
+    put_endpoint_at(
+        client,
+        base,
+        &api_key,
+        &webhooks.url("/traced"),
+        WHSEC_SECRET,
+    )
+    .await;
+    let quote = quote_at(client, base, &api_key).await;
 
     // The caller's own trace, which Tern's request span must continue.
     let trace_id = format!("{:032x}", rand::random::<u128>() | 1);
     let caller_span = format!("{:016x}", rand::random::<u64>() | 1);
-    let created = cluster
-        .client
-        .post(format!("{}/v1/transfers", cluster.base))
-        .bearer_auth(&api_key)
-        .header("Idempotency-Key", Uuid::new_v4().to_string())
+    let created = transfer_at(client, base, &api_key, &quote)
         .header("traceparent", format!("00-{trace_id}-{caller_span}-01"))
-        .json(&body(&quote, "pm_card_visa", EVM_WALLET))
         .send()
         .await
         .expect("transfer");

@@ -157,10 +157,8 @@ async fn console(
             .headers()
             .contains_key(actix_web::http::header::AUTHORIZATION)
         {
-            // A wrong bearer is a guess like a wrong sign-in: same bucket.
-            state
-                .limits
-                .check("login", &format!("console {}", client_ip_key(&req)))?;
+            // A wrong bearer is a guess like a wrong sign-in.
+            count_guess(&req, &state)?;
             return Err(ConsoleError::Unauthorized);
         }
         return Ok(html(StatusCode::OK, page::sign_in(None)));
@@ -172,6 +170,15 @@ async fn console(
         StatusCode::OK,
         page::console(&view, &operator.csrf(), notice.as_ref()),
     ))
+}
+
+/// A guess at the operator token (a sign-in, a bearer): bounded per
+/// address like login, in buckets of its own.
+fn count_guess(req: &HttpRequest, state: &AppState) -> Result<(), ConsoleError> {
+    state
+        .limits
+        .check("login", &format!("console {}", client_ip_key(req)))?;
+    Ok(())
 }
 
 #[derive(Default, Deserialize)]
@@ -188,11 +195,7 @@ async fn sign_in(
 ) -> Result<HttpResponse, ConsoleError> {
     let token = token(&state)?;
     auth::check_origin(&req, &state.config)?;
-    // A sign-in is a password guess: bounded per address like login, in
-    // buckets of its own.
-    state
-        .limits
-        .check("login", &format!("console {}", client_ip_key(&req)))?;
+    count_guess(&req, &state)?;
     let form: SignInForm = serde_urlencoded::from_bytes(&body).unwrap_or_default();
     let presented = form.token.unwrap_or_default();
     if !auth::token_matches(presented.trim(), token) {
