@@ -17,10 +17,9 @@ use tern_schema::plan::{AuthorizationMove, LedgerWrite, Plan, RowMove};
 use tern_schema::store::cards as store;
 use tern_schema::store::timers::TimerRow;
 
-use super::kind::{
-    answer, commit, funding_account, recorded, replayed, settled, transaction_row, CardContext,
-    CardKind, CardState, Step,
-};
+use super::kind::{CardContext, CardKind, CardState};
+use super::spend::{funding_account, replayed, transaction_row};
+use super::write::{answer, commit, recorded, settled, Step};
 use crate::runtime::{EntityEnv, EntityKind, TimerFiring, TimerSpec};
 
 /// How long an authorization's hold lasts when nothing clears it, unless

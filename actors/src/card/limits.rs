@@ -10,7 +10,8 @@
 
 use tern_schema::models::CardRow;
 
-use super::kind::{limits_of, LimitsPatch};
+use super::messages::LimitsPatch;
+use super::record::limits_of;
 use super::machine::{check_limits, Limits};
 use super::program;
 

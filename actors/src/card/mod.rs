@@ -1,16 +1,37 @@
 //! The card: its pure state machine (status table, authorization
 //! decisions), its programs, and the actor that owns each card.
+//!
+//! - `machine`: the pure status table and authorization decisions;
+//! - `messages`: what the actor is asked, answers and refuses;
+//! - `kind`: the actor as the runtime sees it (load, dispatch, timers);
+//! - `record`: the row's status, limits, successor and audit records;
+//! - `write`: committing a change and what a failed write answers;
+//! - `issue`: issuing, resuming, abandoning and replacing;
+//! - `lifecycle`: freeze, unfreeze, close, name and limits;
+//! - `wallet`: wallet tokens;
+//! - `spend`: authorizations, clearings and refunds;
+//! - `holds`: reversals and expiries of authorization holds.
 
 pub mod holds;
+pub mod issue;
 pub mod kind;
+mod lifecycle;
 pub mod limits;
 pub mod machine;
+pub mod messages;
 pub mod program;
+pub mod record;
 pub mod replay;
+mod spend;
 pub mod standing;
+pub mod wallet;
+mod write;
 
 pub use holds::Reversal;
-pub use kind::{
-    AuthorizationRequest, CardCommand, CardContext, CardFailure, CardKind, CardReply, CardResult,
-    CardState, Decision, LimitsPatch, Origin, RefundRequest,
+pub use kind::{CardContext, CardKind, CardState};
+pub use messages::{
+    AuthorizationRequest, CardCommand, CardFailure, CardReply, CardResult, Decision, LimitsPatch,
+    Origin, RefundRequest,
 };
+pub use record::{limits_of, status_of};
+pub use wallet::wallet_status_of;

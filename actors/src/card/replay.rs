@@ -12,7 +12,7 @@ use tern_schema::models::CardTransactionRow;
 use tern_schema::store::cards as store;
 use tern_schema::Db;
 
-use super::kind::{AuthorizationRequest, Decision};
+use super::messages::{AuthorizationRequest, Decision};
 use super::machine::Decline;
 use crate::runtime::RuntimeResult;
 

@@ -13,7 +13,7 @@ use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tern_actors::card::kind::status_of;
+use tern_actors::card::status_of;
 use tern_actors::card::machine::{self, Operation, Refusal};
 use tern_actors::card::CardFailure;
 use tern_actors::ports::{CardIssuer, EmbedRequest};

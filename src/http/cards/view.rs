@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize};
-use tern_actors::card::kind::limits_of;
+use tern_actors::card::limits_of;
 use tern_actors::card::machine::Limits as CardLimits;
 use tern_actors::card::program;
 use tern_actors::ports::{CardNetwork, Wallet as WalletKind};
@@ -311,7 +311,7 @@ fn channel(tokens: &[CardWalletTokenRow], wallet: WalletKind) -> WalletChannel {
         .collect();
     WalletChannel {
         supported: true,
-        status: tern_actors::card::kind::wallet_status_of(&mine),
+        status: tern_actors::card::wallet_status_of(&mine),
     }
 }
 
@@ -356,7 +356,7 @@ pub fn render(row: CardRow, balances: CardBalances, tokens: &[CardWalletTokenRow
         currency: row.currency,
         // The actor derives the row's value from the same tokens; deriving it
         // here keeps it consistent with `wallet` when they were read apart.
-        wallet_status: tern_actors::card::kind::wallet_status_of(tokens),
+        wallet_status: tern_actors::card::wallet_status_of(tokens),
         replaces_card_id: row.replaces_card_id,
         replaced_by_card_id: row.replaced_by_card_id,
     }

@@ -205,7 +205,7 @@ pub async fn status(
     // a token update committing in between would otherwise show both states.
     Ok(HttpResponse::Ok().json(WalletStatus {
         card_id: card.id,
-        status: tern_actors::card::kind::wallet_status_of(&rows),
+        status: tern_actors::card::wallet_status_of(&rows),
         tokens: rows.into_iter().map(token).collect(),
     }))
 }

@@ -1,0 +1,305 @@
+//! Issuing a card: the intent written at creation (or by a replacement) is
+//! issued, resumed when its outcome is unknown, or abandoned when the
+//! issuer did not issue it, putting back the card it was to replace.
+
+use chrono::NaiveDateTime;
+use serde_json::json;
+use tern_schema::audit::AuditRecord;
+use tern_schema::models::CardRow;
+use tern_schema::plan::{Plan, RowWrite};
+use tern_schema::store::cards as store;
+use tern_schema::types::utc_now;
+use tern_schema::Db;
+
+use super::kind::{CardContext, CardKind, CardState};
+use super::machine::{self, Operation, Status};
+use super::messages::{CardFailure, CardReply, Origin};
+use super::record::{moved, record, status_of, successor};
+use super::write::{answer, commit, refusal, Step, WriteError};
+use crate::ports::{CardIssuer, CardNetwork, IssueRequest, IssuedCard, IssuerStatus};
+use crate::runtime::timers;
+use crate::runtime::{EntityEnv, EntityKind, TimerFiring, TimerSpec};
+
+/// Payload of the timer that resumes an issue whose outcome is unknown.
+pub(super) const TIMER_RESUME_ISSUE: &str = "resume_issue";
+/// How long an issue with an unknown outcome waits before asking again.
+pub const ISSUE_RESUME_DELAY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
+
+/// What asking the issuer for a card came to.
+enum IssueOutcome {
+    Issued(IssuedCard),
+    /// The issuer did not issue it; safe to abandon the intent.
+    NotIssued(String),
+    /// Nobody knows yet; ask again later under the same key.
+    Unknown(String),
+}
+
+async fn ask_issuer(issuer: &dyn CardIssuer, row: &CardRow) -> IssueOutcome {
+    let network = CardNetwork::parse(&row.network).unwrap_or(CardNetwork::Visa);
+    let request = IssueRequest {
+        idempotency_key: row.id.clone(),
+        card_id: row.id.clone(),
+        user_id: row.user_id.clone(),
+        program_id: row.program_id.clone(),
+        network,
+        card_type: row.card_type.clone(),
+        currency: row.currency.clone(),
+        cardholder: row.cardholder.clone(),
+    };
+    let error = match issuer.issue(&request).await {
+        Ok(issued) => return IssueOutcome::Issued(issued),
+        Err(error) => error,
+    };
+    if !error.needs_inquiry() {
+        return IssueOutcome::NotIssued(error.to_string());
+    }
+    match issuer.find_issued(&row.id).await {
+        Ok(Some(issued)) => IssueOutcome::Issued(issued),
+        Ok(None) => IssueOutcome::NotIssued(error.to_string()),
+        Err(inquiry) => IssueOutcome::Unknown(format!("{error}; then {inquiry}")),
+    }
+}
+
+/// Issues the card its intent describes, or abandons the intent when the
+/// issuer did not issue it, putting back the card it was to replace.
+pub(super) async fn issue(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    origin: Origin,
+    firing: Option<TimerFiring>,
+) -> Step {
+    if status_of(&state.row) != Status::Issuing {
+        if let Some(firing) = firing {
+            timers::complete(&env.db, firing).await?;
+        }
+        let row = state.row.clone();
+        return answer(state, Ok(CardReply::Card(Box::new(row))));
+    }
+    match ask_issuer(env.ctx.issuer.as_ref(), &state.row).await {
+        IssueOutcome::Issued(issued) => {
+            let row = issued_row(&state.row, &issued, utc_now());
+            let plan = Plan {
+                completes_timer: firing.map(|firing| firing.claim()),
+                audit: vec![issued_record(&row, &origin)],
+                rows: vec![moved(&row, state.row.version)],
+                ..Plan::default()
+            };
+            commit(&env.db, &row.id, plan).await?;
+            if let Some(old) = row.replaces_card_id.clone() {
+                block_replaced_at_issuer(env, &old).await;
+            }
+            state.row = row.clone();
+            answer(state, Ok(CardReply::Card(Box::new(row))))
+        }
+        IssueOutcome::NotIssued(reason) => {
+            tracing::warn!(card = %state.row.id, %reason, "issuer did not issue the card; intent abandoned");
+            let (rows, _) = abandonment(&env.db, &state.row).await?;
+            let plan = Plan {
+                completes_timer: firing.map(|firing| firing.claim()),
+                rows,
+                ..Plan::default()
+            };
+            commit(&env.db, &state.row.id, plan).await?;
+            state.gone = true;
+            answer(state, Err(CardFailure::Issuer(reason)))
+        }
+        IssueOutcome::Unknown(reason) => {
+            tracing::warn!(card = %state.row.id, %reason, "issue outcome unknown; asking again later");
+            let plan = Plan {
+                completes_timer: firing.map(|firing| firing.claim()),
+                timers: vec![resume_timer(&state.row.id)],
+                ..Plan::default()
+            };
+            commit(&env.db, &state.row.id, plan).await?;
+            answer(state, Err(CardFailure::Issuer(reason)))
+        }
+    }
+}
+
+fn issued_record(row: &CardRow, origin: &Origin) -> AuditRecord {
+    record(
+        row,
+        origin,
+        "card.issued",
+        json!({"program_id": row.program_id, "network": row.network,
+               "last_four": row.last_four, "replaces": row.replaces_card_id}),
+    )
+}
+
+/// Asks the card's actor to finish an issue whose outcome is unknown, later
+/// and across restarts: the timer commits with the transition that wants it.
+fn resume_timer(card_id: &str) -> tern_schema::store::timers::TimerRow {
+    let timer_id = format!("{card_id}:resume:{}", uuid::Uuid::now_v7().simple());
+    TimerSpec {
+        id: &timer_id,
+        kind: CardKind::NAME,
+        entity_id: card_id,
+        due_at: utc_now() + ISSUE_RESUME_DELAY,
+        payload: TIMER_RESUME_ISSUE,
+    }
+    .row()
+}
+
+fn issued_row(intent: &CardRow, issued: &IssuedCard, now: NaiveDateTime) -> CardRow {
+    CardRow {
+        status: Status::Active.as_str().to_owned(),
+        provider_card_id: Some(issued.provider_card_id.clone()),
+        last_four: Some(issued.last_four.clone()),
+        expiry_month: Some(issued.expiry_month),
+        expiry_year: Some(issued.expiry_year),
+        ..successor(intent, now)
+    }
+}
+
+/// The writes that remove an intent the issuer never acted on and, for a
+/// replacement, give the old card back its status (returned too).
+async fn abandonment(
+    db: &Db,
+    intent: &CardRow,
+) -> Result<(Vec<RowWrite>, Option<CardRow>), WriteError> {
+    let mut rows = vec![RowWrite::IssuingCardDropped {
+        card_id: intent.id.clone(),
+    }];
+    let (Some(old_id), Some(old_status)) = (&intent.replaces_card_id, &intent.replaces_status)
+    else {
+        return Ok((rows, None));
+    };
+    let old = {
+        let mut pooled = db.get().await?;
+        let found = store::find(&mut pooled.tx(), old_id).await?;
+        found
+    };
+    let Some(old) = old else {
+        return Ok((rows, None));
+    };
+    if old.replaced_by_card_id.as_deref() != Some(intent.id.as_str()) {
+        return Ok((rows, None));
+    }
+    let restored = CardRow {
+        status: old_status.clone(),
+        replaced_by_card_id: None,
+        ..successor(&old, utc_now())
+    };
+    rows.push(moved(&restored, old.version));
+    Ok((rows, Some(restored)))
+}
+
+/// Tells the issuer a replaced card is blocked. Tern already declines it
+/// (the card's status decides), so a failure here is logged, not fatal.
+async fn block_replaced_at_issuer(env: &EntityEnv<CardContext>, old_id: &str) {
+    let provider_card_id = match env.db.get().await {
+        Ok(mut pooled) => match store::find(&mut pooled.tx(), old_id).await {
+            Ok(row) => row.and_then(|row| row.provider_card_id),
+            Err(error) => {
+                tracing::warn!(card = %old_id, %error, "could not read the replaced card");
+                None
+            }
+        },
+        Err(error) => {
+            tracing::warn!(card = %old_id, %error, "could not read the replaced card");
+            None
+        }
+    };
+    if let Some(provider_card_id) = provider_card_id {
+        if let Err(error) = env
+            .ctx
+            .issuer
+            .set_status(&provider_card_id, IssuerStatus::Blocked)
+            .await
+        {
+            tracing::warn!(card = %old_id, %error, "issuer not told the replaced card is blocked");
+        }
+    }
+}
+
+pub(super) async fn replace(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    reason: Option<String>,
+    new_card_id: String,
+    origin: Origin,
+) -> Step {
+    if let Err(refused) = machine::apply(status_of(&state.row), Operation::Replace) {
+        return refusal(state, refused);
+    }
+    let now = utc_now();
+    let old = state.row.clone();
+    let mut blocked = successor(&old, now);
+    blocked.status = Status::Blocked.as_str().to_owned();
+    blocked.replaced_by_card_id = Some(new_card_id.clone());
+    let intent = CardRow {
+        id: new_card_id.clone(),
+        status: Status::Issuing.as_str().to_owned(),
+        provider_card_id: None,
+        last_four: None,
+        expiry_month: None,
+        expiry_year: None,
+        wallet_status: "none".to_owned(),
+        replaces_card_id: Some(old.id.clone()),
+        replaces_status: Some(old.status.clone()),
+        replaced_by_card_id: None,
+        request_id: origin.request_id.clone(),
+        version: 1,
+        created_at: now,
+        updated_at: now,
+        closed_at: None,
+        ..old.clone()
+    };
+    let audit = record(
+        &old,
+        &origin,
+        "card.replaced",
+        json!({"new_card_id": new_card_id, "reason": reason, "from": old.status}),
+    );
+    let plan = Plan {
+        audit: vec![audit],
+        rows: vec![
+            moved(&blocked, old.version),
+            RowWrite::NewCard(intent.clone()),
+        ],
+        ..Plan::default()
+    };
+    match commit(&env.db, &old.id, plan).await {
+        Ok(()) => {}
+        Err(error) if error.is_unique_violation() => {
+            return answer(state, Err(CardFailure::LiveCardExists));
+        }
+        Err(error) => return Err(error.into()),
+    }
+    state.row = blocked;
+    match ask_issuer(env.ctx.issuer.as_ref(), &intent).await {
+        IssueOutcome::Issued(issued) => {
+            let row = issued_row(&intent, &issued, utc_now());
+            let plan = Plan {
+                audit: vec![issued_record(&row, &origin)],
+                rows: vec![moved(&row, 1)],
+                ..Plan::default()
+            };
+            commit(&env.db, &row.id, plan).await?;
+            block_replaced_at_issuer(env, &old.id).await;
+            answer(state, Ok(CardReply::Card(Box::new(row))))
+        }
+        IssueOutcome::NotIssued(reason) => {
+            let (rows, restored) = abandonment(&env.db, &intent).await?;
+            let plan = Plan {
+                rows,
+                ..Plan::default()
+            };
+            // The version it can lose is this card's.
+            commit(&env.db, &old.id, plan).await?;
+            if let Some(restored) = restored {
+                state.row = restored;
+            }
+            answer(state, Err(CardFailure::Issuer(reason)))
+        }
+        IssueOutcome::Unknown(reason) => {
+            // The new card's own actor finishes it (recovery, or the timer).
+            let plan = Plan {
+                timers: vec![resume_timer(&intent.id)],
+                ..Plan::default()
+            };
+            commit(&env.db, &intent.id, plan).await?;
+            answer(state, Err(CardFailure::Issuer(reason)))
+        }
+    }
+}

@@ -1,0 +1,391 @@
+//! Spending with the card: authorizations decided by the machine and held
+//! by the ledger, clearings that post (part of) a hold, and refunds back to
+//! the funding account. Reversals and expiries of holds are in `holds`.
+
+use tern_schema::ledger::{self, Direction, Entry, Line, Phase, SystemAccount};
+use tern_schema::models::{CardRow, CardTransactionRow};
+use tern_schema::plan::{LedgerWrite, Plan};
+use tern_schema::store::cards as store;
+use tern_schema::store::ledger as ledger_store;
+use tern_schema::types::utc_now;
+use tern_schema::{Db, StoreError};
+
+use super::holds;
+use super::kind::{CardContext, CardState};
+use super::machine::{self, Authorization, Decline};
+use super::messages::{AuthorizationRequest, CardReply, RefundRequest};
+use super::record::{limits_of, status_of};
+use super::replay::{self, decision_of};
+use super::write::{answer, commit, recorded, settled, Step};
+use crate::runtime::{EntityEnv, RuntimeError, RuntimeResult};
+
+/// The merchant's funding account in the card's currency.
+pub(super) async fn funding_account(
+    env: &EntityEnv<CardContext>,
+    state: &mut CardState,
+) -> RuntimeResult<String> {
+    if let Some(account) = &state.funding_account {
+        return Ok(account.clone());
+    }
+    let mut pooled = env.db.get().await?;
+    let account = ledger_store::merchant_accounts(&mut pooled.tx(), &state.row.merchant_id)
+        .await?
+        .into_iter()
+        .find(|account| account.kind == ledger::FUNDING && account.currency == state.row.currency)
+        .map(|account| account.id)
+        .ok_or_else(|| {
+            RuntimeError::Store(StoreError::Unavailable(format!(
+                "merchant {} has no {} funding account",
+                state.row.merchant_id, state.row.currency
+            )))
+        })?;
+    state.funding_account = Some(account.clone());
+    Ok(account)
+}
+
+pub(super) fn transaction_row(
+    card: &CardRow,
+    event_id: &str,
+    authorization_id: &str,
+    kind: &str,
+    status: &str,
+    amount_minor: i64,
+    currency: &str,
+) -> CardTransactionRow {
+    let now = utc_now();
+    CardTransactionRow {
+        id: format!("ctx_{}", uuid::Uuid::now_v7().simple()),
+        card_id: card.id.clone(),
+        merchant_id: card.merchant_id.clone(),
+        provider_event_id: event_id.to_owned(),
+        authorization_id: authorization_id.to_owned(),
+        kind: kind.to_owned(),
+        status: status.to_owned(),
+        amount_minor,
+        currency: currency.to_owned(),
+        merchant_name: String::new(),
+        mcc: String::new(),
+        channel: String::new(),
+        country: String::new(),
+        decline_reason: None,
+        ledger_transaction_id: None,
+        created_at: now,
+        updated_at: now,
+        hold_minor: 0,
+        event_source: store::SOURCE_PROVIDER.to_owned(),
+    }
+}
+
+pub(super) async fn replayed(db: &Db, event_id: &str) -> RuntimeResult<Option<CardTransactionRow>> {
+    let mut pooled = db.get().await?;
+    let mut tx = pooled.tx();
+    Ok(store::transaction_by_event(&mut tx, event_id).await?)
+}
+
+fn card_line(account_id: &str, direction: Direction, amount_minor: i64, currency: &str) -> Line {
+    Line {
+        account_id: account_id.to_owned(),
+        direction,
+        amount_minor,
+        currency: currency.to_owned(),
+    }
+}
+
+/// Decides an authorization request: the machine for everything but the
+/// funds, then the ledger's hold, refused in the same statement when the
+/// funding account cannot cover it.
+pub(super) async fn authorize(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    request: AuthorizationRequest,
+) -> Step {
+    if let Some(decision) = replay::earlier_decision(&env.db, &state.row.id, &request).await? {
+        return answer(state, Ok(CardReply::Decision(decision)));
+    }
+    let now = utc_now();
+    let asked = Authorization {
+        amount_minor: request.amount_minor,
+        currency: request.currency.clone(),
+        channel: request.channel,
+        country: request.country.clone(),
+        at: now,
+    };
+    let mut row = transaction_row(
+        &state.row,
+        &request.event_id,
+        &request.authorization_id,
+        store::KIND_AUTHORIZATION,
+        store::TX_APPROVED,
+        request.amount_minor,
+        &request.currency,
+    );
+    row.merchant_name = request.merchant.clone();
+    row.mcc = request.mcc.clone();
+    row.channel = request.channel.as_str().to_owned();
+    row.country = request.country.clone();
+
+    let decided = machine::decide(
+        status_of(&state.row),
+        &state.row.currency,
+        &limits_of(&state.row),
+        state.spend,
+        &asked,
+    );
+    let decided = super::standing::screened(env, &state.row, decided).await?;
+    let unheld = if decided.is_ok() {
+        let funding = funding_account(env, &mut state).await?;
+        let entry = Entry {
+            merchant_id: Some(state.row.merchant_id.clone()),
+            settlement_key: None,
+            description: format!(
+                "card {} authorization {}",
+                state.row.id, request.authorization_id
+            ),
+            lines: vec![
+                card_line(
+                    &funding,
+                    Direction::Debit,
+                    request.amount_minor,
+                    &request.currency,
+                ),
+                card_line(
+                    &SystemAccount::CardNetwork.account_id(&request.currency),
+                    Direction::Credit,
+                    request.amount_minor,
+                    &request.currency,
+                ),
+            ],
+        };
+        let mut approved = row.clone();
+        let hold_id = ledger::new_transaction_id();
+        approved.ledger_transaction_id = Some(hold_id.clone());
+        let expiry = holds::open(&mut approved, env.ctx.hold_ttl);
+        let plan = Plan {
+            ledger: vec![LedgerWrite::Record {
+                id: hold_id,
+                entry,
+                phase: Phase::Pending,
+            }],
+            card_transactions: vec![approved.clone()],
+            timers: vec![expiry],
+            ..Plan::default()
+        };
+        let held = commit(&env.db, &state.row.id, plan)
+            .await
+            .map(|()| approved);
+        match held {
+            Ok(approved) => {
+                state.spend = state.spend.add(now, request.amount_minor, request.channel);
+                crate::metrics::card_decision(None);
+                let decision = decision_of(&approved, false);
+                return answer(state, Ok(CardReply::Decision(decision)));
+            }
+            Err(error) if error.is_unique_violation() => {
+                return duplicate_decision(env, state, &request).await;
+            }
+            Err(error) if error.is_insufficient_funds() => Some(Decline::InsufficientFunds),
+            Err(error) if error.is_unholdable() => {
+                tracing::warn!(card = %state.row.id, authorization_id = %request.authorization_id, %error, "authorization the ledger cannot hold declined");
+                Some(Decline::AmountTooLarge)
+            }
+            Err(error) => return Err(error.into()),
+        }
+    } else {
+        None
+    };
+    let reason = match decided {
+        Err(reason) => reason,
+        Ok(_) => unheld.unwrap_or(Decline::InsufficientFunds),
+    };
+    row.status = store::TX_DECLINED.to_owned();
+    row.decline_reason = Some(reason.as_str().to_owned());
+    let plan = Plan {
+        card_transactions: vec![row.clone()],
+        ..Plan::default()
+    };
+    let written = commit(&env.db, &state.row.id, plan).await;
+    match written {
+        Ok(()) => {
+            crate::metrics::card_decision(Some(reason.as_str()));
+            answer(state, Ok(CardReply::Decision(decision_of(&row, false))))
+        }
+        Err(error) if error.is_unique_violation() => duplicate_decision(env, state, &request).await,
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// A write that collided with a request decided meanwhile (on another
+/// node): that decision, by event id or authorization id.
+async fn duplicate_decision(
+    env: &EntityEnv<CardContext>,
+    state: CardState,
+    request: &AuthorizationRequest,
+) -> Step {
+    match replay::earlier_decision(&env.db, &state.row.id, request).await? {
+        Some(decision) => answer(state, Ok(CardReply::Decision(decision))),
+        None => Err(RuntimeError::Store(StoreError::Unavailable(format!(
+            "event {} collided but is not stored",
+            request.event_id
+        )))),
+    }
+}
+
+/// Posts an approved authorization's hold. A clearing for less than the
+/// hold posts that amount and releases the rest; a clearing never takes
+/// more than was held (the network settles any excess as a new
+/// authorization).
+pub(super) async fn clear(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    event_id: String,
+    authorization_id: String,
+    amount_minor: Option<i64>,
+) -> Step {
+    if replayed(&env.db, &event_id).await?.is_some() {
+        return answer(state, recorded(true, false));
+    }
+    let authorization = {
+        let mut pooled = env.db.get().await?;
+        let mut tx = pooled.tx();
+        store::authorization(&mut tx, &state.row.id, &authorization_id).await?
+    };
+    let Some(authorization) = authorization else {
+        tracing::warn!(card = %state.row.id, %authorization_id, "clearing for an unknown authorization ignored");
+        return answer(state, recorded(false, true));
+    };
+    let Some(hold) = authorization
+        .ledger_transaction_id
+        .clone()
+        .filter(|_| authorization.status == store::TX_APPROVED)
+    else {
+        tracing::info!(card = %state.row.id, %authorization_id, status = %authorization.status, "clearing for an authorization not open; ignored");
+        return answer(state, recorded(false, true));
+    };
+    let held = authorization.hold_minor;
+    let amount = amount_minor.unwrap_or(held).clamp(0, held);
+    if amount_minor.is_some_and(|asked| asked > held) {
+        tracing::warn!(card = %state.row.id, %authorization_id, asked = ?amount_minor, held, "clearing above the hold cleared at the hold");
+    }
+    let funding = funding_account(env, &mut state).await?;
+    let mut clearing = transaction_row(
+        &state.row,
+        &event_id,
+        &authorization_id,
+        store::KIND_CLEAR,
+        store::TX_POSTED,
+        amount,
+        &authorization.currency,
+    );
+    clearing.merchant_name = authorization.merchant_name.clone();
+    clearing.mcc = authorization.mcc.clone();
+    clearing.channel = authorization.channel.clone();
+    clearing.country = authorization.country.clone();
+    let mut plan = Plan::default();
+    if amount == held {
+        let id = ledger::new_transaction_id();
+        plan.ledger.push(LedgerWrite::Post {
+            hold_id: hold.clone(),
+            id: id.clone(),
+        });
+        clearing.ledger_transaction_id = Some(id);
+    } else {
+        plan.ledger.push(LedgerWrite::Void {
+            hold_id: hold.clone(),
+            id: ledger::new_transaction_id(),
+        });
+        if amount > 0 {
+            let currency = clearing.currency.clone();
+            let entry = Entry {
+                merchant_id: Some(state.row.merchant_id.clone()),
+                settlement_key: None,
+                description: format!("card {} clearing {authorization_id}", state.row.id),
+                lines: vec![
+                    card_line(&funding, Direction::Debit, amount, &currency),
+                    card_line(
+                        &SystemAccount::CardNetwork.account_id(&currency),
+                        Direction::Credit,
+                        amount,
+                        &currency,
+                    ),
+                ],
+            };
+            let id = ledger::new_transaction_id();
+            plan.ledger.push(LedgerWrite::Record {
+                id: id.clone(),
+                entry,
+                phase: Phase::Posted,
+            });
+            clearing.ledger_transaction_id = Some(id);
+        }
+    }
+    holds::end(
+        &mut plan,
+        &authorization,
+        &hold,
+        store::TX_CLEARED,
+        clearing.created_at,
+    );
+    plan.card_transactions.push(clearing);
+    let written = commit(&env.db, &state.row.id, plan).await;
+    settled(state, written)
+}
+
+/// Credits a refund back to the funding account the card spends from.
+pub(super) async fn refund(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    request: RefundRequest,
+) -> Step {
+    if request.currency != state.row.currency || request.amount_minor <= 0 {
+        tracing::warn!(card = %state.row.id, event_id = %request.event_id, "refund in another currency or of no amount ignored");
+        return answer(state, recorded(false, true));
+    }
+    let funding = funding_account(env, &mut state).await?;
+    let authorization_id = request
+        .authorization_id
+        .clone()
+        .unwrap_or_else(|| request.event_id.clone());
+    let mut row = transaction_row(
+        &state.row,
+        &request.event_id,
+        &authorization_id,
+        store::KIND_REFUND,
+        store::TX_POSTED,
+        request.amount_minor,
+        &request.currency,
+    );
+    row.merchant_name = request.merchant.clone();
+    row.mcc = request.mcc.clone();
+    let entry = Entry {
+        merchant_id: Some(state.row.merchant_id.clone()),
+        settlement_key: None,
+        description: format!("card {} refund {}", state.row.id, request.event_id),
+        lines: vec![
+            card_line(
+                &SystemAccount::CardNetwork.account_id(&request.currency),
+                Direction::Debit,
+                request.amount_minor,
+                &request.currency,
+            ),
+            card_line(
+                &funding,
+                Direction::Credit,
+                request.amount_minor,
+                &request.currency,
+            ),
+        ],
+    };
+    let id = ledger::new_transaction_id();
+    row.ledger_transaction_id = Some(id.clone());
+    let plan = Plan {
+        ledger: vec![LedgerWrite::Record {
+            id,
+            entry,
+            phase: Phase::Posted,
+        }],
+        card_transactions: vec![row],
+        ..Plan::default()
+    };
+    let written = commit(&env.db, &state.row.id, plan).await;
+    settled(state, written)
+}
