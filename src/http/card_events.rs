@@ -8,11 +8,13 @@
 use actix_web::HttpResponse;
 use serde::{Deserialize, Serialize};
 use tern_actors::card::machine::Channel;
-use tern_actors::card::{AuthorizationRequest, CardCommand, CardReply, RefundRequest, Reversal};
+use tern_actors::card::{
+    Answer, AuthorizationRequest, CardFailure, Recorded, RefundRequest, Reversal,
+};
 use tern_actors::runtime::RuntimeError;
 use utoipa::ToSchema;
 
-use crate::http::cards::registry;
+use crate::http::cards::cards;
 use crate::http::problem::ApiError;
 use crate::http::provider_webhooks::{ProviderEvent, Received, EVENT_FIELD_LENGTH_MAX};
 use crate::state::AppState;
@@ -148,11 +150,9 @@ pub async fn authorize(state: &AppState, event: ProviderEvent) -> Result<HttpRes
         channel,
         country: descriptor(data.country).to_ascii_uppercase(),
     };
-    let decided = registry(state)?
-        .call(&data.card_id, CardCommand::Authorize(request))
-        .await;
+    let decided = cards(state)?.authorize(&data.card_id, request).await;
     let decision = match decided {
-        Ok(Ok(CardReply::Decision(decision))) => AuthorizationDecision {
+        Ok(Ok(decision)) => AuthorizationDecision {
             approved: decision.approved,
             reason: decision.reason,
             authorization_id,
@@ -160,7 +160,7 @@ pub async fn authorize(state: &AppState, event: ProviderEvent) -> Result<HttpRes
             duplicate: decision.duplicate,
         },
         // No such card: nothing to record, and nothing to approve.
-        Err(RuntimeError::NotFound { .. }) | Ok(Err(tern_actors::card::CardFailure::NotFound)) => {
+        Err(RuntimeError::NotFound { .. }) | Ok(Err(CardFailure::NotFound)) => {
             AuthorizationDecision {
                 approved: false,
                 reason: Some("card_not_found".into()),
@@ -169,23 +169,19 @@ pub async fn authorize(state: &AppState, event: ProviderEvent) -> Result<HttpRes
                 duplicate: false,
             }
         }
-        Ok(Ok(other)) => return Err(ApiError::Internal(format!("card actor answered {other:?}"))),
         Ok(Err(failure)) => return Err(failure.into()),
         Err(error) => return Err(error.into()),
     };
     Ok(HttpResponse::Ok().json(decision))
 }
 
-fn received(
-    reply: Result<Result<CardReply, tern_actors::card::CardFailure>, RuntimeError>,
-) -> Result<HttpResponse, ApiError> {
-    let duplicate = match reply {
-        Ok(Ok(CardReply::Recorded { duplicate, .. })) => duplicate,
-        Err(RuntimeError::NotFound { .. }) | Ok(Err(tern_actors::card::CardFailure::NotFound)) => {
+fn received(answer: Answer<Recorded>) -> Result<HttpResponse, ApiError> {
+    let duplicate = match answer {
+        Ok(Ok(Recorded { duplicate, .. })) => duplicate,
+        Err(RuntimeError::NotFound { .. }) | Ok(Err(CardFailure::NotFound)) => {
             tracing::warn!("card event for an unknown card ignored");
             false
         }
-        Ok(Ok(other)) => return Err(ApiError::Internal(format!("card actor answered {other:?}"))),
         Ok(Err(failure)) => return Err(failure.into()),
         Err(error) => return Err(error.into()),
     };
@@ -200,12 +196,15 @@ pub async fn clear(state: &AppState, event: ProviderEvent) -> Result<HttpRespons
     bounded("card_id", &data.card_id)?;
     bounded("authorization_id", &data.authorization_id)?;
     data.amount_minor.map(positive).transpose()?;
-    let command = CardCommand::Clear {
-        event_id: event.id,
-        authorization_id: data.authorization_id,
-        amount_minor: data.amount_minor,
-    };
-    received(registry(state)?.call(&data.card_id, command).await)
+    let answer = cards(state)?
+        .clear(
+            &data.card_id,
+            event.id,
+            data.authorization_id,
+            data.amount_minor,
+        )
+        .await;
+    received(answer)
 }
 
 pub async fn reverse(state: &AppState, event: ProviderEvent) -> Result<HttpResponse, ApiError> {
@@ -213,12 +212,12 @@ pub async fn reverse(state: &AppState, event: ProviderEvent) -> Result<HttpRespo
     bounded("card_id", &data.card_id)?;
     bounded("authorization_id", &data.authorization_id)?;
     data.amount_minor.map(positive).transpose()?;
-    let command = CardCommand::Reverse(Reversal {
+    let reversal = Reversal {
         event_id: event.id,
         authorization_id: data.authorization_id,
         amount_minor: data.amount_minor,
-    });
-    received(registry(state)?.call(&data.card_id, command).await)
+    };
+    received(cards(state)?.reverse(&data.card_id, reversal).await)
 }
 
 pub async fn refund(state: &AppState, event: ProviderEvent) -> Result<HttpResponse, ApiError> {
@@ -228,15 +227,15 @@ pub async fn refund(state: &AppState, event: ProviderEvent) -> Result<HttpRespon
     if let Some(authorization_id) = &data.authorization_id {
         bounded("authorization_id", authorization_id)?;
     }
-    let command = CardCommand::Refund(RefundRequest {
+    let request = RefundRequest {
         event_id: event.id,
         authorization_id: data.authorization_id,
         amount_minor: data.amount_minor,
         currency: descriptor(Some(data.currency)),
         merchant: descriptor(data.merchant),
         mcc: descriptor(data.mcc),
-    });
-    received(registry(state)?.call(&data.card_id, command).await)
+    };
+    received(cards(state)?.refund(&data.card_id, request).await)
 }
 
 /// The update an event carries, if it names a card and a token.
@@ -248,13 +247,12 @@ pub fn wallet_update(data: &serde_json::Value) -> Option<WalletUpdate> {
 
 /// Tells the card's actor about a new wallet token status.
 pub async fn follow_wallet(state: &AppState, update: WalletUpdate) -> Result<(), ApiError> {
-    let command = CardCommand::WalletUpdated {
-        token_id: update.token_id,
-        status: update.status,
-    };
-    match registry(state)?.call(&update.card_id, command).await {
+    let answer = cards(state)?
+        .wallet_updated(&update.card_id, update.token_id, update.status)
+        .await;
+    match answer {
         Ok(Ok(_)) => Ok(()),
-        Err(RuntimeError::NotFound { .. }) | Ok(Err(tern_actors::card::CardFailure::NotFound)) => {
+        Err(RuntimeError::NotFound { .. }) | Ok(Err(CardFailure::NotFound)) => {
             tracing::warn!(card_id = %update.card_id, "wallet update for an unknown card ignored");
             Ok(())
         }

@@ -10,10 +10,10 @@
 
 use tern_schema::models::CardRow;
 
-use super::messages::LimitsPatch;
-use super::record::limits_of;
 use super::machine::{check_limits, Limits};
+use super::messages::LimitsPatch;
 use super::program;
+use super::record::limits_of;
 
 /// One of a card's amount limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

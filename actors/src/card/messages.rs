@@ -237,4 +237,3 @@ mod tests {
         assert_eq!(LimitsPatch::default().merged(limits), limits);
     }
 }
-

@@ -3,6 +3,8 @@
 //!
 //! - `machine`: the pure status table and authorization decisions;
 //! - `messages`: what the actor is asked, answers and refuses;
+//! - `create`: a new card's intent, written before the issuer is asked;
+//! - `ask`: the actors asked one typed command at a time;
 //! - `kind`: the actor as the runtime sees it (load, dispatch, timers);
 //! - `record`: the row's status, limits, successor and audit records;
 //! - `write`: committing a change and what a failed write answers;
@@ -12,6 +14,8 @@
 //! - `spend`: authorizations, clearings and refunds;
 //! - `holds`: reversals and expiries of authorization holds.
 
+pub mod ask;
+pub mod create;
 pub mod holds;
 pub mod issue;
 pub mod kind;
@@ -27,6 +31,8 @@ pub mod standing;
 pub mod wallet;
 mod write;
 
+pub use ask::{Answer, Cards, Recorded};
+pub use create::{create, CreateError, NewCard, CARD_ID_PREFIX};
 pub use holds::Reversal;
 pub use kind::{CardContext, CardKind, CardState};
 pub use messages::{

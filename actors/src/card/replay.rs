@@ -12,8 +12,8 @@ use tern_schema::models::CardTransactionRow;
 use tern_schema::store::cards as store;
 use tern_schema::Db;
 
-use super::messages::{AuthorizationRequest, Decision};
 use super::machine::Decline;
+use super::messages::{AuthorizationRequest, Decision};
 use crate::runtime::RuntimeResult;
 
 /// The decision a stored authorization records.

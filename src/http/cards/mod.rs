@@ -11,17 +11,16 @@ pub mod wallet;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use tern_actors::card::machine::Operation;
-use tern_actors::card::program::{
-    self, CARD_TYPES, DEFAULT_CARD_TYPE, DEFAULT_PROGRAM, DEFAULT_THEME,
+use tern_actors::card::program::{self, CARD_TYPES, DEFAULT_CARD_TYPE, DEFAULT_PROGRAM};
+use tern_actors::card::{
+    Answer, CardKind, Cards, CreateError, NewCard, Origin, CARD_ID_PREFIX as ID_PREFIX,
 };
-use tern_actors::card::{CardCommand, CardKind, CardReply, Origin};
 use tern_actors::runtime::Registry;
 use tern_schema::models::{CardRow, UserRow};
 use tern_schema::money::{Currency, CurrencyKind};
 use tern_schema::store::cards as store;
 use tern_schema::store::users;
 use tern_schema::types::utc_now;
-use tern_schema::StoreError;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
@@ -32,7 +31,7 @@ use view::{
     Balance, Card, CardArtList, CardEventList, CardList, Limits, LimitsPatch, TransactionList,
 };
 
-pub const CARD_ID_PREFIX: &str = "card_";
+pub const CARD_ID_PREFIX: &str = ID_PREFIX;
 pub const DISPLAY_NAME_CHARS_MAX: usize = 64;
 pub const CARDHOLDER_CHARS_MAX: usize = 128;
 pub const KYC_REFERENCE_CHARS_MAX: usize = 128;
@@ -103,6 +102,12 @@ pub(crate) fn registry(state: &AppState) -> Result<&Registry<CardKind>, ApiError
         .ok_or_else(|| ApiError::NotReady("no card issuer is configured".into()))
 }
 
+/// The card actors, asked through typed commands, or 503 when no card
+/// issuer is configured.
+pub(crate) fn cards(state: &AppState) -> Result<Cards<'_>, ApiError> {
+    registry(state).map(Cards::new)
+}
+
 fn origin(caller: &Caller, req: &HttpRequest) -> Origin {
     Origin {
         actor: caller.actor(),
@@ -162,16 +167,9 @@ async fn render(state: &AppState, row: CardRow) -> Result<Card, ApiError> {
     Ok(view::card(&mut tx, row).await?)
 }
 
-/// Sends `command` to the card's actor and answers the card it replies.
-async fn card_change(
-    state: &AppState,
-    card_id: &str,
-    command: CardCommand,
-) -> Result<Card, ApiError> {
-    match registry(state)?.call(card_id, command).await?? {
-        CardReply::Card(row) => render(state, *row).await,
-        other => Err(ApiError::Internal(format!("card actor answered {other:?}"))),
-    }
+/// Renders the card a change to it answers.
+async fn changed(state: &AppState, answer: Answer<CardRow>) -> Result<Card, ApiError> {
+    render(state, answer??).await
 }
 
 /// The card designs cards may wear.
@@ -216,8 +214,8 @@ pub async fn list(
     Ok(HttpResponse::Ok().json(CardList { data }))
 }
 
-/// What a create request resolves to.
-struct NewCard {
+/// What a create request resolves to, before its user is known.
+struct Resolved {
     program: &'static program::Program,
     card_type: String,
     currency: String,
@@ -241,7 +239,7 @@ fn check_text(
     }
 }
 
-fn resolve(request: &CreateCardRequest, caller: &Caller) -> Result<NewCard, ApiError> {
+fn resolve(request: &CreateCardRequest, caller: &Caller) -> Result<Resolved, ApiError> {
     let mut errors = crate::http::problem::FieldErrors::new();
     let program = program::find(request.program_id.as_deref().unwrap_or(DEFAULT_PROGRAM));
     if program.is_none() {
@@ -319,7 +317,7 @@ fn resolve(request: &CreateCardRequest, caller: &Caller) -> Result<NewCard, ApiE
         errors.insert("user_id".into(), "is required for API-key callers".into());
     }
     match (program, currency) {
-        (Some(program), Some(currency)) if errors.is_empty() => Ok(NewCard {
+        (Some(program), Some(currency)) if errors.is_empty() => Ok(Resolved {
             program,
             card_type,
             currency,
@@ -359,7 +357,7 @@ pub async fn create(
     caller.require(SCOPE_WRITE)?;
     caller.require_active()?;
     let request = body?.0.unwrap_or_default();
-    let new = resolve(&request, &caller)?;
+    let resolved = resolve(&request, &caller)?;
     state.limits.check(ISSUE_LIMIT, &caller.merchant_id)?;
     let registry = registry(&state)?.clone();
     let user = acting_user(
@@ -369,82 +367,32 @@ pub async fn create(
         ApiError::field("user_id", "is required for API-key callers"),
     )
     .await?;
-    let now = utc_now();
-    let limits = program::default_limits(&new.card_type);
-    let row = CardRow {
-        // In a slot this node owns: the card is written and run here.
-        id: registry.mint(|| format!("{CARD_ID_PREFIX}{}", uuid::Uuid::now_v7().simple()))?,
+    let new = NewCard {
         merchant_id: caller.merchant_id.clone(),
         user_id: user.id.clone(),
-        program_id: new.program.id.to_owned(),
-        card_type: new.card_type,
-        status: store::STATUS_ISSUING.to_owned(),
-        network: new.program.network.as_str().to_owned(),
-        currency: new.currency,
+        program: resolved.program,
+        card_type: resolved.card_type,
+        currency: resolved.currency,
+        display_name: resolved.display_name,
         cardholder: request
             .cardholder
             .as_deref()
             .map(str::trim)
             .unwrap_or(&user.name)
             .to_owned(),
-        display_name: new.display_name,
-        card_art: new.program.card_art.to_owned(),
-        theme: DEFAULT_THEME.to_owned(),
-        provider_card_id: None,
-        last_four: None,
-        expiry_month: None,
-        expiry_year: None,
-        wallet_status: "none".to_owned(),
-        per_transaction_minor: limits.per_transaction_minor,
-        daily_spend_minor: limits.daily_spend_minor,
-        monthly_spend_minor: limits.monthly_spend_minor,
-        atm_daily_minor: limits.atm_daily_minor,
-        online_enabled: limits.online_enabled,
-        international_enabled: limits.international_enabled,
-        atm_enabled: limits.atm_enabled,
-        replaces_card_id: None,
-        replaces_status: None,
-        replaced_by_card_id: None,
-        request_id: request_id(&req),
-        version: 1,
-        created_at: now,
-        updated_at: now,
-        closed_at: None,
-        limits_set: String::new(),
-    };
-    // The intent first: the partial unique index refuses a second live
-    // virtual card before any issuer call, whatever the concurrency.
-    let plan = tern_schema::Plan {
-        rows: vec![tern_schema::RowWrite::NewCard(row.clone())],
-        ..tern_schema::Plan::default()
-    };
-    match registry.local_db(&row.id)?.commit(plan).await {
-        Err(tern_schema::PlanError::Store(StoreError::UniqueViolation(_))) => {
-            return Err(tern_actors::card::CardFailure::LiveCardExists.into())
-        }
-        Err(other) => return Err(tern_actors::runtime::RuntimeError::from(other).into()),
-        Ok(_) => {}
-    }
-    let command = CardCommand::Issue {
         origin: origin(&caller, &req),
     };
-    // The intent is written: should the slot have moved since, the request
-    // is not forwarded (the owner would make a second card); the new owner
-    // finishes this one and the client's retry finds it.
-    let issued = registry
-        .call(&row.id, command)
+    let issued = tern_actors::card::create(&registry, &new, utc_now())
         .await
         .map_err(|error| match error {
-            tern_actors::runtime::RuntimeError::Elsewhere { .. } => ApiError::Overloaded {
+            CreateError::Refused(failure) => failure.into(),
+            CreateError::Moved => ApiError::Overloaded {
                 detail: "the card moved to another node; retry shortly".into(),
                 retry_after_s: 1,
             },
-            other => other.into(),
+            CreateError::Runtime(other) => other.into(),
         })?;
-    let card = match issued? {
-        CardReply::Card(row) => render(&state, *row).await?,
-        other => return Err(ApiError::Internal(format!("card actor answered {other:?}"))),
-    };
+    let card = render(&state, issued).await?;
     tracing::info!(card_id = %card.id, merchant_id = %caller.merchant_id, "card issued");
     Ok(HttpResponse::Created()
         .insert_header(("Location", format!("/v1/cards/{}", card.id)))
@@ -508,14 +456,18 @@ pub async fn update(
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
-    let command = CardCommand::Update {
-        display_name: request
-            .display_name
-            .map(|name| name.map(|name| name.trim().to_owned())),
-        limits: Default::default(),
-        origin: origin(&caller, &req),
-    };
-    Ok(HttpResponse::Ok().json(card_change(&state, &row.id, command).await?))
+    let display_name = request
+        .display_name
+        .map(|name| name.map(|name| name.trim().to_owned()));
+    let answer = cards(&state)?
+        .update(
+            &row.id,
+            display_name,
+            Default::default(),
+            origin(&caller, &req),
+        )
+        .await;
+    Ok(HttpResponse::Ok().json(changed(&state, answer).await?))
 }
 
 async fn status_change(
@@ -527,11 +479,10 @@ async fn status_change(
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_WRITE)?;
     let row = owned_card(&state, &caller, card_id).await?;
-    let command = CardCommand::Change {
-        operation,
-        origin: origin(&caller, &req),
-    };
-    Ok(HttpResponse::Ok().json(card_change(&state, &row.id, command).await?))
+    let answer = cards(&state)?
+        .change(&row.id, operation, origin(&caller, &req))
+        .await;
+    Ok(HttpResponse::Ok().json(changed(&state, answer).await?))
 }
 
 /// Freeze a card: authorizations are declined until it is unfrozen.
@@ -644,12 +595,15 @@ pub async fn replace(
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
-    let command = CardCommand::Replace {
-        reason: request.reason,
-        new_card_id: format!("{CARD_ID_PREFIX}{}", uuid::Uuid::now_v7().simple()),
-        origin: origin(&caller, &req),
-    };
-    Ok(HttpResponse::Ok().json(card_change(&state, &row.id, command).await?))
+    let answer = cards(&state)?
+        .replace(
+            &row.id,
+            request.reason,
+            tern_actors::card::create::new_card_id(),
+            origin(&caller, &req),
+        )
+        .await;
+    Ok(HttpResponse::Ok().json(changed(&state, answer).await?))
 }
 
 /// The card's spend limits and channel switches.
@@ -696,12 +650,10 @@ pub async fn update_limits(
     caller.require_active()?;
     let row = owned_card(&state, &caller, &path).await?;
     let JsonBody(patch) = body?;
-    let command = CardCommand::Update {
-        display_name: None,
-        limits: patch.into(),
-        origin: origin(&caller, &req),
-    };
-    let card = card_change(&state, &row.id, command).await?;
+    let answer = cards(&state)?
+        .update(&row.id, None, patch.into(), origin(&caller, &req))
+        .await;
+    let card = changed(&state, answer).await?;
     Ok(HttpResponse::Ok().json(card.limits))
 }
 

@@ -6,14 +6,13 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tern_actors::card::{CardCommand, CardReply};
 use tern_actors::ports::Wallet;
 use tern_schema::models::CardWalletTokenRow;
 use tern_schema::store::cards as store;
 use tern_schema::types::as_utc;
 use utoipa::ToSchema;
 
-use super::{check_text, origin, owned_card, registry, SCOPE_READ, SCOPE_WRITE};
+use super::{cards, check_text, origin, owned_card, SCOPE_READ, SCOPE_WRITE};
 use crate::auth::Caller;
 use crate::http::extract::OptionalJsonBody;
 use crate::http::problem::{ApiError, FieldErrors, Problem};
@@ -102,16 +101,15 @@ async fn provision(
     let card = owned_card(&state, &caller, card_id).await?;
     // Per merchant: each provisioning calls the issuer.
     state.limits.check(PROVISION_LIMIT, &caller.merchant_id)?;
-    let command = CardCommand::ProvisionWallet {
-        wallet,
-        device_id: request.device_id.map(|id| id.trim().to_owned()),
-        token_id: format!("{TOKEN_ID_PREFIX}{}", uuid::Uuid::now_v7().simple()),
-        origin: origin(&caller, &req),
-    };
-    let row = match registry(&state)?.call(&card.id, command).await?? {
-        CardReply::Token(row) => *row,
-        other => return Err(ApiError::Internal(format!("card actor answered {other:?}"))),
-    };
+    let row = cards(&state)?
+        .provision_wallet(
+            &card.id,
+            wallet,
+            request.device_id.map(|id| id.trim().to_owned()),
+            format!("{TOKEN_ID_PREFIX}{}", uuid::Uuid::now_v7().simple()),
+            origin(&caller, &req),
+        )
+        .await??;
     tracing::info!(card_id = %card.id, token_id = %row.id, wallet = wallet.as_str(), "wallet token requested");
     Ok(HttpResponse::Ok().json(WalletProvisionResponse {
         token_id: row.id,

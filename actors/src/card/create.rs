@@ -1,0 +1,121 @@
+//! Creating a card: its intent row, written before any issuer call so that
+//! the partial unique index refuses a second live virtual card whatever the
+//! concurrency, then issued by the card's actor (decisions §10).
+
+use chrono::NaiveDateTime;
+use tern_schema::models::CardRow;
+use tern_schema::plan::{Plan, RowWrite};
+use tern_schema::{PlanError, StoreError};
+
+use super::ask::Cards;
+use super::kind::CardKind;
+use super::machine::Status;
+use super::messages::{CardFailure, Origin};
+use super::program::{self, Program, DEFAULT_THEME};
+use crate::runtime::{Registry, RuntimeError, Versioned};
+
+/// Prefix of every card id.
+pub const CARD_ID_PREFIX: &str = "card_";
+
+/// A validated request for a card.
+#[derive(Clone, Debug)]
+pub struct NewCard {
+    pub merchant_id: String,
+    pub user_id: String,
+    pub program: &'static Program,
+    pub card_type: String,
+    pub currency: String,
+    pub display_name: Option<String>,
+    /// The name printed on the card.
+    pub cardholder: String,
+    pub origin: Origin,
+}
+
+/// Why no card was issued.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// The card refused (a live virtual card exists, the issuer failed).
+    #[error("{0:?}")]
+    Refused(CardFailure),
+    /// The intent is written but its slot moved to another node before it
+    /// was issued: the request is not forwarded (the owner would make a
+    /// second card); the new owner finishes this one and a retry finds it.
+    #[error("the card moved to another node")]
+    Moved,
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// A fresh card id.
+pub fn new_card_id() -> String {
+    format!("{CARD_ID_PREFIX}{}", uuid::Uuid::now_v7().simple())
+}
+
+/// The intent a request makes: issuing, with the program's network, art
+/// and the type's default limits.
+pub fn intent_of(id: String, new: &NewCard, now: NaiveDateTime) -> CardRow {
+    let limits = program::default_limits(&new.card_type);
+    CardRow {
+        id,
+        merchant_id: new.merchant_id.clone(),
+        user_id: new.user_id.clone(),
+        program_id: new.program.id.to_owned(),
+        card_type: new.card_type.clone(),
+        status: Status::Issuing.as_str().to_owned(),
+        network: new.program.network.as_str().to_owned(),
+        currency: new.currency.clone(),
+        cardholder: new.cardholder.clone(),
+        display_name: new.display_name.clone(),
+        card_art: new.program.card_art.to_owned(),
+        theme: DEFAULT_THEME.to_owned(),
+        provider_card_id: None,
+        last_four: None,
+        expiry_month: None,
+        expiry_year: None,
+        wallet_status: "none".to_owned(),
+        per_transaction_minor: limits.per_transaction_minor,
+        daily_spend_minor: limits.daily_spend_minor,
+        monthly_spend_minor: limits.monthly_spend_minor,
+        atm_daily_minor: limits.atm_daily_minor,
+        online_enabled: limits.online_enabled,
+        international_enabled: limits.international_enabled,
+        atm_enabled: limits.atm_enabled,
+        replaces_card_id: None,
+        replaces_status: None,
+        replaced_by_card_id: None,
+        request_id: new.origin.request_id.clone(),
+        version: Versioned::<()>::INITIAL,
+        created_at: now,
+        updated_at: now,
+        closed_at: None,
+        limits_set: String::new(),
+    }
+}
+
+/// Writes the card's intent and has its actor issue it; answers the issued
+/// card. The id is minted in a slot this node owns, so the card is written
+/// and run here.
+pub async fn create(
+    cards: &Registry<CardKind>,
+    new: &NewCard,
+    now: NaiveDateTime,
+) -> Result<CardRow, CreateError> {
+    let row = intent_of(cards.mint(new_card_id)?, new, now);
+    let plan = Plan {
+        rows: vec![RowWrite::NewCard(row.clone())],
+        ..Plan::default()
+    };
+    match cards.local_db(&row.id)?.commit(plan).await {
+        Ok(_) => {}
+        Err(PlanError::Store(StoreError::UniqueViolation(_))) => {
+            return Err(CreateError::Refused(CardFailure::LiveCardExists));
+        }
+        Err(other) => return Err(RuntimeError::from(other).into()),
+    }
+    match Cards::new(cards).issue(&row.id, new.origin.clone()).await {
+        Ok(Ok(issued)) => Ok(issued),
+        Ok(Err(failure)) => Err(CreateError::Refused(failure)),
+        Err(RuntimeError::Elsewhere { .. }) => Err(CreateError::Moved),
+        Err(other) => Err(other.into()),
+    }
+}
