@@ -12,13 +12,13 @@ use tern_schema::types::utc_now;
 use tern_schema::Db;
 
 use super::kind::{CardContext, CardKind, CardState};
-use super::machine::{self, Operation, Status};
+use super::machine::{self, Effect, Event, Operation, Status};
 use super::messages::{CardFailure, CardReply, Origin};
-use super::record::{moved, record, status_of, successor};
-use super::write::{answer, commit, refusal, Step, WriteError};
+use super::record::{limits_of, moved, record, successor};
+use super::write::{answer, commit, decided, rejected, unexpected, Step, WriteError};
 use crate::ports::{CardIssuer, CardNetwork, IssueRequest, IssuedCard, IssuerStatus};
 use crate::runtime::timers;
-use crate::runtime::{EntityEnv, EntityKind, TimerFiring, TimerSpec};
+use crate::runtime::{EntityEnv, EntityKind, TimerFiring, TimerSpec, Versioned};
 
 /// Payload of the timer that resumes an issue whose outcome is unknown.
 pub(super) const TIMER_RESUME_ISSUE: &str = "resume_issue";
@@ -60,6 +60,27 @@ async fn ask_issuer(issuer: &dyn CardIssuer, row: &CardRow) -> IssueOutcome {
     }
 }
 
+impl IssueOutcome {
+    /// The outcome as the machine hears it.
+    fn event(&self) -> Event {
+        match self {
+            IssueOutcome::Issued(_) => Event::Issued,
+            IssueOutcome::NotIssued(_) => Event::NotIssued,
+            IssueOutcome::Unknown(_) => Event::IssueUnknown,
+        }
+    }
+
+    /// What the card answers when it was not issued (yet).
+    fn failure(&self) -> Option<CardFailure> {
+        match self {
+            IssueOutcome::Issued(_) => None,
+            IssueOutcome::NotIssued(reason) | IssueOutcome::Unknown(reason) => {
+                Some(CardFailure::Issuer(reason.clone()))
+            }
+        }
+    }
+}
+
 /// Issues the card its intent describes, or abandons the intent when the
 /// issuer did not issue it, putting back the card it was to replace.
 pub(super) async fn issue(
@@ -68,59 +89,69 @@ pub(super) async fn issue(
     origin: Origin,
     firing: Option<TimerFiring>,
 ) -> Step {
-    if status_of(&state.row) != Status::Issuing {
+    let asks = match decided(&state, Event::Issue) {
+        Ok((_, effects)) => effects.contains(&Effect::AskIssuer),
+        Err(refused) => return rejected(state, refused),
+    };
+    if !asks {
         if let Some(firing) = firing {
             timers::complete(&env.db, firing).await?;
         }
         let row = state.row.clone();
         return answer(state, Ok(CardReply::Card(Box::new(row))));
     }
-    match ask_issuer(env.ctx.issuer.as_ref(), &state.row).await {
-        IssueOutcome::Issued(issued) => {
-            let row = issued_row(&state.row, &issued, utc_now());
-            let plan = Plan {
-                completes_timer: firing.map(|firing| firing.claim()),
-                audit: vec![issued_record(&row, &origin)],
-                rows: vec![moved(&row, state.row.version)],
-                ..Plan::default()
-            };
-            commit(&env.db, &row.id, plan).await?;
-            if let Some(old) = row.replaces_card_id.clone() {
-                block_replaced_at_issuer(env, &old).await;
+    let outcome = ask_issuer(env.ctx.issuer.as_ref(), &state.row).await;
+    let effects = match decided(&state, outcome.event()) {
+        Ok((_, effects)) => effects,
+        Err(refused) => return rejected(state, refused),
+    };
+    let mut plan = Plan {
+        completes_timer: firing.map(|firing| firing.claim()),
+        ..Plan::default()
+    };
+    let mut row = state.row.clone();
+    let mut block_replaced = false;
+    let mut gone = false;
+    for effect in effects {
+        match (effect, &outcome) {
+            (Effect::Persist, IssueOutcome::Issued(issued)) => {
+                row = issued_row(&state.row, issued, utc_now());
+                plan.rows.push(moved(&row, state.row.version));
             }
-            state.row = row.clone();
-            answer(state, Ok(CardReply::Card(Box::new(row))))
-        }
-        IssueOutcome::NotIssued(reason) => {
-            tracing::warn!(card = %state.row.id, %reason, "issuer did not issue the card; intent abandoned");
-            let (rows, _) = abandonment(&env.db, &state.row).await?;
-            let plan = Plan {
-                completes_timer: firing.map(|firing| firing.claim()),
-                rows,
-                ..Plan::default()
-            };
-            commit(&env.db, &state.row.id, plan).await?;
-            state.gone = true;
-            answer(state, Err(CardFailure::Issuer(reason)))
-        }
-        IssueOutcome::Unknown(reason) => {
-            tracing::warn!(card = %state.row.id, %reason, "issue outcome unknown; asking again later");
-            let plan = Plan {
-                completes_timer: firing.map(|firing| firing.claim()),
-                timers: vec![resume_timer(&state.row.id)],
-                ..Plan::default()
-            };
-            commit(&env.db, &state.row.id, plan).await?;
-            answer(state, Err(CardFailure::Issuer(reason)))
+            (Effect::Audit(action), _) => plan.audit.push(issued_record(&row, &origin, action)),
+            (Effect::BlockReplaced, _) => block_replaced = true,
+            (Effect::Abandon, IssueOutcome::NotIssued(reason)) => {
+                tracing::warn!(card = %state.row.id, %reason, "issuer did not issue the card; intent abandoned");
+                let (rows, _) = abandonment(&env.db, &state.row).await?;
+                plan.rows.extend(rows);
+                gone = true;
+            }
+            (Effect::ScheduleResume, IssueOutcome::Unknown(reason)) => {
+                tracing::warn!(card = %state.row.id, %reason, "issue outcome unknown; asking again later");
+                plan.timers.push(resume_timer(&state.row.id));
+            }
+            (other, _) => return Err(unexpected(&other, "issue")),
         }
     }
+    commit(&env.db, &row.id, plan).await?;
+    if block_replaced {
+        if let Some(old) = row.replaces_card_id.clone() {
+            block_replaced_at_issuer(env, &old).await;
+        }
+    }
+    state.gone = gone;
+    if let Some(failure) = outcome.failure() {
+        return answer(state, Err(failure));
+    }
+    state.row = row.clone();
+    answer(state, Ok(CardReply::Card(Box::new(row))))
 }
 
-fn issued_record(row: &CardRow, origin: &Origin) -> AuditRecord {
+fn issued_record(row: &CardRow, origin: &Origin, action: &'static str) -> AuditRecord {
     record(
         row,
         origin,
-        "card.issued",
+        action,
         json!({"program_id": row.program_id, "network": row.network,
                "last_four": row.last_four, "replaces": row.replaces_card_id}),
     )
@@ -219,16 +250,63 @@ pub(super) async fn replace(
     new_card_id: String,
     origin: Origin,
 ) -> Step {
-    if let Err(refused) = machine::apply(status_of(&state.row), Operation::Replace) {
-        return refusal(state, refused);
-    }
+    let (next, effects) = match decided(&state, Event::Operate(Operation::Replace)) {
+        Ok(decided) => decided,
+        Err(refused) => return rejected(state, refused),
+    };
     let now = utc_now();
     let old = state.row.clone();
     let mut blocked = successor(&old, now);
-    blocked.status = Status::Blocked.as_str().to_owned();
     blocked.replaced_by_card_id = Some(new_card_id.clone());
-    let intent = CardRow {
-        id: new_card_id.clone(),
+    let mut plan = Plan::default();
+    let mut replacement = None;
+    for effect in effects {
+        match effect {
+            Effect::Persist => {
+                blocked.status = next.status.as_str().to_owned();
+                plan.rows.push(moved(&blocked, old.version));
+            }
+            Effect::Audit(action) => plan.audit.push(record(
+                &old,
+                &origin,
+                action,
+                json!({"new_card_id": new_card_id, "reason": reason, "from": old.status}),
+            )),
+            Effect::IssueReplacement => {
+                let intent = intent_replacing(&old, &new_card_id, &origin, now);
+                plan.rows.push(RowWrite::NewCard(intent.clone()));
+                replacement = Some(intent);
+            }
+            other => return Err(unexpected(&other, "replace")),
+        }
+    }
+    let Some(intent) = replacement else {
+        return Err(unexpected(
+            &Effect::Persist,
+            "replace without a replacement",
+        ));
+    };
+    match commit(&env.db, &old.id, plan).await {
+        Ok(()) => {}
+        Err(error) if error.is_unique_violation() => {
+            return answer(state, Err(CardFailure::LiveCardExists));
+        }
+        Err(error) => return Err(error.into()),
+    }
+    state.row = blocked;
+    issue_replacement(env, state, intent, &origin).await
+}
+
+/// The new card's intent: the old card's program, currency, name and
+/// limits, to be issued in its place.
+fn intent_replacing(
+    old: &CardRow,
+    new_card_id: &str,
+    origin: &Origin,
+    now: NaiveDateTime,
+) -> CardRow {
+    CardRow {
+        id: new_card_id.to_owned(),
         status: Status::Issuing.as_str().to_owned(),
         provider_card_id: None,
         last_four: None,
@@ -239,67 +317,72 @@ pub(super) async fn replace(
         replaces_status: Some(old.status.clone()),
         replaced_by_card_id: None,
         request_id: origin.request_id.clone(),
-        version: 1,
+        version: Versioned::<()>::INITIAL,
         created_at: now,
         updated_at: now,
         closed_at: None,
         ..old.clone()
-    };
-    let audit = record(
-        &old,
-        &origin,
-        "card.replaced",
-        json!({"new_card_id": new_card_id, "reason": reason, "from": old.status}),
-    );
-    let plan = Plan {
-        audit: vec![audit],
-        rows: vec![
-            moved(&blocked, old.version),
-            RowWrite::NewCard(intent.clone()),
-        ],
-        ..Plan::default()
-    };
-    match commit(&env.db, &old.id, plan).await {
-        Ok(()) => {}
-        Err(error) if error.is_unique_violation() => {
-            return answer(state, Err(CardFailure::LiveCardExists));
-        }
-        Err(error) => return Err(error.into()),
     }
-    state.row = blocked;
-    match ask_issuer(env.ctx.issuer.as_ref(), &intent).await {
-        IssueOutcome::Issued(issued) => {
-            let row = issued_row(&intent, &issued, utc_now());
-            let plan = Plan {
-                audit: vec![issued_record(&row, &origin)],
-                rows: vec![moved(&row, 1)],
-                ..Plan::default()
-            };
-            commit(&env.db, &row.id, plan).await?;
-            block_replaced_at_issuer(env, &old.id).await;
-            answer(state, Ok(CardReply::Card(Box::new(row))))
-        }
-        IssueOutcome::NotIssued(reason) => {
-            let (rows, restored) = abandonment(&env.db, &intent).await?;
-            let plan = Plan {
-                rows,
-                ..Plan::default()
-            };
-            // The version it can lose is this card's.
-            commit(&env.db, &old.id, plan).await?;
-            if let Some(restored) = restored {
-                state.row = restored;
+}
+
+/// Issues a replacement's intent from the replaced card's actor, which
+/// answers the new card: the new card's machine decides what its outcome
+/// does.
+async fn issue_replacement(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    intent: CardRow,
+    origin: &Origin,
+) -> Step {
+    let new_card = machine::State {
+        status: Status::Issuing,
+        currency: intent.currency.clone(),
+        limits: limits_of(&intent),
+        spend: machine::Spend::empty(intent.created_at),
+        replacing: true,
+    };
+    let outcome = ask_issuer(env.ctx.issuer.as_ref(), &intent).await;
+    let effects = match machine::transition(&new_card, outcome.event()) {
+        Ok((_, effects)) => effects,
+        Err(refused) => return rejected(state, refused),
+    };
+    let mut plan = Plan::default();
+    // The version a write can lose: the new card's, or this one's when the
+    // intent is abandoned and this card gets its status back.
+    let mut guarded = intent.id.clone();
+    let mut row = intent.clone();
+    let mut block_replaced = false;
+    let mut restored = None;
+    for effect in effects {
+        match (effect, &outcome) {
+            (Effect::Persist, IssueOutcome::Issued(issued)) => {
+                row = issued_row(&intent, issued, utc_now());
+                plan.rows.push(moved(&row, intent.version));
             }
-            answer(state, Err(CardFailure::Issuer(reason)))
-        }
-        IssueOutcome::Unknown(reason) => {
+            (Effect::Audit(action), _) => plan.audit.push(issued_record(&row, origin, action)),
+            (Effect::BlockReplaced, _) => block_replaced = true,
+            (Effect::Abandon, IssueOutcome::NotIssued(_)) => {
+                let (rows, back) = abandonment(&env.db, &intent).await?;
+                plan.rows.extend(rows);
+                restored = back;
+                guarded = state.row.id.clone();
+            }
             // The new card's own actor finishes it (recovery, or the timer).
-            let plan = Plan {
-                timers: vec![resume_timer(&intent.id)],
-                ..Plan::default()
-            };
-            commit(&env.db, &intent.id, plan).await?;
-            answer(state, Err(CardFailure::Issuer(reason)))
+            (Effect::ScheduleResume, IssueOutcome::Unknown(_)) => {
+                plan.timers.push(resume_timer(&intent.id));
+            }
+            (other, _) => return Err(unexpected(&other, "replace")),
         }
+    }
+    commit(&env.db, &guarded, plan).await?;
+    if block_replaced {
+        block_replaced_at_issuer(env, &state.row.id).await;
+    }
+    if let Some(restored) = restored {
+        state.row = restored;
+    }
+    match outcome.failure() {
+        Some(failure) => answer(state, Err(failure)),
+        None => answer(state, Ok(CardReply::Card(Box::new(row)))),
     }
 }

@@ -19,6 +19,7 @@ use super::issue::{self, TIMER_RESUME_ISSUE};
 use super::lifecycle;
 use super::machine::{self, Spend, Status};
 use super::messages::{CardCommand, CardFailure, CardResult, Origin};
+use super::record::{limits_of, status_of};
 use super::spend;
 use super::standing::StandingCache;
 use super::wallet;
@@ -44,6 +45,19 @@ pub struct CardState {
     pub(super) funding_account: Option<String>,
     /// The card was never issued and its intent is gone.
     pub(super) gone: bool,
+}
+
+impl CardState {
+    /// What the machine knows of the card.
+    pub(super) fn machine(&self) -> machine::State {
+        machine::State {
+            status: status_of(&self.row),
+            currency: self.row.currency.clone(),
+            limits: limits_of(&self.row),
+            spend: self.spend,
+            replacing: self.row.replaces_card_id.is_some(),
+        }
+    }
 }
 
 pub struct CardKind;

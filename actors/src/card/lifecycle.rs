@@ -6,10 +6,10 @@ use tern_schema::plan::Plan;
 use tern_schema::types::utc_now;
 
 use super::kind::{CardContext, CardState};
-use super::machine::{self, Accepted, Operation, Status};
+use super::machine::{Effect, Event, LimitsChange, Operation, Status};
 use super::messages::{CardFailure, CardReply, LimitsPatch, Origin};
-use super::record::{limits_of, moved, record, status_of, successor, with_limits};
-use super::write::{answer, commit, refusal, Step};
+use super::record::{limits_of, moved, record, successor, with_limits};
+use super::write::{answer, commit, decided, rejected, unexpected, Step};
 use crate::ports::{IssuerStatus, ProviderError};
 use crate::runtime::EntityEnv;
 
@@ -29,47 +29,62 @@ pub(super) async fn change(
     operation: Operation,
     origin: Origin,
 ) -> Step {
-    let Accepted { next, changes } = match machine::apply(status_of(&state.row), operation) {
-        Ok(accepted) => accepted,
-        Err(refused) => return refusal(state, refused),
+    let (next, effects) = match decided(&state, Event::Operate(operation)) {
+        Ok(decided) => decided,
+        Err(refused) => return rejected(state, refused),
     };
-    if !changes {
+    let now = utc_now();
+    let mut row = successor(&state.row, now);
+    let mut plan = Plan::default();
+    for effect in effects {
+        match effect {
+            // The issuer follows first: if it cannot, nothing changes here
+            // either.
+            Effect::TellIssuer(status) => {
+                let provider_card_id = state.row.provider_card_id.clone();
+                if let (Some(provider_card_id), Some(status)) =
+                    (provider_card_id, issuer_status(status))
+                {
+                    if let Err(error) = env.ctx.issuer.set_status(&provider_card_id, status).await {
+                        return answer(state, Err(issuer_failure(&error)));
+                    }
+                }
+            }
+            Effect::Persist => {
+                row.status = next.status.as_str().to_owned();
+                if next.status == Status::Closed {
+                    row.closed_at = Some(now);
+                }
+                plan.rows.push(moved(&row, state.row.version));
+            }
+            Effect::Audit(action) => plan.audit.push(record(
+                &row,
+                &origin,
+                action,
+                json!({"from": state.row.status, "to": row.status}),
+            )),
+            other => return Err(unexpected(&other, operation_name(operation))),
+        }
+    }
+    if plan.rows.is_empty() {
         let row = state.row.clone();
         return answer(state, Ok(CardReply::Card(Box::new(row))));
     }
-    // The issuer follows first: if it cannot, nothing changes here either.
-    if let (Some(provider_card_id), Some(status)) =
-        (state.row.provider_card_id.clone(), issuer_status(next))
-    {
-        if let Err(error) = env.ctx.issuer.set_status(&provider_card_id, status).await {
-            return answer(state, Err(issuer_failure(&error)));
-        }
-    }
-    let now = utc_now();
-    let mut row = successor(&state.row, now);
-    row.status = next.as_str().to_owned();
-    if next == Status::Closed {
-        row.closed_at = Some(now);
-    }
-    let action = match operation {
-        Operation::Freeze => "card.frozen",
-        Operation::Unfreeze => "card.unfrozen",
-        _ => "card.closed",
-    };
-    let audit = record(
-        &row,
-        &origin,
-        action,
-        json!({"from": state.row.status, "to": row.status}),
-    );
-    let plan = Plan {
-        audit: vec![audit],
-        rows: vec![moved(&row, state.row.version)],
-        ..Plan::default()
-    };
     commit(&env.db, &row.id, plan).await?;
     state.row = row.clone();
     answer(state, Ok(CardReply::Card(Box::new(row))))
+}
+
+fn operation_name(operation: Operation) -> &'static str {
+    match operation {
+        Operation::Freeze => "freeze",
+        Operation::Unfreeze => "unfreeze",
+        Operation::Close => "close",
+        Operation::Replace => "replace",
+        Operation::Update => "update",
+        Operation::RevealDetails => "reveal_details",
+        Operation::ProvisionWallet => "provision_wallet",
+    }
 }
 
 pub(super) fn issuer_failure(error: &ProviderError) -> CardFailure {
@@ -83,54 +98,58 @@ pub(super) async fn update(
     patch: LimitsPatch,
     origin: Origin,
 ) -> Step {
-    if let Err(refused) = machine::apply(status_of(&state.row), Operation::Update) {
-        return refusal(state, refused);
-    }
-    let (limits, limits_set) = match super::limits::patch_row(&state.row, &patch) {
-        Ok(patched) => patched,
-        Err(errors) => return answer(state, Err(CardFailure::InvalidLimits(errors))),
+    let patched = super::limits::patch_row(&state.row, &patch);
+    let mut row = successor(&state.row, utc_now());
+    let limits = match patched {
+        Ok((limits, limits_set)) => {
+            row = with_limits(row, limits);
+            row.limits_set = limits_set;
+            if limits != limits_of(&state.row) || row.limits_set != state.row.limits_set {
+                LimitsChange::Changed
+            } else {
+                LimitsChange::Same
+            }
+        }
+        Err(errors) => LimitsChange::Invalid(errors),
     };
-    let mut row = with_limits(successor(&state.row, utc_now()), limits);
-    row.limits_set = limits_set;
-    if let Some(display_name) = display_name.clone() {
+    if let Some(display_name) = display_name {
         row.display_name = display_name;
     }
-    let limits_changed = limits != limits_of(&state.row) || row.limits_set != state.row.limits_set;
     let name_changed = row.display_name != state.row.display_name;
-    if !limits_changed && !name_changed {
+    let event = Event::Update {
+        name_changed,
+        limits,
+    };
+    let (_, effects) = match decided(&state, event) {
+        Ok(decided) => decided,
+        Err(refused) => return rejected(state, refused),
+    };
+    let mut plan = Plan::default();
+    for effect in effects {
+        match effect {
+            Effect::Persist => plan.rows.push(moved(&row, state.row.version)),
+            Effect::Audit(action) => {
+                let data = match action {
+                    "card.limits_updated" => json!({
+                        "per_transaction_minor": row.per_transaction_minor,
+                        "daily_spend_minor": row.daily_spend_minor,
+                        "monthly_spend_minor": row.monthly_spend_minor,
+                        "atm_daily_minor": row.atm_daily_minor,
+                        "online_enabled": row.online_enabled,
+                        "international_enabled": row.international_enabled,
+                        "atm_enabled": row.atm_enabled,
+                    }),
+                    _ => json!({"display_name": row.display_name}),
+                };
+                plan.audit.push(record(&row, &origin, action, data));
+            }
+            other => return Err(unexpected(&other, "update")),
+        }
+    }
+    if plan.rows.is_empty() {
         let row = state.row.clone();
         return answer(state, Ok(CardReply::Card(Box::new(row))));
     }
-    let mut audits = Vec::new();
-    if name_changed {
-        audits.push(record(
-            &row,
-            &origin,
-            "card.updated",
-            json!({"display_name": row.display_name}),
-        ));
-    }
-    if limits_changed {
-        audits.push(record(
-            &row,
-            &origin,
-            "card.limits_updated",
-            json!({
-                "per_transaction_minor": row.per_transaction_minor,
-                "daily_spend_minor": row.daily_spend_minor,
-                "monthly_spend_minor": row.monthly_spend_minor,
-                "atm_daily_minor": row.atm_daily_minor,
-                "online_enabled": row.online_enabled,
-                "international_enabled": row.international_enabled,
-                "atm_enabled": row.atm_enabled,
-            }),
-        ));
-    }
-    let plan = Plan {
-        audit: audits,
-        rows: vec![moved(&row, state.row.version)],
-        ..Plan::default()
-    };
     commit(&env.db, &row.id, plan).await?;
     state.row = row.clone();
     answer(state, Ok(CardReply::Card(Box::new(row))))

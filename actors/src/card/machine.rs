@@ -1,799 +1,334 @@
-//! The card's pure state machine: which operation a card in a given status
-//! accepts (the interface's card status table plus decisions §10), and how
-//! an authorization request is decided. No I/O: the actor persists and calls
-//! the issuer; this module only says what should happen.
+//! The card's pure state machine: `transition(state, event)` answers the
+//! card's next state and the effects the actor carries out (persist, ask
+//! the issuer, hold or post ledger entries, audit). No I/O, no clock: the
+//! time, the issuer's outcome and the ledger's refusals arrive inside
+//! events. The status table (`status`) and the authorization decision
+//! (`spending`) are the rules it applies.
+//!
+//! Status moves: issuing -> active (or the intent is abandoned); active <->
+//! frozen; active | frozen | blocked -> blocked (replaced) | closed; closed
+//! is terminal.
 
-use chrono::{Datelike, NaiveDate, NaiveDateTime};
+mod spending;
+mod status;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Status {
-    /// The intent is written; the issuer has not answered yet.
-    Issuing,
-    Active,
-    Frozen,
-    Blocked,
-    Closed,
+pub use spending::{
+    check_limits, decide, domestic_countries, window_starts, Authorization, Channel, Decline,
+    Limits, Spend, LIMIT_MAX_MINOR,
+};
+pub use status::{apply, Accepted, Operation, Refusal, Status};
+
+/// What the machine knows of a card.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct State {
+    pub status: Status,
+    pub currency: String,
+    pub limits: Limits,
+    /// What the card's approved authorizations add up to in the current
+    /// windows.
+    pub spend: Spend,
+    /// The card was issued in place of another, which the issuer blocks
+    /// once this one is issued.
+    pub replacing: bool,
 }
 
-impl Status {
-    pub const ALL: [Status; 5] = [
-        Status::Issuing,
-        Status::Active,
-        Status::Frozen,
-        Status::Blocked,
-        Status::Closed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Issuing => "issuing",
-            Status::Active => "active",
-            Status::Frozen => "frozen",
-            Status::Blocked => "blocked",
-            Status::Closed => "closed",
-        }
-    }
-
-    pub fn parse(value: &str) -> Option<Status> {
-        Status::ALL.into_iter().find(|s| s.as_str() == value)
-    }
+/// What a card's limits patch comes to, judged against its current limits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LimitsChange {
+    Same,
+    Changed,
+    /// Out of bounds or out of order (422), per field.
+    Invalid(Vec<(&'static str, String)>),
 }
 
-/// What a caller asks of an issued card.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operation {
-    Freeze,
-    Unfreeze,
-    Close,
-    /// Block this card and issue a new one in its place.
-    Replace,
-    /// Display name or limits.
-    Update,
-    RevealDetails,
-    ProvisionWallet,
-}
-
-impl Operation {
-    pub const ALL: [Operation; 7] = [
-        Operation::Freeze,
-        Operation::Unfreeze,
-        Operation::Close,
-        Operation::Replace,
-        Operation::Update,
-        Operation::RevealDetails,
-        Operation::ProvisionWallet,
-    ];
-}
-
-/// Why a card refused an operation; each is a 409 with its `code`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refusal {
-    AlreadyFrozen,
-    NotFrozen,
-    /// A closed card accepts nothing but reads (decisions §10).
-    Closed,
-    /// A replaced (blocked) card cannot be frozen or get a wallet token.
-    Blocked,
-    /// Still being issued: nothing can be asked of it yet.
+/// Something that happened to the card, or that is asked of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Issue the card its intent describes (at creation, on activation or
+    /// when the resume timer fires).
+    Issue,
+    /// The issuer issued the card.
+    Issued,
+    /// The issuer did not issue it: the intent is abandoned.
     NotIssued,
+    /// Nobody knows yet whether the issuer issued it.
+    IssueUnknown,
+    /// Freeze, unfreeze, close, replace, reveal details or provision a
+    /// wallet token.
+    Operate(Operation),
+    /// A new display name and/or limits.
+    Update {
+        name_changed: bool,
+        limits: LimitsChange,
+    },
+    /// An authorization request, decided except for the funds; `owners`
+    /// is whether the card's merchant and user may spend, which comes
+    /// before the card's own reasons.
+    Authorize {
+        request: Authorization,
+        owners: Result<(), Decline>,
+    },
+    /// An approved request the ledger could not hold after all.
+    HoldRefused(Decline),
+    /// A clearing of an authorization: `held_minor` is its open hold, `None`
+    /// when the authorization is unknown or ended.
+    Clear {
+        held_minor: Option<i64>,
+        asked_minor: Option<i64>,
+    },
+    Refund {
+        amount_minor: i64,
+        currency: String,
+    },
+    /// The issuer's new status of one of the card's wallet tokens;
+    /// `token_known` is false when the card has no such token.
+    WalletUpdated {
+        status: String,
+        token_known: bool,
+    },
 }
 
-impl Refusal {
-    pub fn code(self) -> &'static str {
-        match self {
-            Refusal::AlreadyFrozen => "CARD_ALREADY_FROZEN",
-            Refusal::NotFrozen => "CARD_NOT_FROZEN",
-            Refusal::Closed => "CARD_CLOSED",
-            Refusal::Blocked => "CARD_BLOCKED",
-            Refusal::NotIssued => "CARD_NOT_ISSUED",
-        }
+/// Work the actor carries out, in order, for a transition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Ask the issuer for the card under the card's id as key.
+    AskIssuer,
+    /// Remove the intent and give a replaced card back its status.
+    Abandon,
+    /// Persist the timer that asks the issuer again later.
+    ScheduleResume,
+    /// Tell the issuer of the card's new status first: if it cannot follow,
+    /// nothing changes.
+    TellIssuer(Status),
+    /// Write the card's row at its next version, with the next status.
+    Persist,
+    /// Tell the issuer the card this one replaces is blocked.
+    BlockReplaced,
+    /// Write the new card's intent with this one's blocking, and issue it.
+    IssueReplacement,
+    /// Provision a wallet token at the issuer and write it.
+    RequestWalletToken,
+    /// Write a wallet token's new status.
+    UpdateWalletToken,
+    /// Hold the amount on the funding account; approve when it fits.
+    Hold { amount_minor: i64 },
+    /// Record the request as declined.
+    Decline(Decline),
+    /// Post the whole hold: the clearing takes all of it.
+    PostHold,
+    /// Release the hold: the clearing takes less than it.
+    VoidHold,
+    /// Post a clearing for less than its hold (after voiding the hold).
+    PostClearing { amount_minor: i64 },
+    /// Credit a refund back to the funding account.
+    CreditRefund { amount_minor: i64 },
+    /// Record an audit record with this action.
+    Audit(&'static str),
+    /// Nothing to record: the event names nothing the card can act on.
+    Ignore,
+}
+
+/// Why the card does not do what an event asks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Rejected {
+    /// The status table refuses the operation (409 with its code).
+    #[error("{}", .0.detail())]
+    Refused(Refusal),
+    /// The limits asked for are out of bounds or out of order (422).
+    #[error("invalid limits")]
+    InvalidLimits(Vec<(&'static str, String)>),
+    /// The event does not apply to a card in this status (an issuer's
+    /// outcome for a card not being issued).
+    #[error("event {event} does not apply to a {status} card")]
+    Inapplicable {
+        event: &'static str,
+        status: &'static str,
+    },
+}
+
+pub type Outcome = Result<(State, Vec<Effect>), Rejected>;
+
+/// Wallet token statuses a provider may report.
+pub const WALLET_TOKEN_STATUSES: [&str; 6] = [
+    "requested",
+    "provisioning",
+    "active",
+    "suspended",
+    "removed",
+    "failed",
+];
+
+fn event_name(event: &Event) -> &'static str {
+    match event {
+        Event::Issue => "issue",
+        Event::Issued => "issued",
+        Event::NotIssued => "not_issued",
+        Event::IssueUnknown => "issue_unknown",
+        Event::Operate(_) => "operate",
+        Event::Update { .. } => "update",
+        Event::Authorize { .. } => "authorize",
+        Event::HoldRefused(_) => "hold_refused",
+        Event::Clear { .. } => "clear",
+        Event::Refund { .. } => "refund",
+        Event::WalletUpdated { .. } => "wallet_updated",
     }
+}
 
-    pub fn detail(self) -> &'static str {
-        match self {
-            Refusal::AlreadyFrozen => "the card is already frozen",
-            Refusal::NotFrozen => "the card is not frozen",
-            Refusal::Closed => "the card is closed; it accepts no change",
-            Refusal::Blocked => "the card is blocked (replaced)",
-            Refusal::NotIssued => "the card is still being issued",
-        }
+/// The audit action of a status change.
+fn status_action(operation: Operation) -> &'static str {
+    match operation {
+        Operation::Freeze => "card.frozen",
+        Operation::Unfreeze => "card.unfrozen",
+        _ => "card.closed",
     }
 }
 
-/// What an accepted operation does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Accepted {
-    /// The card's status afterwards.
-    pub next: Status,
-    /// False when the operation finds the card already where it asks (a
-    /// repeated close): nothing is written or audited again.
-    pub changes: bool,
-}
-
-/// The card status table. Replace answers the old card's next status; the
-/// new card is issued separately.
-pub fn apply(status: Status, operation: Operation) -> Result<Accepted, Refusal> {
-    use Operation as O;
-    use Status as S;
-    let moved = |next| {
-        Ok(Accepted {
-            next,
-            changes: true,
-        })
+pub fn transition(state: &State, event: Event) -> Outcome {
+    let inapplicable = |event: &Event| Rejected::Inapplicable {
+        event: event_name(event),
+        status: state.status.as_str(),
     };
-    let stays = |changes| {
-        Ok(Accepted {
-            next: status,
-            changes,
-        })
-    };
-    match (status, operation) {
-        (S::Issuing, _) => Err(Refusal::NotIssued),
-        (S::Closed, O::Close) => stays(false),
-        (S::Closed, _) => Err(Refusal::Closed),
-        (_, O::Close) => moved(S::Closed),
-        (S::Active, O::Freeze) => moved(S::Frozen),
-        (S::Frozen, O::Freeze) => Err(Refusal::AlreadyFrozen),
-        (S::Blocked, O::Freeze) => Err(Refusal::Blocked),
-        (S::Frozen, O::Unfreeze) => moved(S::Active),
-        (S::Active | S::Blocked, O::Unfreeze) => Err(Refusal::NotFrozen),
-        (S::Active | S::Frozen | S::Blocked, O::Replace) => moved(S::Blocked),
-        (S::Active | S::Frozen | S::Blocked, O::Update) => stays(true),
-        (S::Active | S::Frozen | S::Blocked, O::RevealDetails) => stays(false),
-        (S::Blocked, O::ProvisionWallet) => Err(Refusal::Blocked),
-        (S::Active | S::Frozen, O::ProvisionWallet) => stays(true),
-    }
-}
-
-/// Where a card is used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Channel {
-    Online,
-    Pos,
-    Atm,
-}
-
-impl Channel {
-    pub const ALL: [Channel; 3] = [Channel::Online, Channel::Pos, Channel::Atm];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Channel::Online => "online",
-            Channel::Pos => "pos",
-            Channel::Atm => "atm",
+    let mut next = state.clone();
+    let issuing = state.status == Status::Issuing;
+    match event {
+        Event::Issue if issuing => Ok((next, vec![Effect::AskIssuer])),
+        // Issued already (a late timer, a repeated request): as it is.
+        Event::Issue => Ok((next, vec![])),
+        Event::Issued if issuing => {
+            next.status = Status::Active;
+            let mut effects = vec![Effect::Persist, Effect::Audit("card.issued")];
+            if state.replacing {
+                effects.push(Effect::BlockReplaced);
+            }
+            Ok((next, effects))
         }
-    }
-
-    pub fn parse(value: &str) -> Option<Channel> {
-        Channel::ALL.into_iter().find(|c| c.as_str() == value)
-    }
-}
-
-/// The card's controls (decisions §10). `None` amounts are no limit.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Limits {
-    pub per_transaction_minor: Option<i64>,
-    pub daily_spend_minor: Option<i64>,
-    pub monthly_spend_minor: Option<i64>,
-    pub atm_daily_minor: Option<i64>,
-    pub online_enabled: bool,
-    pub international_enabled: bool,
-    pub atm_enabled: bool,
-}
-
-/// Largest spend limit accepted (decisions §10).
-pub const LIMIT_MAX_MINOR: i64 = 1_000_000_000_000;
-
-/// Why a set of limits is refused, per field (422 with field errors).
-pub fn check_limits(limits: &Limits) -> Vec<(&'static str, String)> {
-    let mut errors = Vec::new();
-    let fields = [
-        ("per_transaction_minor", limits.per_transaction_minor),
-        ("daily_spend_minor", limits.daily_spend_minor),
-        ("monthly_spend_minor", limits.monthly_spend_minor),
-        ("atm_daily_minor", limits.atm_daily_minor),
-    ];
-    for (field, value) in fields {
-        if let Some(value) = value {
-            if !(0..=LIMIT_MAX_MINOR).contains(&value) {
-                errors.push((field, format!("must be between 0 and {LIMIT_MAX_MINOR}")));
+        Event::NotIssued if issuing => Ok((next, vec![Effect::Abandon])),
+        Event::IssueUnknown if issuing => Ok((next, vec![Effect::ScheduleResume])),
+        event @ (Event::Issued | Event::NotIssued | Event::IssueUnknown) => {
+            Err(inapplicable(&event))
+        }
+        Event::Operate(operation) => operate(next, operation),
+        Event::Update {
+            name_changed,
+            limits,
+        } => {
+            apply(state.status, Operation::Update).map_err(Rejected::Refused)?;
+            let limits_changed = match limits {
+                LimitsChange::Invalid(errors) => return Err(Rejected::InvalidLimits(errors)),
+                LimitsChange::Same => false,
+                LimitsChange::Changed => true,
+            };
+            if !name_changed && !limits_changed {
+                return Ok((next, vec![]));
+            }
+            let mut effects = vec![Effect::Persist];
+            if name_changed {
+                effects.push(Effect::Audit("card.updated"));
+            }
+            if limits_changed {
+                effects.push(Effect::Audit("card.limits_updated"));
+            }
+            Ok((next, effects))
+        }
+        Event::Authorize { request, owners } => {
+            let decided = decide(
+                state.status,
+                &state.currency,
+                &state.limits,
+                state.spend,
+                &request,
+            );
+            match owners.and(decided) {
+                Ok(()) => {
+                    next.spend = state
+                        .spend
+                        .add(request.at, request.amount_minor, request.channel);
+                    let amount_minor = request.amount_minor;
+                    Ok((next, vec![Effect::Hold { amount_minor }]))
+                }
+                Err(reason) => Ok((next, vec![Effect::Decline(reason)])),
             }
         }
-    }
-    if !errors.is_empty() {
-        return errors;
-    }
-    if let (Some(per), Some(daily)) = (limits.per_transaction_minor, limits.daily_spend_minor) {
-        if per > daily {
-            errors.push((
-                "per_transaction_minor",
-                "must not exceed daily_spend_minor".to_owned(),
-            ));
+        Event::HoldRefused(reason) => Ok((next, vec![Effect::Decline(reason)])),
+        Event::Clear {
+            held_minor,
+            asked_minor,
+        } => {
+            let Some(held) = held_minor else {
+                return Ok((next, vec![Effect::Ignore]));
+            };
+            // A clearing never takes more than was held: the network settles
+            // any excess as a new authorization.
+            let amount_minor = asked_minor.unwrap_or(held).clamp(0, held);
+            let effects = if amount_minor == held {
+                vec![Effect::PostHold]
+            } else if amount_minor > 0 {
+                vec![Effect::VoidHold, Effect::PostClearing { amount_minor }]
+            } else {
+                vec![Effect::VoidHold]
+            };
+            Ok((next, effects))
         }
-    }
-    if let (Some(daily), Some(monthly)) = (limits.daily_spend_minor, limits.monthly_spend_minor) {
-        if daily > monthly {
-            errors.push((
-                "daily_spend_minor",
-                "must not exceed monthly_spend_minor".to_owned(),
-            ));
+        Event::Refund {
+            amount_minor,
+            currency,
+        } => {
+            if currency != state.currency || amount_minor <= 0 {
+                return Ok((next, vec![Effect::Ignore]));
+            }
+            Ok((next, vec![Effect::CreditRefund { amount_minor }]))
         }
-    }
-    if let (Some(per), Some(monthly), None) = (
-        limits.per_transaction_minor,
-        limits.monthly_spend_minor,
-        limits.daily_spend_minor,
-    ) {
-        if per > monthly {
-            errors.push((
-                "per_transaction_minor",
-                "must not exceed monthly_spend_minor".to_owned(),
-            ));
-        }
-    }
-    errors
-}
-
-/// What the card's approved authorizations add up to in the current UTC
-/// day and month: what the daily, monthly and ATM limits count. The actor
-/// keeps it in memory (it is the only writer) and rebuilds it from the
-/// database at activation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Spend {
-    pub day: NaiveDate,
-    pub day_minor: i64,
-    pub atm_day_minor: i64,
-    pub month_minor: i64,
-}
-
-impl Spend {
-    pub fn empty(at: NaiveDateTime) -> Spend {
-        Spend {
-            day: at.date(),
-            day_minor: 0,
-            atm_day_minor: 0,
-            month_minor: 0,
-        }
-    }
-
-    /// The windows as seen at `at`: a new day (or month) starts from zero.
-    pub fn at(self, at: NaiveDateTime) -> Spend {
-        let today = at.date();
-        if today == self.day {
-            return self;
-        }
-        let same_month = today.year() == self.day.year() && today.month() == self.day.month();
-        Spend {
-            day: today,
-            day_minor: 0,
-            atm_day_minor: 0,
-            month_minor: if same_month { self.month_minor } else { 0 },
-        }
-    }
-
-    /// The windows after approving `amount` on `channel` at `at`.
-    pub fn add(self, at: NaiveDateTime, amount_minor: i64, channel: Channel) -> Spend {
-        let mut next = self.at(at);
-        next.day_minor = next.day_minor.saturating_add(amount_minor);
-        next.month_minor = next.month_minor.saturating_add(amount_minor);
-        if channel == Channel::Atm {
-            next.atm_day_minor = next.atm_day_minor.saturating_add(amount_minor);
-        }
-        next
-    }
-}
-
-/// The first instant of `at`'s UTC day and month.
-pub fn window_starts(at: NaiveDateTime) -> (NaiveDateTime, NaiveDateTime) {
-    let day = at.date();
-    let month = day.with_day(1).unwrap_or(day);
-    (
-        day.and_hms_opt(0, 0, 0).unwrap_or(at),
-        month.and_hms_opt(0, 0, 0).unwrap_or(at),
-    )
-}
-
-/// An authorization request as the card sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Authorization {
-    pub amount_minor: i64,
-    pub currency: String,
-    pub channel: Channel,
-    /// ISO 3166-1 alpha-2 of the merchant.
-    pub country: String,
-    pub at: NaiveDateTime,
-}
-
-/// Why an authorization is declined; `as_str` is the `reason` answered to
-/// the provider and stored on the transaction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Decline {
-    CardFrozen,
-    CardBlocked,
-    CardClosed,
-    CardNotIssued,
-    CurrencyMismatch,
-    InvalidAmount,
-    OnlineDisabled,
-    InternationalDisabled,
-    AtmDisabled,
-    PerTransactionLimit,
-    DailyLimit,
-    MonthlyLimit,
-    AtmDailyLimit,
-    InsufficientFunds,
-    /// The card's merchant is suspended or disabled (decisions §1a).
-    MerchantInactive,
-    /// The card's user is disabled (decisions §1a).
-    UserDisabled,
-    /// The ledger cannot hold the amount: a balance would pass int64.
-    AmountTooLarge,
-    /// The card already decided another request under this authorization
-    /// id, for another amount or currency.
-    DuplicateAuthorization,
-}
-
-impl Decline {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decline::CardFrozen => "card_frozen",
-            Decline::CardBlocked => "card_blocked",
-            Decline::CardClosed => "card_closed",
-            Decline::CardNotIssued => "card_not_issued",
-            Decline::CurrencyMismatch => "currency_mismatch",
-            Decline::InvalidAmount => "invalid_amount",
-            Decline::OnlineDisabled => "online_disabled",
-            Decline::InternationalDisabled => "international_disabled",
-            Decline::AtmDisabled => "atm_disabled",
-            Decline::PerTransactionLimit => "per_transaction_limit_exceeded",
-            Decline::DailyLimit => "daily_limit_exceeded",
-            Decline::MonthlyLimit => "monthly_limit_exceeded",
-            Decline::AtmDailyLimit => "atm_daily_limit_exceeded",
-            Decline::InsufficientFunds => "insufficient_funds",
-            Decline::MerchantInactive => "merchant_inactive",
-            Decline::UserDisabled => "user_disabled",
-            Decline::AmountTooLarge => "amount_too_large",
-            Decline::DuplicateAuthorization => "duplicate_authorization",
+        Event::WalletUpdated {
+            status,
+            token_known,
+        } => {
+            if !WALLET_TOKEN_STATUSES.contains(&status.as_str()) || !token_known {
+                return Ok((next, vec![Effect::Ignore]));
+            }
+            Ok((
+                next,
+                vec![
+                    Effect::UpdateWalletToken,
+                    Effect::Persist,
+                    Effect::Audit("card.wallet_updated"),
+                ],
+            ))
         }
     }
 }
 
-/// Countries where a card of `currency` is domestic; elsewhere is
-/// international. A currency not listed has no domestic country.
-pub fn domestic_countries(currency: &str) -> &'static [&'static str] {
-    match currency {
-        "USD" => &["US"],
-        "GBP" => &["GB"],
-        "JPY" => &["JP"],
-        "EUR" => &[
-            "AT", "BE", "HR", "CY", "EE", "FI", "FR", "DE", "GR", "IE", "IT", "LV", "LT", "LU",
-            "MT", "NL", "PT", "SK", "SI", "ES",
+/// An operation through the status table.
+fn operate(mut next: State, operation: Operation) -> Outcome {
+    let Accepted {
+        next: status,
+        changes,
+    } = apply(next.status, operation).map_err(Rejected::Refused)?;
+    if !changes {
+        return Ok((next, vec![]));
+    }
+    next.status = status;
+    let effects = match operation {
+        Operation::Freeze | Operation::Unfreeze | Operation::Close => vec![
+            Effect::TellIssuer(status),
+            Effect::Persist,
+            Effect::Audit(status_action(operation)),
         ],
-        _ => &[],
-    }
-}
-
-/// Decides everything but the funds, which only the ledger can (the hold
-/// either fits the available balance or is refused in the same statement).
-/// The checks run in a fixed order so the reason is predictable: status,
-/// request sanity, channels, then limits. An amount equal to a limit passes.
-pub fn decide(
-    status: Status,
-    card_currency: &str,
-    limits: &Limits,
-    spend: Spend,
-    request: &Authorization,
-) -> Result<(), Decline> {
-    match status {
-        Status::Active => {}
-        Status::Frozen => return Err(Decline::CardFrozen),
-        Status::Blocked => return Err(Decline::CardBlocked),
-        Status::Closed => return Err(Decline::CardClosed),
-        Status::Issuing => return Err(Decline::CardNotIssued),
-    }
-    if request.currency != card_currency {
-        return Err(Decline::CurrencyMismatch);
-    }
-    if request.amount_minor <= 0 {
-        return Err(Decline::InvalidAmount);
-    }
-    match request.channel {
-        Channel::Online if !limits.online_enabled => return Err(Decline::OnlineDisabled),
-        Channel::Atm if !limits.atm_enabled => return Err(Decline::AtmDisabled),
-        _ => {}
-    }
-    if !limits.international_enabled
-        && !domestic_countries(card_currency).contains(&request.country.as_str())
-    {
-        return Err(Decline::InternationalDisabled);
-    }
-    let amount = request.amount_minor;
-    let over = |limit: Option<i64>, total: i64| limit.is_some_and(|limit| total > limit);
-    if over(limits.per_transaction_minor, amount) {
-        return Err(Decline::PerTransactionLimit);
-    }
-    let spend = spend.at(request.at);
-    if over(
-        limits.daily_spend_minor,
-        spend.day_minor.saturating_add(amount),
-    ) {
-        return Err(Decline::DailyLimit);
-    }
-    if over(
-        limits.monthly_spend_minor,
-        spend.month_minor.saturating_add(amount),
-    ) {
-        return Err(Decline::MonthlyLimit);
-    }
-    if request.channel == Channel::Atm
-        && over(
-            limits.atm_daily_minor,
-            spend.atm_day_minor.saturating_add(amount),
-        )
-    {
-        return Err(Decline::AtmDailyLimit);
-    }
-    Ok(())
+        Operation::Replace => vec![
+            Effect::Persist,
+            Effect::Audit("card.replaced"),
+            Effect::IssueReplacement,
+        ],
+        Operation::ProvisionWallet => vec![
+            Effect::RequestWalletToken,
+            Effect::Persist,
+            Effect::Audit("card.wallet_requested"),
+        ],
+        // Through `Event::Update`, which knows what changes; reading the
+        // details changes nothing.
+        Operation::Update | Operation::RevealDetails => vec![],
+    };
+    Ok((next, effects))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    use Operation as O;
-    use Status as S;
-
-    fn at(text: &str) -> NaiveDateTime {
-        NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S").unwrap()
-    }
-
-    /// The interface's card status table, decisions §10, and the moves it
-    /// leaves open, one row per (status, operation).
-    #[test]
-    fn every_status_and_operation_has_its_row() {
-        let ok = |next, changes| Ok(Accepted { next, changes });
-        let table: [(Status, Operation, Result<Accepted, Refusal>); 35] = [
-            (S::Issuing, O::Freeze, Err(Refusal::NotIssued)),
-            (S::Issuing, O::Unfreeze, Err(Refusal::NotIssued)),
-            (S::Issuing, O::Close, Err(Refusal::NotIssued)),
-            (S::Issuing, O::Replace, Err(Refusal::NotIssued)),
-            (S::Issuing, O::Update, Err(Refusal::NotIssued)),
-            (S::Issuing, O::RevealDetails, Err(Refusal::NotIssued)),
-            (S::Issuing, O::ProvisionWallet, Err(Refusal::NotIssued)),
-            (S::Active, O::Freeze, ok(S::Frozen, true)),
-            (S::Active, O::Unfreeze, Err(Refusal::NotFrozen)),
-            (S::Active, O::Close, ok(S::Closed, true)),
-            (S::Active, O::Replace, ok(S::Blocked, true)),
-            (S::Active, O::Update, ok(S::Active, true)),
-            (S::Active, O::RevealDetails, ok(S::Active, false)),
-            (S::Active, O::ProvisionWallet, ok(S::Active, true)),
-            (S::Frozen, O::Freeze, Err(Refusal::AlreadyFrozen)),
-            (S::Frozen, O::Unfreeze, ok(S::Active, true)),
-            (S::Frozen, O::Close, ok(S::Closed, true)),
-            (S::Frozen, O::Replace, ok(S::Blocked, true)),
-            (S::Frozen, O::Update, ok(S::Frozen, true)),
-            (S::Frozen, O::RevealDetails, ok(S::Frozen, false)),
-            (S::Frozen, O::ProvisionWallet, ok(S::Frozen, true)),
-            (S::Blocked, O::Freeze, Err(Refusal::Blocked)),
-            (S::Blocked, O::Unfreeze, Err(Refusal::NotFrozen)),
-            (S::Blocked, O::Close, ok(S::Closed, true)),
-            (S::Blocked, O::Replace, ok(S::Blocked, true)),
-            (S::Blocked, O::Update, ok(S::Blocked, true)),
-            (S::Blocked, O::RevealDetails, ok(S::Blocked, false)),
-            (S::Blocked, O::ProvisionWallet, Err(Refusal::Blocked)),
-            (S::Closed, O::Freeze, Err(Refusal::Closed)),
-            (S::Closed, O::Unfreeze, Err(Refusal::Closed)),
-            (S::Closed, O::Close, ok(S::Closed, false)),
-            (S::Closed, O::Replace, Err(Refusal::Closed)),
-            (S::Closed, O::Update, Err(Refusal::Closed)),
-            (S::Closed, O::RevealDetails, Err(Refusal::Closed)),
-            (S::Closed, O::ProvisionWallet, Err(Refusal::Closed)),
-        ];
-        for (status, operation, expected) in table {
-            assert_eq!(
-                apply(status, operation),
-                expected,
-                "{status:?} {operation:?}"
-            );
-        }
-        // The table covers every pair exactly once.
-        for status in Status::ALL {
-            for operation in Operation::ALL {
-                assert_eq!(
-                    table
-                        .iter()
-                        .filter(|(s, o, _)| *s == status && *o == operation)
-                        .count(),
-                    1,
-                    "{status:?} {operation:?}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn refusal_codes_are_the_interfaces() {
-        assert_eq!(Refusal::AlreadyFrozen.code(), "CARD_ALREADY_FROZEN");
-        assert_eq!(Refusal::NotFrozen.code(), "CARD_NOT_FROZEN");
-        assert_eq!(Refusal::Closed.code(), "CARD_CLOSED");
-    }
-
-    fn open() -> Limits {
-        Limits {
-            per_transaction_minor: None,
-            daily_spend_minor: None,
-            monthly_spend_minor: None,
-            atm_daily_minor: None,
-            online_enabled: true,
-            international_enabled: true,
-            atm_enabled: true,
-        }
-    }
-
-    fn request(amount_minor: i64, channel: Channel, country: &str) -> Authorization {
-        Authorization {
-            amount_minor,
-            currency: "USD".into(),
-            channel,
-            country: country.into(),
-            at: at("2026-11-25 12:00:00"),
-        }
-    }
-
-    #[test]
-    fn each_decline_reason_has_its_row() {
-        let now = at("2026-11-25 12:00:00");
-        let spent = Spend {
-            day: now.date(),
-            day_minor: 900,
-            atm_day_minor: 100,
-            month_minor: 4_000,
-        };
-        let limited = Limits {
-            per_transaction_minor: Some(500),
-            daily_spend_minor: Some(1_000),
-            monthly_spend_minor: Some(4_200),
-            atm_daily_minor: Some(150),
-            ..open()
-        };
-        let pos = |amount| request(amount, Channel::Pos, "US");
-        type Case = (Status, Limits, Spend, Authorization, Result<(), Decline>);
-        let cases: Vec<Case> = vec![
-            (S::Active, open(), spent, pos(100), Ok(())),
-            (S::Frozen, open(), spent, pos(100), Err(Decline::CardFrozen)),
-            (
-                S::Blocked,
-                open(),
-                spent,
-                pos(100),
-                Err(Decline::CardBlocked),
-            ),
-            (S::Closed, open(), spent, pos(100), Err(Decline::CardClosed)),
-            (
-                S::Issuing,
-                open(),
-                spent,
-                pos(100),
-                Err(Decline::CardNotIssued),
-            ),
-            (
-                S::Active,
-                open(),
-                spent,
-                Authorization {
-                    currency: "EUR".into(),
-                    ..pos(100)
-                },
-                Err(Decline::CurrencyMismatch),
-            ),
-            (
-                S::Active,
-                open(),
-                spent,
-                pos(0),
-                Err(Decline::InvalidAmount),
-            ),
-            (
-                S::Active,
-                Limits {
-                    online_enabled: false,
-                    ..open()
-                },
-                spent,
-                request(100, Channel::Online, "US"),
-                Err(Decline::OnlineDisabled),
-            ),
-            (
-                S::Active,
-                Limits {
-                    atm_enabled: false,
-                    ..open()
-                },
-                spent,
-                request(100, Channel::Atm, "US"),
-                Err(Decline::AtmDisabled),
-            ),
-            (
-                S::Active,
-                Limits {
-                    international_enabled: false,
-                    ..open()
-                },
-                spent,
-                request(100, Channel::Pos, "FR"),
-                Err(Decline::InternationalDisabled),
-            ),
-            (
-                S::Active,
-                Limits {
-                    international_enabled: false,
-                    ..open()
-                },
-                spent,
-                pos(100),
-                Ok(()),
-            ),
-            // Equal to a limit passes; one more does not.
-            (S::Active, limited, Spend::empty(now), pos(500), Ok(())),
-            (
-                S::Active,
-                limited,
-                Spend::empty(now),
-                pos(501),
-                Err(Decline::PerTransactionLimit),
-            ),
-            (S::Active, limited, spent, pos(100), Ok(())),
-            (
-                S::Active,
-                limited,
-                spent,
-                pos(101),
-                Err(Decline::DailyLimit),
-            ),
-            (
-                S::Active,
-                Limits {
-                    daily_spend_minor: None,
-                    ..limited
-                },
-                spent,
-                pos(201),
-                Err(Decline::MonthlyLimit),
-            ),
-            (
-                S::Active,
-                limited,
-                spent,
-                request(50, Channel::Atm, "US"),
-                Ok(()),
-            ),
-            (
-                S::Active,
-                limited,
-                spent,
-                request(51, Channel::Atm, "US"),
-                Err(Decline::AtmDailyLimit),
-            ),
-        ];
-        for (status, limits, spend, request, expected) in cases {
-            assert_eq!(
-                decide(status, "USD", &limits, spend, &request),
-                expected,
-                "{status:?} {limits:?} {spend:?} {request:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_new_day_starts_the_daily_window_and_a_new_month_the_monthly_one() {
-        let spend = Spend::empty(at("2026-11-30 10:00:00")).add(
-            at("2026-11-30 10:00:00"),
-            700,
-            Channel::Atm,
-        );
-        assert_eq!(
-            (spend.day_minor, spend.atm_day_minor, spend.month_minor),
-            (700, 700, 700)
-        );
-        let next_day = spend.at(at("2026-11-30 23:59:59"));
-        assert_eq!(next_day, spend);
-        let december = spend.at(at("2026-12-01 00:00:00"));
-        assert_eq!(
-            (
-                december.day_minor,
-                december.atm_day_minor,
-                december.month_minor
-            ),
-            (0, 0, 0)
-        );
-        let same_month = Spend::empty(at("2026-11-02 10:00:00"))
-            .add(at("2026-11-02 10:00:00"), 300, Channel::Pos)
-            .at(at("2026-11-03 00:00:00"));
-        assert_eq!((same_month.day_minor, same_month.month_minor), (0, 300));
-        // A window past its day counts nothing against today's limit.
-        let limited = Limits {
-            daily_spend_minor: Some(1_000),
-            ..open()
-        };
-        let yesterday = Spend {
-            day: at("2026-11-24 00:00:00").date(),
-            day_minor: 1_000,
-            atm_day_minor: 0,
-            month_minor: 1_000,
-        };
-        assert_eq!(
-            decide(
-                S::Active,
-                "USD",
-                &limited,
-                yesterday,
-                &request(1_000, Channel::Pos, "US")
-            ),
-            Ok(())
-        );
-    }
-
-    #[test]
-    fn window_starts_are_midnight_and_the_first_of_the_month() {
-        let (day, month) = window_starts(at("2026-11-25 13:14:15"));
-        assert_eq!(day, at("2026-11-25 00:00:00"));
-        assert_eq!(month, at("2026-11-01 00:00:00"));
-    }
-
-    #[test]
-    fn limits_are_bounded_and_ordered() {
-        let ok = Limits {
-            per_transaction_minor: Some(100),
-            daily_spend_minor: Some(100),
-            monthly_spend_minor: Some(100),
-            atm_daily_minor: Some(0),
-            ..open()
-        };
-        assert!(check_limits(&ok).is_empty());
-        let fields = |limits: Limits| {
-            check_limits(&limits)
-                .into_iter()
-                .map(|(field, _)| field)
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(
-            fields(Limits {
-                per_transaction_minor: Some(-1),
-                atm_daily_minor: Some(LIMIT_MAX_MINOR + 1),
-                ..open()
-            }),
-            ["per_transaction_minor", "atm_daily_minor"]
-        );
-        assert_eq!(
-            fields(Limits {
-                per_transaction_minor: Some(LIMIT_MAX_MINOR),
-                ..open()
-            }),
-            Vec::<&str>::new()
-        );
-        assert_eq!(
-            fields(Limits {
-                per_transaction_minor: Some(200),
-                daily_spend_minor: Some(100),
-                ..open()
-            }),
-            ["per_transaction_minor"]
-        );
-        assert_eq!(
-            fields(Limits {
-                daily_spend_minor: Some(200),
-                monthly_spend_minor: Some(100),
-                ..open()
-            }),
-            ["daily_spend_minor"]
-        );
-        assert_eq!(
-            fields(Limits {
-                per_transaction_minor: Some(200),
-                monthly_spend_minor: Some(100),
-                ..open()
-            }),
-            ["per_transaction_minor"]
-        );
-    }
-}
+mod tests;

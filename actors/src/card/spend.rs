@@ -12,11 +12,12 @@ use tern_schema::{Db, StoreError};
 
 use super::holds;
 use super::kind::{CardContext, CardState};
-use super::machine::{self, Authorization, Decline};
+use super::machine::{Authorization, Decline, Effect, Event};
 use super::messages::{AuthorizationRequest, CardReply, RefundRequest};
-use super::record::{limits_of, status_of};
 use super::replay::{self, decision_of};
-use super::write::{answer, commit, recorded, settled, Step};
+use super::write::{
+    answer, commit, decided, recorded, rejected, settled, unexpected, Step, WriteError,
+};
 use crate::runtime::{EntityEnv, RuntimeError, RuntimeResult};
 
 /// The merchant's funding account in the card's currency.
@@ -102,13 +103,12 @@ pub(super) async fn authorize(
     if let Some(decision) = replay::earlier_decision(&env.db, &state.row.id, &request).await? {
         return answer(state, Ok(CardReply::Decision(decision)));
     }
-    let now = utc_now();
     let asked = Authorization {
         amount_minor: request.amount_minor,
         currency: request.currency.clone(),
         channel: request.channel,
         country: request.country.clone(),
-        at: now,
+        at: utc_now(),
     };
     let mut row = transaction_row(
         &state.row,
@@ -123,79 +123,43 @@ pub(super) async fn authorize(
     row.mcc = request.mcc.clone();
     row.channel = request.channel.as_str().to_owned();
     row.country = request.country.clone();
-
-    let decided = machine::decide(
-        status_of(&state.row),
-        &state.row.currency,
-        &limits_of(&state.row),
-        state.spend,
-        &asked,
-    );
-    let decided = super::standing::screened(env, &state.row, decided).await?;
-    let unheld = if decided.is_ok() {
-        let funding = funding_account(env, &mut state).await?;
-        let entry = Entry {
-            merchant_id: Some(state.row.merchant_id.clone()),
-            settlement_key: None,
-            description: format!(
-                "card {} authorization {}",
-                state.row.id, request.authorization_id
-            ),
-            lines: vec![
-                card_line(
-                    &funding,
-                    Direction::Debit,
-                    request.amount_minor,
-                    &request.currency,
-                ),
-                card_line(
-                    &SystemAccount::CardNetwork.account_id(&request.currency),
-                    Direction::Credit,
-                    request.amount_minor,
-                    &request.currency,
-                ),
-            ],
-        };
-        let mut approved = row.clone();
-        let hold_id = ledger::new_transaction_id();
-        approved.ledger_transaction_id = Some(hold_id.clone());
-        let expiry = holds::open(&mut approved, env.ctx.hold_ttl);
-        let plan = Plan {
-            ledger: vec![LedgerWrite::Record {
-                id: hold_id,
-                entry,
-                phase: Phase::Pending,
-            }],
-            card_transactions: vec![approved.clone()],
-            timers: vec![expiry],
-            ..Plan::default()
-        };
-        let held = commit(&env.db, &state.row.id, plan)
-            .await
-            .map(|()| approved);
-        match held {
-            Ok(approved) => {
-                state.spend = state.spend.add(now, request.amount_minor, request.channel);
-                crate::metrics::card_decision(None);
-                let decision = decision_of(&approved, false);
-                return answer(state, Ok(CardReply::Decision(decision)));
-            }
-            Err(error) if error.is_unique_violation() => {
-                return duplicate_decision(env, state, &request).await;
-            }
-            Err(error) if error.is_insufficient_funds() => Some(Decline::InsufficientFunds),
-            Err(error) if error.is_unholdable() => {
-                tracing::warn!(card = %state.row.id, authorization_id = %request.authorization_id, %error, "authorization the ledger cannot hold declined");
-                Some(Decline::AmountTooLarge)
-            }
-            Err(error) => return Err(error.into()),
-        }
-    } else {
-        None
+    // Whether the card's merchant and user may spend at all: asked every
+    // time, as it comes before the card's own reasons.
+    let owners = env.ctx.standing.verdict(&env.db, &state.row).await?;
+    let (next, effects) = match decided(
+        &state,
+        Event::Authorize {
+            request: asked,
+            owners,
+        },
+    ) {
+        Ok(decided) => decided,
+        Err(refused) => return rejected(state, refused),
     };
-    let reason = match decided {
-        Err(reason) => reason,
-        Ok(_) => unheld.unwrap_or(Decline::InsufficientFunds),
+    let reason = match effects.as_slice() {
+        [Effect::Hold { amount_minor }] => {
+            match hold(env, &mut state, &row, &request, *amount_minor).await {
+                Ok(approved) => {
+                    state.spend = next.spend;
+                    crate::metrics::card_decision(None);
+                    let decision = decision_of(&approved, false);
+                    return answer(state, Ok(CardReply::Decision(decision)));
+                }
+                Err(error) if error.is_unique_violation() => {
+                    return duplicate_decision(env, state, &request).await;
+                }
+                Err(error) if error.is_insufficient_funds() => {
+                    hold_refused(&state, Decline::InsufficientFunds)?
+                }
+                Err(error) if error.is_unholdable() => {
+                    tracing::warn!(card = %state.row.id, authorization_id = %request.authorization_id, %error, "authorization the ledger cannot hold declined");
+                    hold_refused(&state, Decline::AmountTooLarge)?
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        [Effect::Decline(reason)] => *reason,
+        other => return Err(unexpected_all(other, "authorize")),
     };
     row.status = store::TX_DECLINED.to_owned();
     row.decline_reason = Some(reason.as_str().to_owned());
@@ -212,6 +176,70 @@ pub(super) async fn authorize(
         Err(error) if error.is_unique_violation() => duplicate_decision(env, state, &request).await,
         Err(error) => Err(error.into()),
     }
+}
+
+/// The reason the machine declines an approved request the ledger could
+/// not hold.
+fn hold_refused(state: &CardState, refusal: Decline) -> RuntimeResult<Decline> {
+    match decided(state, Event::HoldRefused(refusal)) {
+        Ok((_, effects)) => match effects.as_slice() {
+            [Effect::Decline(reason)] => Ok(*reason),
+            other => Err(unexpected_all(other, "hold_refused")),
+        },
+        Err(rejected) => Err(RuntimeError::Refused(rejected.to_string())),
+    }
+}
+
+fn unexpected_all(effects: &[Effect], command: &str) -> RuntimeError {
+    match effects.first() {
+        Some(effect) => unexpected(effect, command),
+        None => RuntimeError::Refused(format!("card machine asked nothing in reply to {command}")),
+    }
+}
+
+/// Holds an approved request's amount on the funding account, recording
+/// the authorization and its expiry timer in the same plan.
+async fn hold(
+    env: &EntityEnv<CardContext>,
+    state: &mut CardState,
+    row: &CardTransactionRow,
+    request: &AuthorizationRequest,
+    amount_minor: i64,
+) -> Result<CardTransactionRow, WriteError> {
+    let funding = funding_account(env, state).await?;
+    let entry = Entry {
+        merchant_id: Some(state.row.merchant_id.clone()),
+        settlement_key: None,
+        description: format!(
+            "card {} authorization {}",
+            state.row.id, request.authorization_id
+        ),
+        lines: vec![
+            card_line(&funding, Direction::Debit, amount_minor, &request.currency),
+            card_line(
+                &SystemAccount::CardNetwork.account_id(&request.currency),
+                Direction::Credit,
+                amount_minor,
+                &request.currency,
+            ),
+        ],
+    };
+    let mut approved = row.clone();
+    let hold_id = ledger::new_transaction_id();
+    approved.ledger_transaction_id = Some(hold_id.clone());
+    let expiry = holds::open(&mut approved, env.ctx.hold_ttl);
+    let plan = Plan {
+        ledger: vec![LedgerWrite::Record {
+            id: hold_id,
+            entry,
+            phase: Phase::Pending,
+        }],
+        card_transactions: vec![approved.clone()],
+        timers: vec![expiry],
+        ..Plan::default()
+    };
+    commit(&env.db, &state.row.id, plan).await?;
+    Ok(approved)
 }
 
 /// A write that collided with a request decided meanwhile (on another
@@ -249,75 +277,99 @@ pub(super) async fn clear(
         let mut tx = pooled.tx();
         store::authorization(&mut tx, &state.row.id, &authorization_id).await?
     };
-    let Some(authorization) = authorization else {
-        tracing::warn!(card = %state.row.id, %authorization_id, "clearing for an unknown authorization ignored");
-        return answer(state, recorded(false, true));
+    let open = authorization.as_ref().and_then(|authorization| {
+        let hold = authorization
+            .ledger_transaction_id
+            .clone()
+            .filter(|_| authorization.status == store::TX_APPROVED)?;
+        Some((authorization.clone(), hold))
+    });
+    let event = Event::Clear {
+        held_minor: open
+            .as_ref()
+            .map(|(authorization, _)| authorization.hold_minor),
+        asked_minor: amount_minor,
     };
-    let Some(hold) = authorization
-        .ledger_transaction_id
-        .clone()
-        .filter(|_| authorization.status == store::TX_APPROVED)
-    else {
-        tracing::info!(card = %state.row.id, %authorization_id, status = %authorization.status, "clearing for an authorization not open; ignored");
+    let effects = match decided(&state, event) {
+        Ok((_, effects)) => effects,
+        Err(refused) => return rejected(state, refused),
+    };
+    let Some((authorization, hold)) = open.filter(|_| !effects.contains(&Effect::Ignore)) else {
+        match &authorization {
+            None => {
+                tracing::warn!(card = %state.row.id, %authorization_id, "clearing for an unknown authorization ignored");
+            }
+            Some(authorization) => {
+                tracing::info!(card = %state.row.id, %authorization_id, status = %authorization.status, "clearing for an authorization not open; ignored");
+            }
+        }
         return answer(state, recorded(false, true));
     };
     let held = authorization.hold_minor;
-    let amount = amount_minor.unwrap_or(held).clamp(0, held);
     if amount_minor.is_some_and(|asked| asked > held) {
         tracing::warn!(card = %state.row.id, %authorization_id, asked = ?amount_minor, held, "clearing above the hold cleared at the hold");
     }
     let funding = funding_account(env, &mut state).await?;
+    let mut plan = Plan::default();
+    let mut cleared_minor = 0;
+    let mut ledger_transaction_id = None;
+    for effect in effects {
+        match effect {
+            Effect::PostHold => {
+                let id = ledger::new_transaction_id();
+                plan.ledger.push(LedgerWrite::Post {
+                    hold_id: hold.clone(),
+                    id: id.clone(),
+                });
+                cleared_minor = held;
+                ledger_transaction_id = Some(id);
+            }
+            Effect::VoidHold => plan.ledger.push(LedgerWrite::Void {
+                hold_id: hold.clone(),
+                id: ledger::new_transaction_id(),
+            }),
+            Effect::PostClearing { amount_minor } => {
+                let currency = authorization.currency.clone();
+                let entry = Entry {
+                    merchant_id: Some(state.row.merchant_id.clone()),
+                    settlement_key: None,
+                    description: format!("card {} clearing {authorization_id}", state.row.id),
+                    lines: vec![
+                        card_line(&funding, Direction::Debit, amount_minor, &currency),
+                        card_line(
+                            &SystemAccount::CardNetwork.account_id(&currency),
+                            Direction::Credit,
+                            amount_minor,
+                            &currency,
+                        ),
+                    ],
+                };
+                let id = ledger::new_transaction_id();
+                plan.ledger.push(LedgerWrite::Record {
+                    id: id.clone(),
+                    entry,
+                    phase: Phase::Posted,
+                });
+                cleared_minor = amount_minor;
+                ledger_transaction_id = Some(id);
+            }
+            other => return Err(unexpected(&other, "clear")),
+        }
+    }
     let mut clearing = transaction_row(
         &state.row,
         &event_id,
         &authorization_id,
         store::KIND_CLEAR,
         store::TX_POSTED,
-        amount,
+        cleared_minor,
         &authorization.currency,
     );
     clearing.merchant_name = authorization.merchant_name.clone();
     clearing.mcc = authorization.mcc.clone();
     clearing.channel = authorization.channel.clone();
     clearing.country = authorization.country.clone();
-    let mut plan = Plan::default();
-    if amount == held {
-        let id = ledger::new_transaction_id();
-        plan.ledger.push(LedgerWrite::Post {
-            hold_id: hold.clone(),
-            id: id.clone(),
-        });
-        clearing.ledger_transaction_id = Some(id);
-    } else {
-        plan.ledger.push(LedgerWrite::Void {
-            hold_id: hold.clone(),
-            id: ledger::new_transaction_id(),
-        });
-        if amount > 0 {
-            let currency = clearing.currency.clone();
-            let entry = Entry {
-                merchant_id: Some(state.row.merchant_id.clone()),
-                settlement_key: None,
-                description: format!("card {} clearing {authorization_id}", state.row.id),
-                lines: vec![
-                    card_line(&funding, Direction::Debit, amount, &currency),
-                    card_line(
-                        &SystemAccount::CardNetwork.account_id(&currency),
-                        Direction::Credit,
-                        amount,
-                        &currency,
-                    ),
-                ],
-            };
-            let id = ledger::new_transaction_id();
-            plan.ledger.push(LedgerWrite::Record {
-                id: id.clone(),
-                entry,
-                phase: Phase::Posted,
-            });
-            clearing.ledger_transaction_id = Some(id);
-        }
-    }
+    clearing.ledger_transaction_id = ledger_transaction_id;
     holds::end(
         &mut plan,
         &authorization,
@@ -336,10 +388,22 @@ pub(super) async fn refund(
     mut state: CardState,
     request: RefundRequest,
 ) -> Step {
-    if request.currency != state.row.currency || request.amount_minor <= 0 {
-        tracing::warn!(card = %state.row.id, event_id = %request.event_id, "refund in another currency or of no amount ignored");
-        return answer(state, recorded(false, true));
-    }
+    let event = Event::Refund {
+        amount_minor: request.amount_minor,
+        currency: request.currency.clone(),
+    };
+    let effects = match decided(&state, event) {
+        Ok((_, effects)) => effects,
+        Err(refused) => return rejected(state, refused),
+    };
+    let amount_minor = match effects.as_slice() {
+        [Effect::CreditRefund { amount_minor }] => *amount_minor,
+        [Effect::Ignore] => {
+            tracing::warn!(card = %state.row.id, event_id = %request.event_id, "refund in another currency or of no amount ignored");
+            return answer(state, recorded(false, true));
+        }
+        other => return Err(unexpected_all(other, "refund")),
+    };
     let funding = funding_account(env, &mut state).await?;
     let authorization_id = request
         .authorization_id
@@ -351,7 +415,7 @@ pub(super) async fn refund(
         &authorization_id,
         store::KIND_REFUND,
         store::TX_POSTED,
-        request.amount_minor,
+        amount_minor,
         &request.currency,
     );
     row.merchant_name = request.merchant.clone();
@@ -364,15 +428,10 @@ pub(super) async fn refund(
             card_line(
                 &SystemAccount::CardNetwork.account_id(&request.currency),
                 Direction::Debit,
-                request.amount_minor,
+                amount_minor,
                 &request.currency,
             ),
-            card_line(
-                &funding,
-                Direction::Credit,
-                request.amount_minor,
-                &request.currency,
-            ),
+            card_line(&funding, Direction::Credit, amount_minor, &request.currency),
         ],
     };
     let id = ledger::new_transaction_id();

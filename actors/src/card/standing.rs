@@ -18,9 +18,8 @@ use tern_schema::store::users;
 use tern_schema::types::MerchantStatus;
 use tern_schema::Db;
 
-use super::kind::CardContext;
 use super::machine::Decline;
-use crate::runtime::{EntityEnv, RuntimeResult};
+use crate::runtime::RuntimeResult;
 
 pub const STANDING_TTL: Duration = Duration::from_millis(500);
 /// Bound on cached users; past it, stale entries are swept, then all.
@@ -42,17 +41,6 @@ pub fn screen(merchant_status: &str, user_status: &str) -> Verdict {
         return Err(Decline::UserDisabled);
     }
     Ok(())
-}
-
-/// The card's own `decided` verdict, unless its owners' standing declines
-/// first: the owners come before the card's own checks.
-pub async fn screened(
-    env: &EntityEnv<CardContext>,
-    card: &CardRow,
-    decided: Verdict,
-) -> RuntimeResult<Verdict> {
-    let standing = env.ctx.standing.verdict(&env.db, card).await?;
-    Ok(standing.and(decided))
 }
 
 struct Entry {

@@ -10,10 +10,10 @@ use tern_schema::types::utc_now;
 
 use super::kind::{CardContext, CardState};
 use super::lifecycle::issuer_failure;
-use super::machine::{self, Operation, Refusal};
+use super::machine::{Effect, Event, Operation, Refusal};
 use super::messages::{CardFailure, CardReply, Origin};
-use super::record::{moved, record, status_of, successor};
-use super::write::{answer, commit, refusal, Step};
+use super::record::{moved, record, successor};
+use super::write::{answer, commit, decided, recorded, refusal, rejected, unexpected, Step};
 use crate::ports::{Wallet, WalletOutcome, WalletRequest};
 use crate::runtime::EntityEnv;
 
@@ -37,78 +37,84 @@ pub(super) async fn provision(
     token_id: String,
     origin: Origin,
 ) -> Step {
-    if let Err(refused) = machine::apply(status_of(&state.row), Operation::ProvisionWallet) {
-        return refusal(state, refused);
-    }
-    let tokens = {
-        let mut pooled = env.db.get().await?;
-        let mut tx = pooled.tx();
-        store::wallet_tokens(&mut tx, &state.row.id).await?
-    };
-    if tokens.len() as i64 >= store::WALLET_TOKENS_PER_CARD_MAX {
-        return answer(state, Err(CardFailure::WalletTokenLimit));
-    }
-    let Some(provider_card_id) = state.row.provider_card_id.clone() else {
-        return refusal(state, Refusal::NotIssued);
-    };
-    let request = WalletRequest {
-        idempotency_key: token_id.clone(),
-        provider_card_id,
-        card_id: state.row.id.clone(),
-        wallet,
-        device_id: device_id.clone(),
-    };
-    let provider_token_id = match env.ctx.issuer.provision_wallet(&request).await {
-        Ok(WalletOutcome::Requested { provider_token_id }) => provider_token_id,
-        Ok(WalletOutcome::NotSupported { reason }) => {
-            return answer(state, Err(CardFailure::WalletNotSupported(reason)));
-        }
-        Err(error) => return answer(state, Err(issuer_failure(&error))),
+    let effects = match decided(&state, Event::Operate(Operation::ProvisionWallet)) {
+        Ok((_, effects)) => effects,
+        Err(refused) => return rejected(state, refused),
     };
     let now = utc_now();
-    let token = CardWalletTokenRow {
-        id: token_id,
-        card_id: state.row.id.clone(),
-        merchant_id: state.row.merchant_id.clone(),
-        wallet: wallet.as_str().to_owned(),
-        status: "requested".to_owned(),
-        device_id,
-        provider_token_id: Some(provider_token_id),
-        created_at: now,
-        updated_at: now,
-    };
-    let mut all = tokens;
-    all.push(token.clone());
     let mut row = successor(&state.row, now);
-    row.wallet_status = wallet_status_of(&all);
-    let audit = record(
-        &row,
-        &origin,
-        "card.wallet_requested",
-        json!({"token_id": token.id, "wallet": token.wallet, "device_id": token.device_id}),
-    );
-    let plan = Plan {
-        audit: vec![audit],
-        rows: vec![
-            RowWrite::NewWalletToken(token.clone()),
-            moved(&row, state.row.version),
-        ],
-        ..Plan::default()
+    let mut plan = Plan::default();
+    let mut requested = None;
+    for effect in effects {
+        match effect {
+            Effect::RequestWalletToken => {
+                let tokens = {
+                    let mut pooled = env.db.get().await?;
+                    let mut tx = pooled.tx();
+                    store::wallet_tokens(&mut tx, &state.row.id).await?
+                };
+                if tokens.len() as i64 >= store::WALLET_TOKENS_PER_CARD_MAX {
+                    return answer(state, Err(CardFailure::WalletTokenLimit));
+                }
+                let Some(provider_card_id) = state.row.provider_card_id.clone() else {
+                    return refusal(state, Refusal::NotIssued);
+                };
+                let request = WalletRequest {
+                    idempotency_key: token_id.clone(),
+                    provider_card_id,
+                    card_id: state.row.id.clone(),
+                    wallet,
+                    device_id: device_id.clone(),
+                };
+                let provider_token_id = match env.ctx.issuer.provision_wallet(&request).await {
+                    Ok(WalletOutcome::Requested { provider_token_id }) => provider_token_id,
+                    Ok(WalletOutcome::NotSupported { reason }) => {
+                        return answer(state, Err(CardFailure::WalletNotSupported(reason)));
+                    }
+                    Err(error) => return answer(state, Err(issuer_failure(&error))),
+                };
+                let token = CardWalletTokenRow {
+                    id: token_id.clone(),
+                    card_id: state.row.id.clone(),
+                    merchant_id: state.row.merchant_id.clone(),
+                    wallet: wallet.as_str().to_owned(),
+                    status: "requested".to_owned(),
+                    device_id: device_id.clone(),
+                    provider_token_id: Some(provider_token_id),
+                    created_at: now,
+                    updated_at: now,
+                };
+                let mut all = tokens;
+                all.push(token.clone());
+                row.wallet_status = wallet_status_of(&all);
+                plan.rows.push(RowWrite::NewWalletToken(token.clone()));
+                requested = Some(token);
+            }
+            Effect::Persist => plan.rows.push(moved(&row, state.row.version)),
+            Effect::Audit(action) => {
+                let Some(token) = &requested else {
+                    return Err(unexpected(&Effect::Audit(action), "provision_wallet"));
+                };
+                plan.audit.push(record(
+                    &row,
+                    &origin,
+                    action,
+                    json!({"token_id": token.id, "wallet": token.wallet, "device_id": token.device_id}),
+                ));
+            }
+            other => return Err(unexpected(&other, "provision_wallet")),
+        }
+    }
+    let Some(token) = requested else {
+        return Err(unexpected(
+            &Effect::Persist,
+            "provision_wallet without a token",
+        ));
     };
     commit(&env.db, &row.id, plan).await?;
     state.row = row;
     answer(state, Ok(CardReply::Token(Box::new(token))))
 }
-
-/// Wallet token statuses a provider may report.
-pub const WALLET_TOKEN_STATUSES: [&str; 6] = [
-    "requested",
-    "provisioning",
-    "active",
-    "suspended",
-    "removed",
-    "failed",
-];
 
 pub(super) async fn updated(
     env: &EntityEnv<CardContext>,
@@ -116,15 +122,6 @@ pub(super) async fn updated(
     token_id: String,
     status: String,
 ) -> Step {
-    if !WALLET_TOKEN_STATUSES.contains(&status.as_str()) {
-        return answer(
-            state,
-            Ok(CardReply::Recorded {
-                duplicate: false,
-                ignored: true,
-            }),
-        );
-    }
     // Tokens are the card's: its version guards them, as a change to one
     // moves the card's wallet status.
     let mut tokens = {
@@ -132,47 +129,45 @@ pub(super) async fn updated(
         let tokens = store::wallet_tokens(&mut pooled.tx(), &state.row.id).await?;
         tokens
     };
-    let Some(token) = tokens.iter_mut().find(|token| token.id == token_id) else {
-        return answer(
-            state,
-            Ok(CardReply::Recorded {
-                duplicate: false,
-                ignored: true,
-            }),
-        );
+    let event = Event::WalletUpdated {
+        status: status.clone(),
+        token_known: tokens.iter().any(|token| token.id == token_id),
+    };
+    let effects = match decided(&state, event) {
+        Ok((_, effects)) => effects,
+        Err(refused) => return rejected(state, refused),
     };
     let now = utc_now();
-    token.status = status.clone();
     let mut row = successor(&state.row, now);
-    row.wallet_status = wallet_status_of(&tokens);
-    let audit = record(
-        &row,
-        &Origin::system(&state.row),
-        "card.wallet_updated",
-        json!({"token_id": token_id, "status": status}),
-    );
-    let plan = Plan {
-        audit: vec![audit],
-        rows: vec![
-            RowWrite::WalletTokenStatus {
-                card_id: row.id.clone(),
-                token_id,
-                status,
-                at: now,
-            },
-            moved(&row, state.row.version),
-        ],
-        ..Plan::default()
-    };
+    let mut plan = Plan::default();
+    for effect in effects {
+        match effect {
+            Effect::Ignore => return answer(state, recorded(false, true)),
+            Effect::UpdateWalletToken => {
+                for token in tokens.iter_mut().filter(|token| token.id == token_id) {
+                    token.status = status.clone();
+                }
+                row.wallet_status = wallet_status_of(&tokens);
+                plan.rows.push(RowWrite::WalletTokenStatus {
+                    card_id: row.id.clone(),
+                    token_id: token_id.clone(),
+                    status: status.clone(),
+                    at: now,
+                });
+            }
+            Effect::Persist => plan.rows.push(moved(&row, state.row.version)),
+            Effect::Audit(action) => plan.audit.push(record(
+                &row,
+                &Origin::system(&state.row),
+                action,
+                json!({"token_id": token_id, "status": status}),
+            )),
+            other => return Err(unexpected(&other, "wallet_updated")),
+        }
+    }
     commit(&env.db, &row.id, plan).await?;
     state.row = row;
-    answer(
-        state,
-        Ok(CardReply::Recorded {
-            duplicate: false,
-            ignored: false,
-        }),
-    )
+    answer(state, recorded(false, false))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use tern_schema::plan::Plan;
 use tern_schema::{Db, DieselError, PlanError, StoreError};
 
 use super::kind::{CardKind, CardState};
-use super::machine::Refusal;
+use super::machine::{self, Effect, Event, Refusal, Rejected};
 use super::messages::{CardFailure, CardReply, CardResult};
 use crate::runtime::{EntityKind, RuntimeError, RuntimeResult, Transition};
 
@@ -146,4 +146,35 @@ pub(super) fn settled(state: CardState, written: Result<(), WriteError>) -> Step
             None => Err(error.into()),
         },
     }
+}
+
+/// The machine's transition for an event to the card as it stands.
+pub(super) fn decided(
+    state: &CardState,
+    event: Event,
+) -> Result<(machine::State, Vec<Effect>), Rejected> {
+    machine::transition(&state.machine(), event)
+}
+
+/// What the card answers an event its machine rejected. An inapplicable
+/// event is the actor's mistake, not the caller's: it fails the message.
+pub(super) fn rejected(state: CardState, rejected: Rejected) -> Step {
+    match rejected {
+        Rejected::Refused(refused) => refusal(state, refused),
+        Rejected::InvalidLimits(errors) => answer(state, Err(CardFailure::InvalidLimits(errors))),
+        inapplicable @ Rejected::Inapplicable { .. } => Err(RuntimeError::Refused(format!(
+            "{} {}: {inapplicable}",
+            CardKind::NAME,
+            state.row.id
+        ))),
+    }
+}
+
+/// An effect the machine never asks for in reply to `command`: the
+/// actor's mistake, failing the message rather than panicking.
+pub(super) fn unexpected(effect: &Effect, command: &str) -> RuntimeError {
+    RuntimeError::Refused(format!(
+        "{} machine asked {effect:?} in reply to {command}",
+        CardKind::NAME
+    ))
 }
