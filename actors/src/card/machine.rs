@@ -174,15 +174,6 @@ fn event_name(event: &Event) -> &'static str {
     }
 }
 
-/// The audit action of a status change.
-fn status_action(operation: Operation) -> &'static str {
-    match operation {
-        Operation::Freeze => "card.frozen",
-        Operation::Unfreeze => "card.unfrozen",
-        _ => "card.closed",
-    }
-}
-
 pub fn transition(state: &State, event: Event) -> Outcome {
     let inapplicable = |event: &Event| Rejected::Inapplicable {
         event: event_name(event),
@@ -307,12 +298,19 @@ fn operate(mut next: State, operation: Operation) -> Outcome {
         return Ok((next, vec![]));
     }
     next.status = status;
-    let effects = match operation {
-        Operation::Freeze | Operation::Unfreeze | Operation::Close => vec![
+    // The issuer follows a status change first: if it cannot, nothing
+    // changes here either.
+    let told = |action| {
+        vec![
             Effect::TellIssuer(status),
             Effect::Persist,
-            Effect::Audit(status_action(operation)),
-        ],
+            Effect::Audit(action),
+        ]
+    };
+    let effects = match operation {
+        Operation::Freeze => told("card.frozen"),
+        Operation::Unfreeze => told("card.unfrozen"),
+        Operation::Close => told("card.closed"),
         Operation::Replace => vec![
             Effect::Persist,
             Effect::Audit("card.replaced"),

@@ -164,6 +164,9 @@ pub struct Decision {
     pub duplicate: bool,
 }
 
+/// The actor's one reply type, as the runtime carries it. Each command
+/// answers one of these shapes; callers ask through [`super::Cards`],
+/// which gives each command's answer its own type.
 #[derive(Debug)]
 pub enum CardReply {
     Card(Box<CardRow>),

@@ -1,7 +1,8 @@
-//! The card: its pure state machine (status table, authorization
-//! decisions), its programs, and the actor that owns each card.
+//! The card: its pure state machine, its programs, and the actor that owns
+//! each card, which feeds the machine events and carries out its effects.
 //!
-//! - `machine`: the pure status table and authorization decisions;
+//! - `machine`: the pure `transition(state, event) -> (state, effects)`,
+//!   with the status table and the authorization decision it applies;
 //! - `messages`: what the actor is asked, answers and refuses;
 //! - `create`: a new card's intent, written before the issuer is asked;
 //! - `ask`: the actors asked one typed command at a time;

@@ -306,8 +306,6 @@ mod tests {
         NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S").unwrap()
     }
 
-    /// The interface's card status table, decisions §10, and the moves it
-
     fn open() -> Limits {
         Limits {
             per_transaction_minor: None,

@@ -148,6 +148,7 @@ mod tests {
     use Operation as O;
     use Status as S;
 
+    /// The interface's card status table, decisions §10, and the moves it
     /// leaves open, one row per (status, operation).
     #[test]
     fn every_status_and_operation_has_its_row() {
