@@ -4,6 +4,7 @@
 //! the store. Another merchant's card, or another user's for a session, is
 //! 404 like a missing one.
 
+mod resolve;
 pub mod secure;
 pub mod view;
 pub mod wallet;
@@ -11,13 +12,11 @@ pub mod wallet;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use tern_actors::card::machine::Operation;
-use tern_actors::card::program::{self, CARD_TYPES, DEFAULT_CARD_TYPE, DEFAULT_PROGRAM};
 use tern_actors::card::{
     Answer, CardKind, Cards, CreateError, NewCard, Origin, CARD_ID_PREFIX as ID_PREFIX,
 };
 use tern_actors::runtime::Registry;
 use tern_schema::models::{CardRow, UserRow};
-use tern_schema::money::{Currency, CurrencyKind};
 use tern_schema::store::cards as store;
 use tern_schema::store::users;
 use tern_schema::types::utc_now;
@@ -27,6 +26,7 @@ use crate::auth::Caller;
 use crate::http::extract::{request_id, JsonBody, OptionalJsonBody, Query};
 use crate::http::problem::{ApiError, Problem};
 use crate::state::AppState;
+use resolve::resolve;
 use view::{
     Balance, Card, CardArtList, CardEventList, CardList, Limits, LimitsPatch, TransactionList,
 };
@@ -214,15 +214,7 @@ pub async fn list(
     Ok(HttpResponse::Ok().json(CardList { data }))
 }
 
-/// What a create request resolves to, before its user is known.
-struct Resolved {
-    program: &'static program::Program,
-    card_type: String,
-    currency: String,
-    display_name: Option<String>,
-}
-
-fn check_text(
+pub(super) fn check_text(
     errors: &mut crate::http::problem::FieldErrors,
     field: &str,
     value: Option<&str>,
@@ -236,97 +228,6 @@ fn check_text(
                 format!("must be 1 to {max} printable characters"),
             );
         }
-    }
-}
-
-fn resolve(request: &CreateCardRequest, caller: &Caller) -> Result<Resolved, ApiError> {
-    let mut errors = crate::http::problem::FieldErrors::new();
-    let program = program::find(request.program_id.as_deref().unwrap_or(DEFAULT_PROGRAM));
-    if program.is_none() {
-        errors.insert(
-            "program_id".into(),
-            "must be SVC_VIRTUAL_USD, SVC_VIRTUAL_EUR, SVC_PREPAID or SVC_BUSINESS".into(),
-        );
-    }
-    let card_type = request
-        .card_type
-        .clone()
-        .unwrap_or_else(|| DEFAULT_CARD_TYPE.to_owned());
-    if !CARD_TYPES.contains(&card_type.as_str()) {
-        errors.insert("type".into(), "must be virtual or physical".into());
-    }
-    let currency = match (program, request.currency.as_deref()) {
-        (Some(program), requested) => match (program.currency, requested) {
-            (Some(fixed), None) => Some(fixed.to_owned()),
-            (Some(fixed), Some(asked)) if asked == fixed => Some(fixed.to_owned()),
-            (Some(fixed), Some(_)) => {
-                errors.insert(
-                    "currency".into(),
-                    format!("program {} issues in {fixed} only", program.id),
-                );
-                None
-            }
-            (None, asked) => {
-                let asked = asked.unwrap_or("USD");
-                match Currency::find(asked) {
-                    Some(currency) if currency.kind == CurrencyKind::Fiat => Some(asked.to_owned()),
-                    _ => {
-                        errors.insert(
-                            "currency".into(),
-                            "must be a supported fiat currency (USD, EUR, GBP, JPY)".into(),
-                        );
-                        None
-                    }
-                }
-            }
-        },
-        (None, _) => None,
-    };
-    check_text(
-        &mut errors,
-        "display_name",
-        request.display_name.as_deref(),
-        DISPLAY_NAME_CHARS_MAX,
-    );
-    check_text(
-        &mut errors,
-        "kyc_reference",
-        request.kyc_reference.as_deref(),
-        KYC_REFERENCE_CHARS_MAX,
-    );
-    check_text(
-        &mut errors,
-        "cardholder",
-        request.cardholder.as_deref(),
-        CARDHOLDER_CHARS_MAX,
-    );
-    if caller.user_id().is_some() {
-        if request.user_id.is_some() {
-            errors.insert(
-                "user_id".into(),
-                "must be omitted by session callers".into(),
-            );
-        }
-        if request.cardholder.is_some() {
-            errors.insert(
-                "cardholder".into(),
-                "must be omitted by session callers; it comes from the profile".into(),
-            );
-        }
-    } else if request.user_id.is_none() {
-        errors.insert("user_id".into(), "is required for API-key callers".into());
-    }
-    match (program, currency) {
-        (Some(program), Some(currency)) if errors.is_empty() => Ok(Resolved {
-            program,
-            card_type,
-            currency,
-            display_name: request
-                .display_name
-                .as_ref()
-                .map(|name| name.trim().to_owned()),
-        }),
-        _ => Err(ApiError::Validation(errors)),
     }
 }
 
