@@ -2,6 +2,14 @@
 //! holds a [`runtime::Runtime`], sends messages through its registries and
 //! maps [`runtime::RuntimeError`] to statuses.
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::string_slice,
+        reason = "a test may panic on a bad slice; the non-test build of this crate still denies it"
+    )
+)]
+
 pub mod adapters;
 pub mod card;
 pub mod mail_outbox;

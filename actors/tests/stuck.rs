@@ -4,6 +4,14 @@
 //! "wedge" kind keeps its state in memory; its pending work fails as each
 //! test tells it to.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::string_slice,
+    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
+)]
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

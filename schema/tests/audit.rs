@@ -1,6 +1,14 @@
 //! The audit chain on a real database: appends link, verification passes,
 //! and an edited or deleted row is found.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::string_slice,
+    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
+)]
+
 use serde_json::json;
 use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::models::MerchantRow;

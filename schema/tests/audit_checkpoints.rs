@@ -3,6 +3,14 @@
 //! rolling rescan of older events, and tampering with events or with the
 //! checkpoint itself.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::string_slice,
+    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
+)]
+
 use serde_json::json;
 use tern_schema::audit::{self, AuditActor, AuditRecord, Verification, RESCAN_ROWS_PER_CALL};
 use tern_schema::models::{AuditCheckpointRow, MerchantRow};

@@ -3,6 +3,14 @@
 //! epoch, a plan fenced by an epoch that passed writes nothing, and a node
 //! claims only the timers of its slots. PostgreSQL only.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::string_slice,
+    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
+)]
+
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use tern_schema::plan::{Plan, PlanError};

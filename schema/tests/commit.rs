@@ -2,6 +2,14 @@
 //! fails its check rolls back alone, and plans and closures sharing a batch
 //! each fail alone.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::string_slice,
+    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
+)]
+
 use futures_util::future::join_all;
 use tern_schema::ledger::{Direction, Entry, Line, Phase, SystemAccount};
 use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};

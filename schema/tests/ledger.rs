@@ -2,6 +2,14 @@
 //! TERN_TEST_DATABASE_URL): balanced two-phase entries, the funding guard
 //! under concurrency, and the offline check.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::string_slice,
+    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
+)]
+
 use std::sync::Arc;
 
 use tern_schema::dispatch;

@@ -4,6 +4,14 @@
 //! pipelined on PostgreSQL), which `ledger::record`, `ledger::post` and
 //! `ledger::void` each take as a plan of one write.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::string_slice,
+    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
+)]
+
 use tern_schema::ledger::{self, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::LedgerEntryRow;
 use tern_schema::store::ledger as store;

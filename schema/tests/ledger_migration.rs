@@ -4,6 +4,14 @@
 //! passes before and after. Its down migration turns resolutions back
 //! into holds edited in place, and up again reads them as such.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::string_slice,
+    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
+)]
+
 use diesel::backend::Backend;
 use diesel::migration::{Migration, MigrationConnection, MigrationSource};
 use diesel::pg::Pg;

@@ -4,6 +4,14 @@
 //! server; otherwise on SQLite alone, with the books checked). And
 //! concurrent plans against one funding account never take it below zero.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::string_slice,
+    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
+)]
+
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use futures_util::future::join_all;

@@ -2,6 +2,14 @@
 //! write that loses a race its judge never saw fails its own plan alone,
 //! and a webhook endpoint's removal is recorded only when there was one.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::string_slice,
+    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
+)]
+
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use futures_util::future::join_all;

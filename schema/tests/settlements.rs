@@ -1,5 +1,13 @@
 //! Settlement rows and idempotency records on a real database.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::string_slice,
+    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
+)]
+
 use tern_schema::idempotency::{self, KeyUse};
 use tern_schema::ledger::{self, LedgerError};
 use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};

@@ -6,6 +6,14 @@
 //! answers a plain sequential model of the rules gives, and leaves the same
 //! rows as the model.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::string_slice,
+    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
+)]
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{Duration, NaiveDate, NaiveDateTime};

@@ -2,6 +2,14 @@
 //! HTTP. Each test owns its database and merchants, so tests run in
 //! parallel. Set TERN_TEST_DATABASE_URL to run them on PostgreSQL.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::string_slice,
+    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
+)]
+
 mod helpers;
 mod nodes;
 mod otlp_receiver;
