@@ -1,13 +1,8 @@
 //! Tern: a payment settlement engine. This crate is the process and the HTTP
 //! edge; actors live in `tern-actors`, persistence in `tern-schema`.
 
-#![cfg_attr(
-    test,
-    allow(
-        clippy::string_slice,
-        reason = "a test may panic on a bad slice; the non-test build of this crate still denies it"
-    )
-)]
+// The non-test build of this crate still denies string slices.
+#![cfg_attr(test, allow(clippy::string_slice, reason = "a test may panic"))]
 
 pub mod auth;
 pub mod bench;

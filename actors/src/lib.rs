@@ -2,13 +2,8 @@
 //! holds a [`runtime::Runtime`], sends messages through its registries and
 //! maps [`runtime::RuntimeError`] to statuses.
 
-#![cfg_attr(
-    test,
-    allow(
-        clippy::string_slice,
-        reason = "a test may panic on a bad slice; the non-test build of this crate still denies it"
-    )
-)]
+// The non-test build of this crate still denies string slices.
+#![cfg_attr(test, allow(clippy::string_slice, reason = "a test may panic"))]
 
 pub mod adapters;
 pub mod card;

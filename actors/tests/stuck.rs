@@ -4,13 +4,9 @@
 //! "wedge" kind keeps its state in memory; its pending work fails as each
 //! test tells it to.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::string_slice,
-    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
-)]
+// Always true here (cargo builds integration tests with --test); it tells
+// clippy that the helpers are test code, which clippy.toml lets panic.
+#![cfg(test)]
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;

@@ -1,13 +1,8 @@
 //! Tern's persistence: tables, rows, and the one store that runs every query
 //! on SQLite and on PostgreSQL. Knows nothing of HTTP or actors.
 
-#![cfg_attr(
-    test,
-    allow(
-        clippy::string_slice,
-        reason = "a test may panic on a bad slice; the non-test build of this crate still denies it"
-    )
-)]
+// The non-test build of this crate still denies string slices.
+#![cfg_attr(test, allow(clippy::string_slice, reason = "a test may panic"))]
 
 pub mod audit;
 pub mod balances;

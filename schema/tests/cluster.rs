@@ -3,13 +3,9 @@
 //! epoch, a plan fenced by an epoch that passed writes nothing, and a node
 //! claims only the timers of its slots. PostgreSQL only.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::string_slice,
-    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
-)]
+// Always true here (cargo builds integration tests with --test); it tells
+// clippy that the helpers are test code, which clippy.toml lets panic.
+#![cfg(test)]
 
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;

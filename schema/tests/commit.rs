@@ -2,13 +2,9 @@
 //! fails its check rolls back alone, and plans and closures sharing a batch
 //! each fail alone.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::string_slice,
-    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
-)]
+// Always true here (cargo builds integration tests with --test); it tells
+// clippy that the helpers are test code, which clippy.toml lets panic.
+#![cfg(test)]
 
 use futures_util::future::join_all;
 use tern_schema::ledger::{Direction, Entry, Line, Phase, SystemAccount};

@@ -4,13 +4,9 @@
 //! pipelined on PostgreSQL), which `ledger::record`, `ledger::post` and
 //! `ledger::void` each take as a plan of one write.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::string_slice,
-    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
-)]
+// Always true here (cargo builds integration tests with --test); it tells
+// clippy that the helpers are test code, which clippy.toml lets panic.
+#![cfg(test)]
 
 use tern_schema::ledger::{self, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::LedgerEntryRow;

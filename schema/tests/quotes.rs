@@ -1,13 +1,9 @@
 //! Quote rows on a real database: stored exactly, found only by their
 //! merchant, never changed by expiry.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::string_slice,
-    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
-)]
+// Always true here (cargo builds integration tests with --test); it tells
+// clippy that the helpers are test code, which clippy.toml lets panic.
+#![cfg(test)]
 
 use chrono::Duration;
 use tern_schema::models::{MerchantRow, QuoteRow};

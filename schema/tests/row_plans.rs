@@ -2,13 +2,9 @@
 //! write that loses a race its judge never saw fails its own plan alone,
 //! and a webhook endpoint's removal is recorded only when there was one.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::string_slice,
-    reason = "an integration-test crate: its helpers are test code that clippy's allow-*-in-tests settings do not reach"
-)]
+// Always true here (cargo builds integration tests with --test); it tells
+// clippy that the helpers are test code, which clippy.toml lets panic.
+#![cfg(test)]
 
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
