@@ -2,6 +2,10 @@
 //! when TERN_TEST_DATABASE_URL is set), with a "probe" kind: a counter
 //! entity whose table each test creates itself.
 
+// Always true here (cargo builds integration tests with --test); it tells
+// clippy that the helpers are test code, which clippy.toml lets panic.
+#![cfg(test)]
+
 use std::time::{Duration, Instant};
 
 use chrono::NaiveDateTime;

@@ -4,6 +4,10 @@
 //! "wedge" kind keeps its state in memory; its pending work fails as each
 //! test tells it to.
 
+// Always true here (cargo builds integration tests with --test); it tells
+// clippy that the helpers are test code, which clippy.toml lets panic.
+#![cfg(test)]
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -179,8 +179,10 @@ impl Committer {
 /// The committer's own connection, opened on its thread so that its I/O
 /// (PostgreSQL's connection task included) runs there, not on whichever
 /// request thread happened to open a pooled one.
-// One lives for the committer's lifetime; boxing would buy nothing.
-#[allow(clippy::large_enum_variant)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one lives for the committer's lifetime; boxing would buy nothing"
+)]
 enum Writer {
     Sqlite(SqliteConn),
     Pg(AsyncPgConnection),

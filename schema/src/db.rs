@@ -124,9 +124,10 @@ pub struct Db {
 }
 
 /// A connection checked out of the pool.
-// It lives briefly on one stack frame per request; boxing the larger variant
-// would add an allocation to every checkout for no gain.
-#[allow(clippy::large_enum_variant)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "it lives briefly on one stack frame per request; boxing the larger variant would add an allocation to every checkout for no gain"
+)]
 pub enum Pooled {
     Sqlite(SqliteCheckout),
     Pg(Object<AsyncPgConnection>),

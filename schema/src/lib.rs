@@ -1,6 +1,9 @@
 //! Tern's persistence: tables, rows, and the one store that runs every query
 //! on SQLite and on PostgreSQL. Knows nothing of HTTP or actors.
 
+// The non-test build of this crate still denies string slices.
+#![cfg_attr(test, allow(clippy::string_slice, reason = "a test may panic"))]
+
 pub mod audit;
 pub mod balances;
 pub mod commit;
@@ -17,6 +20,12 @@ pub mod plan;
 pub mod schema;
 pub mod snapshot;
 pub mod store;
+#[allow(
+    clippy::expect_used,
+    clippy::panic,
+    clippy::string_slice,
+    reason = "test support only: a test database that cannot be set up is a failed test"
+)]
 pub mod testing;
 pub mod types;
 

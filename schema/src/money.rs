@@ -92,10 +92,9 @@ pub enum AmountError {
 /// one point with digits on both sides. Signs, exponents, spaces and
 /// separators are refused, as are more fractional digits than the exponent.
 pub fn parse_minor(text: &str, exponent: u32) -> Result<i64, AmountError> {
-    if text.starts_with('-')
-        && text.len() > 1
-        && text[1..].bytes().all(|b| b.is_ascii_digit() || b == b'.')
-    {
+    if text.strip_prefix('-').is_some_and(|unsigned| {
+        !unsigned.is_empty() && unsigned.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+    }) {
         return Err(AmountError::NotPositive);
     }
     let (whole, fraction) = match text.split_once('.') {

@@ -3,6 +3,10 @@
 //! epoch, a plan fenced by an epoch that passed writes nothing, and a node
 //! claims only the timers of its slots. PostgreSQL only.
 
+// Always true here (cargo builds integration tests with --test); it tells
+// clippy that the helpers are test code, which clippy.toml lets panic.
+#![cfg(test)]
+
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use tern_schema::plan::{Plan, PlanError};

@@ -2,6 +2,10 @@
 //! fails its check rolls back alone, and plans and closures sharing a batch
 //! each fail alone.
 
+// Always true here (cargo builds integration tests with --test); it tells
+// clippy that the helpers are test code, which clippy.toml lets panic.
+#![cfg(test)]
+
 use futures_util::future::join_all;
 use tern_schema::ledger::{Direction, Entry, Line, Phase, SystemAccount};
 use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};

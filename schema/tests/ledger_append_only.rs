@@ -4,6 +4,10 @@
 //! pipelined on PostgreSQL), which `ledger::record`, `ledger::post` and
 //! `ledger::void` each take as a plan of one write.
 
+// Always true here (cargo builds integration tests with --test); it tells
+// clippy that the helpers are test code, which clippy.toml lets panic.
+#![cfg(test)]
+
 use tern_schema::ledger::{self, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::LedgerEntryRow;
 use tern_schema::store::ledger as store;

@@ -1,6 +1,10 @@
 //! Quote rows on a real database: stored exactly, found only by their
 //! merchant, never changed by expiry.
 
+// Always true here (cargo builds integration tests with --test); it tells
+// clippy that the helpers are test code, which clippy.toml lets panic.
+#![cfg(test)]
+
 use chrono::Duration;
 use tern_schema::models::{MerchantRow, QuoteRow};
 use tern_schema::store::{merchants, quotes};

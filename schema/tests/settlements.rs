@@ -1,5 +1,9 @@
 //! Settlement rows and idempotency records on a real database.
 
+// Always true here (cargo builds integration tests with --test); it tells
+// clippy that the helpers are test code, which clippy.toml lets panic.
+#![cfg(test)]
+
 use tern_schema::idempotency::{self, KeyUse};
 use tern_schema::ledger::{self, LedgerError};
 use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};

@@ -373,7 +373,12 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let cards = set_up(&client, options).await?;
     let card_of = |index: u64| &cards[(index % cards.len() as u64) as usize];
     // Event and authorization ids unique to this run.
-    let tag = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+    let tag: String = uuid::Uuid::new_v4()
+        .simple()
+        .to_string()
+        .chars()
+        .take(12)
+        .collect();
 
     let indices: Vec<u64> = (0..options.count).collect();
     let (sent, elapsed) = drive::<Decision>(&client, options, "decisions", &indices, |i| {

@@ -119,8 +119,7 @@ impl Client {
     pub(super) async fn register_user(&self) -> anyhow::Result<User> {
         let tag = uuid::Uuid::new_v4().simple().to_string();
         let email = format!("bench-{tag}@example.com");
-        let body =
-            json!({"name": format!("Bench {}", &tag[..8]), "email": email, "password": PASSWORD});
+        let body = json!({"name": format!("Bench {tag:.8}"), "email": email, "password": PASSWORD});
         let response = self
             .http
             .post(format!("{}/v1/auth/register", self.base()))

@@ -179,7 +179,7 @@ impl Client {
 
     pub(crate) async fn register(&self) -> anyhow::Result<Merchant> {
         let tag = uuid::Uuid::new_v4().simple().to_string();
-        let body = json!({"organization_name": format!("Bench {}", &tag[..8]),
+        let body = json!({"organization_name": format!("Bench {tag:.8}"),
             "email": format!("bench-{tag}@bench.example")});
         let request = self
             .http

@@ -208,7 +208,10 @@ mod tests {
 
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
-    #[allow(dead_code)]
+    #[allow(
+        dead_code,
+        reason = "deserialized to test deny_unknown_fields, never read"
+    )]
     struct Body {
         name: String,
         count: Option<u32>,
@@ -217,7 +220,10 @@ mod tests {
 
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
-    #[allow(dead_code)]
+    #[allow(
+        dead_code,
+        reason = "deserialized to test deny_unknown_fields, never read"
+    )]
     struct Inner {
         flag: bool,
     }

@@ -167,6 +167,10 @@ pub async fn fallback(
 }
 
 /// Proves that a panicking handler answers a 500 problem without internals.
+#[allow(
+    clippy::panic,
+    reason = "a fault route, mounted only when config.fault_routes is set: panicking is its purpose"
+)]
 async fn panic_for_tests() -> actix_web::HttpResponse {
     panic!("deliberate panic with secret internals: sk_live_do_not_leak");
 }

@@ -45,8 +45,9 @@ fn wallet_valid(network: Network, wallet: &str) -> bool {
     const BASE58: &str = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
     if network.is_evm() {
         wallet.len() == EVM_ADDRESS_CHARS
-            && wallet.starts_with("0x")
-            && wallet[2..].bytes().all(|b| b.is_ascii_hexdigit())
+            && wallet
+                .strip_prefix("0x")
+                .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
     } else {
         wallet.len() == TRON_ADDRESS_CHARS
             && wallet.starts_with('T')

@@ -240,7 +240,8 @@ fn execute_issue(
         card_id: body.card_id,
         status: IssuerStatus::Active.as_str().into(),
         network: network.as_str().into(),
-        last_four: pan[pan.len() - 4..].to_owned(),
+        // A PAN is ASCII digits: its length counts its characters.
+        last_four: pan.chars().skip(pan.len().saturating_sub(4)).collect(),
         expiry_month,
         expiry_year,
     };

@@ -447,7 +447,8 @@ impl Ids {
 
     /// `prefix` + 24 hex characters.
     pub fn id(&self, prefix: &str, purpose: &str, key: &str) -> String {
-        format!("{prefix}{}", &hex::encode(self.digest(purpose, key))[..24])
+        let digest = self.digest(purpose, key);
+        format!("{prefix}{}", hex::encode(&digest[..12]))
     }
 
     /// 64 hex characters.

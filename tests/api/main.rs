@@ -2,6 +2,11 @@
 //! HTTP. Each test owns its database and merchants, so tests run in
 //! parallel. Set TERN_TEST_DATABASE_URL to run them on PostgreSQL.
 
+// Always true here (cargo builds integration tests with --test); it tells
+// clippy that the helpers are test code, which clippy.toml lets panic.
+#![cfg(test)]
+#![allow(clippy::string_slice, reason = "test code: a bad slice fails the test")]
+
 mod helpers;
 mod nodes;
 mod otlp_receiver;

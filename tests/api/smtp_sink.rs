@@ -5,7 +5,7 @@
 //! RCPT TO, DATA with dot-unstuffing, RSET, NOOP, QUIT) and runs on its own
 //! thread with its own tokio runtime, so it answers even while the test's
 //! current-thread runtime is busy. Dropping the sink stops it.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "the tests use part of the sink's API")]
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -73,13 +73,13 @@ pub fn latest() -> Vec<ProviderFailure> {
 /// console must not show.
 fn without_url_secrets(text: &str) -> String {
     const MARK: &str = "for url (";
-    let Some(start) = text.find(MARK).map(|at| at + MARK.len()) else {
+    let Some((before, rest)) = text.split_once(MARK) else {
         return text.to_owned();
     };
-    let Some(length) = text[start..].find(')') else {
+    let Some((url, after)) = rest.split_once(')') else {
         return text.to_owned();
     };
-    let shown = match reqwest::Url::parse(&text[start..start + length]) {
+    let shown = match reqwest::Url::parse(url) {
         Ok(mut url) => {
             let _ = url.set_username("");
             let _ = url.set_password(None);
@@ -89,7 +89,7 @@ fn without_url_secrets(text: &str) -> String {
         }
         Err(_) => "…".to_owned(),
     };
-    format!("{}{shown}{}", &text[..start], &text[start + length..])
+    format!("{before}{MARK}{shown}){after}")
 }
 
 #[cfg(test)]

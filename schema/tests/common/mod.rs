@@ -1,8 +1,7 @@
 //! What the ledger tests share: a migrated database of their own, a
 //! merchant with its funding accounts, and short ways to move and read money.
 
-// Each test binary uses some of these.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary uses some of these")]
 
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::{CardRow, LedgerAccountRow, MerchantRow, UserRow};

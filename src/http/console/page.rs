@@ -19,8 +19,8 @@ fn stylesheet_href() -> &'static str {
     static HREF: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     HREF.get_or_init(|| {
         use sha2::Digest;
-        let digest = hex::encode(sha2::Sha256::digest(super::STYLESHEET.as_bytes()));
-        format!("{STYLESHEET_PATH}?v={}", &digest[..12])
+        let digest = sha2::Sha256::digest(super::STYLESHEET.as_bytes());
+        format!("{STYLESHEET_PATH}?v={}", hex::encode(&digest[..6]))
     })
 }
 
