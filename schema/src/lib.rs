@@ -17,6 +17,7 @@ pub mod plan;
 pub mod schema;
 pub mod snapshot;
 pub mod store;
+#[cfg(feature = "testing")]
 pub mod testing;
 pub mod types;
 

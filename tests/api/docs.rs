@@ -130,7 +130,7 @@ fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
 /// GET /v1/settlements answering "USDC" against `^[A-Z]{3}$`).
 #[actix_web::test]
 async fn an_on_chain_leg_matches_the_documented_settlement_amount() {
-    use crate::transfers;
+    use crate::helpers::transfers;
     let app = transfers::app().await;
     let merchant = app.merchant().await;
     let created = transfers::create(&app, &merchant, "pm_card_visa").await;
