@@ -3,10 +3,7 @@
 
 use serde_json::json;
 use tern_schema::audit::{self, AuditActor, AuditRecord};
-use tern_schema::models::MerchantRow;
-use tern_schema::store::merchants;
-use tern_schema::types::utc_now;
-use tern_schema::{dispatch, migrate, write_tx, Db, StoreError};
+use tern_schema::{dispatch, write_tx, Db, StoreError};
 
 mod common;
 

@@ -5,10 +5,9 @@
 
 use serde_json::json;
 use tern_schema::audit::{self, AuditActor, AuditRecord, Verification, RESCAN_ROWS_PER_CALL};
-use tern_schema::models::{AuditCheckpointRow, MerchantRow};
-use tern_schema::store::{audit as events, audit_checkpoints, merchants};
-use tern_schema::types::utc_now;
-use tern_schema::{dispatch, migrate, write_tx, Db, StoreError};
+use tern_schema::models::AuditCheckpointRow;
+use tern_schema::store::{audit as events, audit_checkpoints};
+use tern_schema::{dispatch, write_tx, Db, StoreError};
 
 mod common;
 

@@ -4,11 +4,11 @@
 
 use futures_util::future::join_all;
 use tern_schema::ledger::{Direction, Entry, Line, Phase, SystemAccount};
-use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};
+use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::{merchants, settlements};
 use tern_schema::types::utc_now;
-use tern_schema::{migrate, Db, StoreError};
+use tern_schema::{Db, StoreError};
 
 mod common;
 

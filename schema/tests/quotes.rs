@@ -2,10 +2,10 @@
 //! merchant, never changed by expiry.
 
 use chrono::Duration;
-use tern_schema::models::{MerchantRow, QuoteRow};
+use tern_schema::models::QuoteRow;
 use tern_schema::store::{merchants, quotes};
 use tern_schema::types::utc_now;
-use tern_schema::{migrate, write_tx, Db, StoreError};
+use tern_schema::{write_tx, Db, StoreError};
 
 mod common;
 

@@ -1,9 +1,8 @@
 //! Settlement rows and idempotency records on a real database.
 
 use tern_schema::idempotency::{self, KeyUse};
-use tern_schema::ledger::{self, LedgerError};
-use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};
-use tern_schema::store::{ledger as ledger_store, merchants, settlements};
+use tern_schema::models::{SettlementIntent, SettlementRow};
+use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
 use tern_schema::{migrate, write_tx, Db, Plan, PlanError, Refusal, StoreError};
 
@@ -189,7 +188,7 @@ struct PlanLine {
 #[tokio::test]
 async fn fresh_database_plans_use_the_right_settlement_index() {
     use diesel_async::{AsyncConnection, RunQueryDsl, SimpleAsyncConnection};
-    let database = TestDatabase::create().await;
+    let database = tern_schema::testing::TestDatabase::create().await;
     if !database.is_postgres() {
         return;
     }

@@ -136,7 +136,9 @@ async fn an_on_chain_leg_matches_the_documented_settlement_amount() {
     let created = transfers::create(&app, &merchant, "pm_card_visa").await;
     let done = transfers::finished(&app, &merchant, &transfers::id(&created)).await;
     assert_eq!(done["status"], "succeeded", "{done}");
-    let leg = transfers::settlement(&app, &merchant, &transfers::leg_key(&created, 2)).await;
+    let leg =
+        crate::helpers::settlements::settlement(&app, &merchant, &transfers::leg_key(&created, 2))
+            .await;
     assert_eq!(leg["amount"]["currency"], "USDC", "{leg}");
 
     let doc: Value = app

@@ -88,17 +88,6 @@ pub(crate) fn push(source: &str, amount: &str, card: &str) -> Value {
         "source": source, "destination": card, "recipient_name": "Ada Lovelace"})
 }
 
-pub(crate) async fn settlement(app: &TestApp, merchant: &Merchant, key: &str) -> Value {
-    let response = app
-        .get(&format!("/v1/settlements/{key}"))
-        .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(response.status(), 200);
-    response.json().await.expect("json")
-}
-
 /// Polls until the settlement is succeeded, failed or reversed.
 pub(crate) async fn settled(app: &TestApp, merchant: &Merchant, key: &str) -> Value {
     let started = std::time::Instant::now();
@@ -159,4 +148,26 @@ pub(crate) async fn assert_ledger_balanced(app: &TestApp) {
     let mut pooled = app.state.db.get().await.expect("connection");
     let report = ledger::check(&mut pooled.tx()).await.expect("check runs");
     assert!(report.is_ok(), "{:?}", report.violations);
+}
+
+/// GET /v1/settlements/{key} as `merchant`: the response.
+pub(crate) async fn settlement_response(
+    app: &TestApp,
+    merchant: &Merchant,
+    key: &str,
+) -> reqwest::Response {
+    app.get(&format!("/v1/settlements/{key}"))
+        .bearer_auth(&merchant.api_key)
+        .send()
+        .await
+        .expect("request")
+}
+
+/// GET /v1/settlements/{key} as `merchant`: its 200 body.
+pub(crate) async fn settlement(app: &TestApp, merchant: &Merchant, key: &str) -> Value {
+    let response = settlement_response(app, merchant, key).await;
+    let status = response.status();
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(status, 200, "{body}");
+    body
 }

@@ -173,27 +173,6 @@ pub(crate) async fn total(app: &TestApp, merchant: &Merchant) -> i64 {
         .expect("total")
 }
 
-/// GET /v1/settlements/{key} as `merchant`: the response.
-pub(crate) async fn settlement_response(
-    app: &TestApp,
-    merchant: &Merchant,
-    key: &str,
-) -> reqwest::Response {
-    app.get(&format!("/v1/settlements/{key}"))
-        .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("request")
-}
-
-pub(crate) async fn settlement(app: &TestApp, merchant: &Merchant, key: &str) -> Value {
-    let response = settlement_response(app, merchant, key).await;
-    let status = response.status();
-    let body: Value = response.json().await.expect("json");
-    assert_eq!(status, 200, "{body}");
-    body
-}
-
 /// Asserts the simulator executed exactly these (target, operation) pairs
 /// for the settlement, in this order: none twice, none missing.
 pub(crate) async fn assert_executions(

@@ -245,7 +245,7 @@ async fn a_legacy_leg_1_key_taken_fails_the_transfer_with_nothing_charged() {
         Vec::<Value>::new(),
         "nothing charged"
     );
-    let foreign = crate::helpers::transfers::settlement(&app, &merchant, &taken).await;
+    let foreign = crate::helpers::settlements::settlement(&app, &merchant, &taken).await;
     assert_eq!(foreign["status"], "failed", "untouched: {foreign}");
     assert_eq!(
         audited_statuses(&app, &merchant, &transfer_id).await,

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use crate::helpers::settlements::{settlement, settlement_response};
 use crate::helpers::transfers::{
     app, assert_executions, body, create, eur_quote, fast_retries, finished, get, id, leg_key,
-    list, post_with_key, quote, settlement, settlement_response, total, EVM_WALLET, TRON_WALLET,
+    list, post_with_key, quote, total, EVM_WALLET, TRON_WALLET,
 };
 use crate::helpers::{assert_problem, TestApp};
 

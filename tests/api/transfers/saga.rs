@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::settlements::{assert_ledger_balanced, fault, sandbox};
+use crate::helpers::settlements::{assert_ledger_balanced, fault, sandbox, settlement};
 use crate::helpers::transfers::{
     answer_challenge, app, assert_executions, audited_statuses, challenged, client_secret, create,
     create_with, eur_quote, fast_retries, finished, get, id, json_of, leg, leg_key, post_with_key,
-    quote, settlement, EVM_WALLET, TRON_WALLET,
+    quote, EVM_WALLET, TRON_WALLET,
 };
 use crate::helpers::TestApp;
 
