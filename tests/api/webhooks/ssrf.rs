@@ -55,7 +55,7 @@ async fn a_proxy_in_the_environment_is_not_used_and_the_guard_still_refuses() {
         &cluster.client,
         &cluster.base,
         &api_key,
-        &"https://localhost:9/hook",
+        "https://localhost:9/hook",
         PLAIN_SECRET,
     )
     .await;
