@@ -20,6 +20,7 @@ pub mod plan;
 pub mod schema;
 pub mod snapshot;
 pub mod store;
+#[cfg(feature = "testing")]
 #[allow(
     clippy::expect_used,
     clippy::panic,

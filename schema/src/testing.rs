@@ -2,6 +2,9 @@
 //! chooses: a SQLite file in a temporary directory, or, when
 //! `TERN_TEST_DATABASE_URL` names a PostgreSQL server, a fresh database on it
 //! that is dropped when the test ends. Tests therefore run in parallel.
+//!
+//! Test support only: compiled with the crate's `testing` feature, which
+//! only the workspace's dev-dependencies enable.
 
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 

@@ -9,37 +9,21 @@
 
 use serde_json::json;
 use tern_schema::audit::{self, AuditActor, AuditRecord, Verification, RESCAN_ROWS_PER_CALL};
-use tern_schema::models::{AuditCheckpointRow, MerchantRow};
-use tern_schema::store::{audit as events, audit_checkpoints, merchants};
-use tern_schema::testing::TestDatabase;
-use tern_schema::types::utc_now;
-use tern_schema::{dispatch, migrate, write_tx, Db, StoreError};
+use tern_schema::models::AuditCheckpointRow;
+use tern_schema::store::{audit as events, audit_checkpoints};
+use tern_schema::{dispatch, write_tx, Db, StoreError};
+
+mod common;
+
+/// A migrated database and a merchant whose chain is open.
+async fn setup() -> (tern_schema::testing::TestDatabase, Db, String) {
+    let (database, db) = common::setup().await;
+    let id = common::merchant_with_chain(&db).await;
+    (database, db, id)
+}
 
 /// Events appended per group-committed unit while building long chains.
 const EVENTS_PER_UNIT: usize = 500;
-
-async fn setup() -> (TestDatabase, Db, String) {
-    let database = TestDatabase::create().await;
-    migrate::run_pending(database.url())
-        .await
-        .expect("migrations");
-    let db = Db::connect(database.url()).await.expect("connect");
-    let id = uuid::Uuid::new_v4().to_string();
-    let now = utc_now();
-    let row = MerchantRow {
-        id: id.clone(),
-        organization_name: "M".into(),
-        status: "active".into(),
-        created_at: now,
-        updated_at: now,
-    };
-    let made: Result<(), StoreError> = write_tx!(db, |tx| {
-        merchants::insert(tx, &row).await?;
-        audit::open_chain(tx, &row.id).await
-    });
-    made.expect("merchant");
-    (database, db, id)
-}
 
 fn record(merchant_id: &str, i: usize) -> AuditRecord {
     AuditRecord {

@@ -8,32 +8,15 @@
 
 use futures_util::future::join_all;
 use tern_schema::ledger::{Direction, Entry, Line, Phase, SystemAccount};
-use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};
+use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::{merchants, settlements};
-use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::{migrate, Db, StoreError};
+use tern_schema::{Db, StoreError};
 
-async fn setup() -> (TestDatabase, Db) {
-    let database = TestDatabase::create().await;
-    migrate::run_pending(database.url())
-        .await
-        .expect("migrations");
-    let db = Db::connect(database.url()).await.expect("connect");
-    (database, db)
-}
+mod common;
 
-fn merchant(id: &str) -> MerchantRow {
-    let now = utc_now();
-    MerchantRow {
-        id: id.to_owned(),
-        organization_name: "M".into(),
-        status: "active".into(),
-        created_at: now,
-        updated_at: now,
-    }
-}
+use common::setup;
 
 /// A settlement row that was never inserted: updating it changes no row.
 fn missing_settlement(merchant_id: &str) -> SettlementRow {
@@ -69,7 +52,7 @@ async fn a_unit_whose_checked_write_fails_rolls_back_alone() {
         .collect();
     let writes = ids.iter().enumerate().map(|(i, id)| {
         let db = db.clone();
-        let row = merchant(id);
+        let row = common::merchant_row(id);
         async move {
             db.write(move |tx| {
                 Box::pin(async move {
@@ -108,7 +91,7 @@ async fn plans_and_work_share_a_batch_and_each_fails_alone() {
         .collect();
     let jobs = ids.iter().enumerate().map(|(i, id)| {
         let db = db.clone();
-        let row = merchant(id);
+        let row = common::merchant_row(id);
         async move {
             if i % 2 == 0 {
                 // A plan: an entry between system accounts, or one naming

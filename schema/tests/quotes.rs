@@ -6,34 +6,20 @@
 #![cfg(test)]
 
 use chrono::Duration;
-use tern_schema::models::{MerchantRow, QuoteRow};
+use tern_schema::models::QuoteRow;
 use tern_schema::store::{merchants, quotes};
-use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::{migrate, write_tx, Db, StoreError};
+use tern_schema::{write_tx, Db, StoreError};
 
-async fn setup() -> (TestDatabase, Db) {
-    let database = TestDatabase::create().await;
-    migrate::run_pending(database.url())
-        .await
-        .expect("migrations");
-    let db = Db::connect(database.url()).await.expect("connect");
-    (database, db)
-}
+mod common;
+
+use common::setup;
 
 async fn merchant(db: &Db) -> String {
-    let id = uuid::Uuid::new_v4().to_string();
-    let now = utc_now();
-    let row = MerchantRow {
-        id: id.clone(),
-        organization_name: "M".into(),
-        status: "active".into(),
-        created_at: now,
-        updated_at: now,
-    };
+    let row = common::merchant_row(&uuid::Uuid::new_v4().to_string());
     let made: Result<(), StoreError> = write_tx!(db, |tx| merchants::insert(tx, &row).await);
     made.expect("merchant");
-    id
+    row.id
 }
 
 fn quote(merchant_id: &str, id: &str) -> QuoteRow {

@@ -5,42 +5,18 @@
 #![cfg(test)]
 
 use tern_schema::idempotency::{self, KeyUse};
-use tern_schema::ledger::{self, LedgerError};
-use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};
-use tern_schema::store::{ledger as ledger_store, merchants, settlements};
-use tern_schema::testing::TestDatabase;
+use tern_schema::models::{SettlementIntent, SettlementRow};
+use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
 use tern_schema::{migrate, write_tx, Db, Plan, PlanError, Refusal, StoreError};
 
-async fn setup() -> (TestDatabase, Db, String, String) {
-    let database = TestDatabase::create().await;
-    migrate::run_pending(database.url())
-        .await
-        .expect("migrations");
-    let db = Db::connect(database.url()).await.expect("connect");
-    let id = uuid::Uuid::new_v4().to_string();
-    let now = utc_now();
-    let row = MerchantRow {
-        id: id.clone(),
-        organization_name: "M".into(),
-        status: "active".into(),
-        created_at: now,
-        updated_at: now,
-    };
-    let made: Result<(), LedgerError> = write_tx!(db, |tx| {
-        merchants::insert(tx, &row).await?;
-        ledger::open_funding_accounts(tx, &row.id).await
-    });
-    made.expect("merchant");
-    let mut pooled = db.get().await.expect("conn");
-    let accounts = ledger_store::merchant_accounts(&mut pooled.tx(), &id)
-        .await
-        .expect("accounts");
-    let usd = accounts
-        .into_iter()
-        .find(|a| a.currency == "USD")
-        .expect("usd")
-        .id;
+mod common;
+
+/// A migrated database and a merchant: (database, db, merchant id, its
+/// USD funding account).
+async fn setup() -> (tern_schema::testing::TestDatabase, Db, String, String) {
+    let (database, db) = common::setup().await;
+    let (id, usd) = common::merchant(&db).await;
     (database, db, id, usd)
 }
 
@@ -216,7 +192,7 @@ struct PlanLine {
 #[tokio::test]
 async fn fresh_database_plans_use_the_right_settlement_index() {
     use diesel_async::{AsyncConnection, RunQueryDsl, SimpleAsyncConnection};
-    let database = TestDatabase::create().await;
+    let database = tern_schema::testing::TestDatabase::create().await;
     if !database.is_postgres() {
         return;
     }

@@ -7,10 +7,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tern::config::RateLimits;
 use tern_schema::audit::{self, AuditActor, AuditRecord, RESCAN_ROWS_PER_CALL};
-use tern_schema::{dispatch, StoreError};
+use tern_schema::StoreError;
 
+use crate::helpers::settlements::{charge, create, funding_account, settled};
 use crate::helpers::{assert_problem, Merchant, TestApp};
-use crate::settlements::{charge, create, settled};
 
 /// Events appended per group-committed unit while building long chains.
 const EVENTS_PER_UNIT: usize = 500;
@@ -38,26 +38,6 @@ async fn verify(app: &TestApp, merchant: &Merchant) -> Value {
     let response = verify_with(app, &merchant.api_key).await;
     assert_eq!(response.status(), 200);
     response.json().await.expect("json")
-}
-
-async fn usd_account(app: &TestApp, merchant: &Merchant) -> String {
-    let body: Value = app
-        .get("/v1/ledger/accounts")
-        .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
-    body["data"]
-        .as_array()
-        .expect("accounts")
-        .iter()
-        .find(|a| a["currency"] == "USD")
-        .and_then(|a| a["id"].as_str())
-        .expect("USD account")
-        .to_owned()
 }
 
 /// Appends `n` events to the merchant's chain through the store, as the
@@ -93,10 +73,7 @@ async fn append(app: &TestApp, merchant: &Merchant, n: usize) {
 }
 
 async fn sql(app: &TestApp, statement: &str) {
-    let mut pooled = app.state.db.get().await.expect("conn");
-    let mut tx = pooled.tx();
-    dispatch!(&mut tx, conn => diesel_async::SimpleAsyncConnection::batch_execute(conn, statement).await)
-        .expect("sql");
+    app.sql(statement).await.expect("sql");
 }
 
 const APPENDED_ACTION: &str = "settlement.status_changed";
@@ -127,7 +104,7 @@ fn delete(merchant: &Merchant, seq: i64) -> String {
 async fn verify_is_valid_while_settlements_commit() {
     let app = app().await;
     let merchant = app.merchant().await;
-    let usd = usd_account(&app, &merchant).await;
+    let usd = funding_account(&app, &merchant, "USD").await;
     let writers = async {
         let mut keys = Vec::new();
         for round in 0..10 {
@@ -216,6 +193,8 @@ async fn reported_within(app: &TestApp, merchant: &Merchant, calls_max: i64) -> 
 #[actix_web::test]
 async fn tampering_around_the_checkpoint_is_reported_with_its_seq() {
     let app = app().await;
+    // Events are edited and deleted on purpose, to see verify find them.
+    app.allow_broken_audit_chain();
     let merchant = app.merchant().await;
     append(&app, &merchant, 3_000).await;
     let first = verify(&app, &merchant).await;

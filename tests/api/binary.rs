@@ -326,6 +326,9 @@ async fn serve_becomes_ready_and_stops_on_sigterm() {
 #[actix_web::test]
 async fn ledger_check_and_audit_verify_report_tampering() {
     let app = TestApp::spawn().await;
+    // The test breaks both on purpose, to see the commands report it.
+    app.allow_broken_ledger();
+    app.allow_broken_audit_chain();
     let merchant = app.merchant().await;
     let url = app.database.url().to_owned();
     let env = [("TERN_DATABASE_URL", url.as_str())];
@@ -348,11 +351,7 @@ async fn ledger_check_and_audit_verify_report_tampering() {
          DELETE FROM audit_events WHERE merchant_id = '{id}' AND seq = 2",
         id = merchant.merchant_id
     );
-    let mut pooled = app.state.db.get().await.expect("conn");
-    let mut tx = pooled.tx();
-    tern_schema::dispatch!(&mut tx, conn => diesel_async::SimpleAsyncConnection::batch_execute(conn, &sql).await).expect("tamper");
-    drop(tx);
-    drop(pooled);
+    app.sql(&sql).await.expect("tamper");
 
     let check = tern_beside_app(&["ledger", "check"], &env).await;
     assert!(!check.status.success(), "a tampered ledger fails the check");

@@ -19,9 +19,9 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{json, Value};
 
+use crate::helpers::webhooks::{SUCCEEDED_TYPES, WAIT_MAX, WHSEC_SECRET};
 use crate::processes::{free_port, put_endpoint_at, quote_at, transfer_at, Cluster, Process};
 use crate::webhook_receiver::{verify, Receiver};
-use crate::webhooks::{SUCCEEDED_TYPES, WAIT_MAX, WHSEC_SECRET};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";

@@ -10,10 +10,10 @@ use reqwest::redirect::Policy;
 use serde_json::Value;
 use tern::http::console::auth::COOKIE_NAME;
 
+use crate::helpers::webhooks::{SUCCEEDED_TYPES, WAIT_MAX, WHSEC_SECRET};
 use crate::nodes::{Nodes, OPERATOR_TOKEN};
 use crate::processes::{put_endpoint_at, quote_at, transfer_at};
 use crate::webhook_receiver::{verify, Receiver};
-use crate::webhooks::{SUCCEEDED_TYPES, WAIT_MAX, WHSEC_SECRET};
 
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 

@@ -149,6 +149,4 @@ async fn a_killed_process_loses_nothing_and_repeats_nothing() {
     let expected = 10_000 - 100 * all.len() as i64;
     assert_eq!(usd_account["balance_minor"], expected, "{usd_account}");
     assert_eq!(usd_account["pending_minor"], 0, "{usd_account}");
-
-    cluster.assert_ledger_balances();
 }

@@ -257,7 +257,6 @@ async fn assert_finished_once(cluster: &Cluster, api: &Api, all: &[Transfer]) {
         let leg2 = cluster.operations(&transfer.leg2_key).await;
         assert_eq!(leg2, ["payout"], "leg 2 of {}", transfer.id);
     }
-    cluster.assert_ledger_balances();
 }
 
 async fn merchant(cluster: &Cluster) -> Api {

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::auth::Human;
+use crate::helpers::humans::Human;
 use crate::helpers::{assert_problem, Merchant, TestApp};
 
 const TOKEN: &str = "fcm-token-of-adas-phone-0123456789abcdef";

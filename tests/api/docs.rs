@@ -130,13 +130,15 @@ fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
 /// GET /v1/settlements answering "USDC" against `^[A-Z]{3}$`).
 #[actix_web::test]
 async fn an_on_chain_leg_matches_the_documented_settlement_amount() {
-    use crate::transfers;
+    use crate::helpers::transfers;
     let app = transfers::app().await;
     let merchant = app.merchant().await;
     let created = transfers::create(&app, &merchant, "pm_card_visa").await;
     let done = transfers::finished(&app, &merchant, &transfers::id(&created)).await;
     assert_eq!(done["status"], "succeeded", "{done}");
-    let leg = transfers::settlement(&app, &merchant, &transfers::leg_key(&created, 2)).await;
+    let leg =
+        crate::helpers::settlements::settlement(&app, &merchant, &transfers::leg_key(&created, 2))
+            .await;
     assert_eq!(leg["amount"]["currency"], "USDC", "{leg}");
 
     let doc: Value = app

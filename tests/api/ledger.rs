@@ -3,20 +3,8 @@
 use serde_json::Value;
 use tern_schema::ledger::{self, Direction, Entry, Line, Phase, SystemAccount};
 
+use crate::helpers::settlements::accounts;
 use crate::helpers::{assert_problem, Merchant, TestApp};
-
-async fn accounts(app: &TestApp, merchant: &Merchant) -> Vec<Value> {
-    let body: Value = app
-        .get("/v1/ledger/accounts")
-        .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
-    body["data"].as_array().expect("data").clone()
-}
 
 /// Posts `count` card collections of 1.00 into the account, as the
 /// settlement actor will; the API under test only reads them.

@@ -14,7 +14,7 @@ use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
 use tern_schema::{migrate, write_tx, Db, StoreError};
 
-use crate::auth::unique_email;
+use crate::helpers::humans::unique_email;
 use crate::helpers::TestApp;
 
 /// A migrated database with no Tern running on it.

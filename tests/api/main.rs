@@ -51,6 +51,7 @@ mod settlements_on_session;
 mod several_nodes;
 mod several_nodes_failover;
 mod strangers;
+mod teardown;
 mod tracing;
 mod transfers;
 mod webhook_receiver;

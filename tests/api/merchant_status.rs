@@ -14,9 +14,9 @@ use tern_schema::types::MerchantStatus;
 use tern_schema::{write_tx, StoreError};
 use uuid::Uuid;
 
+use crate::helpers::settlements::{app, create, funded, post_with_key, push, settled};
+use crate::helpers::webhooks::{configure, PLAIN_SECRET};
 use crate::helpers::{assert_problem, Merchant, TestApp};
-use crate::settlements::{app, create, funded, post_with_key, push, settled};
-use crate::webhooks::{configure, PLAIN_SECRET};
 
 pub(crate) const TAKES_EFFECT_WITHIN: Duration = Duration::from_secs(1);
 

@@ -193,8 +193,13 @@ async fn a_transfer_moves_the_transition_provider_commit_and_pool_figures() {
     let app = TestApp::spawn().await;
     let merchant = app.merchant().await;
     let before = scrape(&app).await;
-    let created = crate::transfers::create(&app, &merchant, "pm_card_visa").await;
-    let done = crate::transfers::finished(&app, &merchant, &crate::transfers::id(&created)).await;
+    let created = crate::helpers::transfers::create(&app, &merchant, "pm_card_visa").await;
+    let done = crate::helpers::transfers::finished(
+        &app,
+        &merchant,
+        &crate::helpers::transfers::id(&created),
+    )
+    .await;
     assert_eq!(done["status"], "succeeded", "{done}");
     let after = scrape(&app).await;
 
@@ -251,7 +256,7 @@ async fn every_metric_the_alert_rules_and_dashboard_name_is_served() {
     let receiver = crate::webhook_receiver::Receiver::start().await;
     let ca_file = receiver.ca_file().to_path_buf();
     let app = TestApp::spawn_with(move |config| {
-        crate::webhooks::fast_webhooks(config);
+        crate::helpers::webhooks::fast_webhooks(config);
         config.webhook_allow_private = true;
         config.webhook_ca_file = Some(ca_file);
     })
@@ -260,14 +265,21 @@ async fn every_metric_the_alert_rules_and_dashboard_name_is_served() {
     // delivered, and a card authorization.
     let merchant = app.merchant().await;
     let url = receiver.url("/hooks");
-    crate::webhooks::configure(&app, &merchant, &url, crate::webhooks::WHSEC_SECRET).await;
-    let created = crate::transfers::create(&app, &merchant, "pm_card_visa").await;
-    crate::transfers::finished(&app, &merchant, &crate::transfers::id(&created)).await;
+    crate::helpers::webhooks::configure(
+        &app,
+        &merchant,
+        &url,
+        crate::helpers::webhooks::WHSEC_SECRET,
+    )
+    .await;
+    let created = crate::helpers::transfers::create(&app, &merchant, "pm_card_visa").await;
+    crate::helpers::transfers::finished(&app, &merchant, &crate::helpers::transfers::id(&created))
+        .await;
     receiver
         .wait_for(5, std::time::Duration::from_secs(20))
         .await;
-    let (_, card) = crate::cards::authorizations::funded_card(&app, "50.00").await;
-    crate::cards::authorize(&app, &card, 1_000).await;
+    let (_, card) = crate::helpers::cards::funded_card(&app, "50.00").await;
+    crate::helpers::cards::authorize(&app, &card, 1_000).await;
 
     let scrape = scrape(&app).await;
     let named = named_by_operations_files();

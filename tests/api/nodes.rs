@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tern_schema::testing::TestDatabase;
 
+use crate::helpers::invariants;
 use crate::processes::{
-    arm, assert_ledger_balances, free_port, operations, spawn_sandbox, wait_ready, Process,
-    PROVIDER_TIMEOUT, SECRET, TERN,
+    arm, free_port, operations, spawn_sandbox, wait_ready, Process, PROVIDER_TIMEOUT, SECRET, TERN,
 };
 
 pub const CLUSTER_SECRET: &str = "several-nodes-test-cluster-secret";
@@ -229,11 +229,6 @@ impl Nodes {
         operations(&self.client, &self.sandbox_url, settlement_key).await
     }
 
-    /// `tern ledger check` on the shared database must exit 0.
-    pub fn assert_ledger_balances(&self) {
-        assert_ledger_balances(self.database.url());
-    }
-
     /// `tern nodes` on the shared database.
     pub fn tern_nodes(&self) -> String {
         let listed = Command::new(TERN)
@@ -245,5 +240,24 @@ impl Nodes {
             .expect("tern nodes");
         assert!(listed.status.success(), "{listed:?}");
         String::from_utf8_lossy(&listed.stdout).into_owned()
+    }
+}
+
+impl Drop for Nodes {
+    /// The invariants of [`invariants`], over every node still running and
+    /// the shared database.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let bases = self
+            .processes
+            .iter()
+            .zip(&self.bases)
+            .filter(|(process, _)| process.is_some())
+            .map(|(_, base)| base.clone())
+            .collect();
+        let broken = invariants::check_processes(self.database.url(), bases, Default::default());
+        invariants::assert_held(&self.bases.join(", "), &broken);
     }
 }

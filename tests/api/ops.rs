@@ -184,8 +184,14 @@ async fn tern_status(app: &crate::helpers::TestApp, url: &str) -> String {
 async fn tern_status_prints_the_database_and_the_running_node() {
     let app = crate::helpers::TestApp::spawn().await;
     let merchant = app.merchant().await;
-    let created = crate::transfers::create(&app, &merchant, "pm_card_threeDSecureRequired").await;
-    crate::transfers::saga::challenged(&app, &merchant, &crate::transfers::id(&created)).await;
+    let created =
+        crate::helpers::transfers::create(&app, &merchant, "pm_card_threeDSecureRequired").await;
+    crate::helpers::transfers::challenged(
+        &app,
+        &merchant,
+        &crate::helpers::transfers::id(&created),
+    )
+    .await;
     let stdout = tern_status(&app, &app.address).await;
     assert!(
         stdout.contains("transfers in flight:   leg1_in_flight 1"),

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tern_schema::testing::TestDatabase;
 
+use crate::helpers::invariants;
+
 pub(crate) const TERN: &str = env!("CARGO_BIN_EXE_tern");
 pub(crate) const SECRET: &str = "crash-test-webhook-secret";
 /// How long a process may take to answer its readiness probe.
@@ -162,10 +164,18 @@ impl Cluster {
     pub async fn operations(&self, settlement_key: &str) -> Vec<String> {
         operations(&self.client, &self.sandbox_url, settlement_key).await
     }
+}
 
-    /// `tern ledger check` on the same database must exit 0.
-    pub fn assert_ledger_balances(&self) {
-        assert_ledger_balances(self.database.url());
+impl Drop for Cluster {
+    /// The invariants of [`invariants`], while Tern (if running) and the
+    /// database are still there.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let bases = self.tern.iter().map(|_| self.base.clone()).collect();
+        let broken = invariants::check_processes(self.database.url(), bases, Default::default());
+        invariants::assert_held(&self.base, &broken);
     }
 }
 
@@ -205,22 +215,6 @@ pub(crate) async fn operations(
         .collect();
     operations.sort();
     operations
-}
-
-/// `tern ledger check` on the database of `database_url` must exit 0.
-pub(crate) fn assert_ledger_balances(database_url: &str) {
-    let check = Command::new(TERN)
-        .args(["ledger", "check"])
-        .env("TERN_DATABASE_URL", database_url)
-        .env("TERN_LOG", "warn")
-        .output()
-        .expect("ledger check");
-    assert!(
-        check.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
 }
 
 pub(crate) fn spawn_sandbox(port: u16, api_port: u16, env: &[(&str, String)]) -> Process {
@@ -297,9 +291,9 @@ pub(crate) fn transfer_at(
         .post(format!("{base}/v1/transfers"))
         .bearer_auth(api_key)
         .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
-        .json(&crate::transfers::body(
+        .json(&crate::helpers::transfers::body(
             quote,
             "pm_card_visa",
-            crate::transfers::EVM_WALLET,
+            crate::helpers::transfers::EVM_WALLET,
         ))
 }

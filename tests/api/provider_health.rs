@@ -4,8 +4,8 @@
 
 use serde_json::{json, Value};
 
+use crate::helpers::settlements::{app, create, fault, funded, sandbox, settled};
 use crate::helpers::TestApp;
-use crate::settlements::{app, create, fault, funded, sandbox, settled};
 
 const WALLET: &str = "tron:TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7";
 

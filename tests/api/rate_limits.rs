@@ -10,7 +10,7 @@ use reqwest::Response;
 use serde_json::{json, Value};
 use tern::config::{parse_trusted_proxies, RateLimits};
 
-use crate::cards::{issue, send};
+use crate::helpers::cards::{issue, send};
 use crate::helpers::{assert_problem, TestApp};
 
 const RESET_REQUEST: &str = "/v1/auth/password-reset/request";

@@ -15,8 +15,8 @@ use tern_schema::types::utc_now;
 use tern_schema::{write_tx, StoreError};
 use uuid::Uuid;
 
+use crate::helpers::settlements::{funded, sandbox, settlement};
 use crate::helpers::{assert_problem, Merchant, TestApp};
-use crate::settlements::{funded, sandbox};
 
 const WAIT_MAX: Duration = Duration::from_secs(20);
 const TRANSFER_ID: &str = "tr_0192f1c4-7d2a-7c3e-9b1a-3f6e2d1c0b9a";
@@ -55,17 +55,6 @@ async fn leg(app: &TestApp, merchant: &Merchant, source: &str, payment_method: &
     key
 }
 
-async fn get(app: &TestApp, merchant: &Merchant, key: &str) -> Value {
-    let response = app
-        .get(&format!("/v1/settlements/{key}"))
-        .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(response.status(), 200);
-    response.json().await.expect("json")
-}
-
 async fn until(
     app: &TestApp,
     merchant: &Merchant,
@@ -74,7 +63,7 @@ async fn until(
 ) -> Value {
     let started = std::time::Instant::now();
     loop {
-        let body = get(app, merchant, key).await;
+        let body = settlement(app, merchant, key).await;
         if done(&body) {
             return body;
         }
@@ -142,7 +131,10 @@ async fn an_approved_challenge_settles_the_leg_by_webhook_and_only_the_transfer_
             .is_some_and(|detail| detail.contains(TRANSFER_ID)),
         "{problem}"
     );
-    assert_eq!(get(&app, &merchant, &key).await["status"], "succeeded");
+    assert_eq!(
+        settlement(&app, &merchant, &key).await["status"],
+        "succeeded"
+    );
 }
 
 #[actix_web::test]

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use crate::helpers::transfers::{body, EVM_WALLET};
+use crate::helpers::webhooks::{SUCCEEDED_TYPES, WHSEC_SECRET};
 use crate::nodes::{Nodes, LEASE_TTL};
-use crate::transfers::{body, EVM_WALLET};
 use crate::webhook_receiver::{verify, Receiver};
-use crate::webhooks::{SUCCEEDED_TYPES, WHSEC_SECRET};
 
 const TRANSFERS: usize = 30;
 const WAIT_MAX: Duration = Duration::from_secs(90);
@@ -190,5 +190,4 @@ async fn a_node_killed_under_load_hands_its_transfers_and_deliveries_to_the_othe
 
     nodes.restart(1).await;
     nodes.settled(&[0, 1, 2]).await;
-    nodes.assert_ledger_balances();
 }

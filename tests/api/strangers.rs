@@ -6,8 +6,8 @@
 use serde_json::json;
 use tern::config::Environment;
 
+use crate::helpers::settlements::{app, create, fault, funded, push, settled};
 use crate::helpers::{assert_problem, TestApp, OPERATOR_TOKEN};
-use crate::settlements::{app, create, fault, funded, push, settled};
 
 #[actix_web::test]
 async fn a_wrong_or_unconfigured_operator_token_is_401_not_a_redacted_page() {

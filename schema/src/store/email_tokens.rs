@@ -60,6 +60,7 @@ pub async fn is_live(
 
 /// Moves every token of the user to `at` as its expiry: for tests of
 /// expiry, which cannot wait a day.
+#[cfg(feature = "testing")]
 pub async fn expire_all_for_user(
     tx: &mut Tx<'_>,
     user_id: &str,

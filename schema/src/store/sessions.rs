@@ -184,6 +184,7 @@ pub async fn purge_dead(
 }
 
 /// Moves the session's last use to `at`: for tests of the idle timeout.
+#[cfg(feature = "testing")]
 pub async fn set_last_seen(
     tx: &mut Tx<'_>,
     session_id: &str,

@@ -62,6 +62,17 @@ pub async fn merchant(db: &Db) -> (String, String) {
     (id, usd.id)
 }
 
+/// A merchant with its audit chain opened; answers its id.
+pub async fn merchant_with_chain(db: &Db) -> String {
+    let row = merchant_row(&uuid::Uuid::new_v4().to_string());
+    let made: Result<(), tern_schema::StoreError> = write_tx!(db, |tx| {
+        merchants::insert(tx, &row).await?;
+        tern_schema::audit::open_chain(tx, &row.id).await
+    });
+    made.expect("merchant");
+    row.id
+}
+
 /// An active merchant's row.
 pub fn merchant_row(id: &str) -> MerchantRow {
     let now = utc_now();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{comparable, session_cookie, unique_email, PASSWORD};
+use crate::helpers::humans::{comparable, session_cookie, unique_email, PASSWORD};
 use crate::helpers::{assert_problem, TestApp};
 use crate::smtp_sink::{token_in, SmtpSink};
 

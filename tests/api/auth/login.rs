@@ -3,7 +3,7 @@
 use serde_json::{json, Value};
 use tern_schema::store::users;
 
-use super::{comparable, session_cookie, unique_email, PASSWORD};
+use crate::helpers::humans::{comparable, session_cookie, unique_email, PASSWORD};
 use crate::helpers::{assert_problem, TestApp};
 
 #[actix_web::test]

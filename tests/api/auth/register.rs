@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::{attributes, set_cookie, unique_email, PASSWORD};
+use crate::helpers::humans::{attributes, set_cookie, unique_email, PASSWORD};
 use crate::helpers::{assert_problem, TestApp};
 
 #[actix_web::test]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{session_cookie, PASSWORD};
+use crate::helpers::humans::{session_cookie, PASSWORD};
 use crate::helpers::{assert_problem, TestApp};
 
 async fn listed(app: &TestApp, cookie: &str) -> Vec<Value> {

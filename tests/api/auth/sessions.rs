@@ -5,14 +5,15 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{attributes, set_cookie, PASSWORD};
+use crate::helpers::humans::{attributes, set_cookie, PASSWORD};
 use crate::helpers::{assert_problem, TestApp};
 
 #[actix_web::test]
 async fn logout_revokes_clears_and_is_idempotent() {
     let app = TestApp::spawn().await;
     let human = app.human().await;
-    let other = super::session_cookie(&app.login(&human.email, PASSWORD).await).expect("cookie");
+    let other = crate::helpers::humans::session_cookie(&app.login(&human.email, PASSWORD).await)
+        .expect("cookie");
     let logout = app
         .post("/v1/auth/logout")
         .header("cookie", &human.cookie)

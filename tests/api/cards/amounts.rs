@@ -6,10 +6,9 @@
 
 use serde_json::{json, Value};
 
-use super::authorizations::{balance, funded_card, transactions};
-use super::{authorize, json_of, patch_limits, provider_event};
+use crate::helpers::cards::{authorize, json_of, patch_limits, provider_event};
+use crate::helpers::cards::{balance, funded_card, transactions};
 use crate::helpers::{assert_problem, Merchant, TestApp};
-use crate::settlements::assert_ledger_balanced;
 
 /// About half of `i64::MAX`: two of these overflow any side of a balance.
 const HALF_MINOR: i64 = i64::MAX / 2;
@@ -83,7 +82,6 @@ async fn a_clearing_reversal_or_refund_of_no_or_negative_amount_is_refused_and_r
     let cleared = card_event("authorization.clearing", &card, authorization_id, 1_500);
     json_of(provider_event(&app, &cleared).await, 200).await;
     assert_eq!(figures(&app, &merchant, &card).await, (3_500, 3_500, 0));
-    assert_ledger_balanced(&app).await;
 }
 
 #[actix_web::test]
@@ -107,7 +105,6 @@ async fn a_refund_that_would_overflow_the_balance_is_422_and_records_nothing() {
     }
     assert_eq!(figures(&app, &merchant, &card).await, (funded, funded, 0));
     assert_eq!(transactions(&app, &merchant, &card).await.len(), 1);
-    assert_ledger_balanced(&app).await;
 }
 
 /// Two merchants' holds credit the one card-network account; the second
@@ -141,5 +138,4 @@ async fn an_authorization_the_ledger_cannot_hold_is_declined_not_503() {
         "nothing is held"
     );
     assert_eq!(figures(&app, &first, &first_card).await.2, quarter);
-    assert_ledger_balanced(&app).await;
 }

@@ -3,9 +3,9 @@
 
 use serde_json::{json, Value};
 
-use super::{get_card, issue, json_of, operate, patch_limits, send};
+use crate::helpers::cards::{get_card, issue, json_of, operate, patch_limits, send};
+use crate::helpers::settlements::fault;
 use crate::helpers::{assert_problem, TestApp};
-use crate::settlements::fault;
 
 #[actix_web::test]
 async fn a_machine_caller_issues_a_card_for_a_user_of_its_merchant() {
@@ -499,7 +499,7 @@ async fn limits_merge_and_out_of_order_or_out_of_bounds_limits_are_422() {
 #[actix_web::test]
 async fn program_default_limits_never_make_a_limits_patch_fail() {
     let app = TestApp::spawn().await;
-    let (merchant, card) = super::authorizations::funded_card(&app, "1000.00").await;
+    let (merchant, card) = crate::helpers::cards::funded_card(&app, "1000.00").await;
     let id = card.as_str();
     let before = get_card(&app, &merchant, id).await["limits"].clone();
     assert!(
@@ -523,12 +523,15 @@ async fn program_default_limits_never_make_a_limits_patch_fail() {
     assert_eq!(limits["per_transaction_minor"], 50_000, "{limits}");
     assert_eq!(limits["atm_daily_minor"], before["atm_daily_minor"]);
     // What authorizations are decided against is what GET shows.
-    let declined = super::authorize(&app, id, 50_001).await;
+    let declined = crate::helpers::cards::authorize(&app, id, 50_001).await;
     assert_eq!(
         declined["reason"], "per_transaction_limit_exceeded",
         "{declined}"
     );
-    assert_eq!(super::authorize(&app, id, 50_000).await["approved"], true);
+    assert_eq!(
+        crate::helpers::cards::authorize(&app, id, 50_000).await["approved"],
+        true
+    );
 
     // The merchant's own values still must be in order.
     let problem = assert_problem(

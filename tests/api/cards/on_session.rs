@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{json_of, with_cookie};
+use crate::helpers::cards::{json_of, with_cookie};
 use crate::helpers::{assert_problem, TestApp};
 
 #[actix_web::test]

@@ -5,8 +5,8 @@
 use serde_json::{json, Value};
 use tern::config::SecureDetailsMode;
 
-use super::{issue, json_of, operate, send, with_cookie};
-use crate::auth::PASSWORD;
+use crate::helpers::cards::{issue, json_of, operate, send, with_cookie};
+use crate::helpers::humans::PASSWORD;
 use crate::helpers::{assert_problem, TestApp};
 
 fn path(card: &str) -> String {

@@ -14,8 +14,8 @@ use tern_schema::store::users;
 use tern_schema::types::{utc_now, MerchantStatus};
 use tern_schema::{write_tx, StoreError};
 
-use super::authorizations::{balance, funded_card};
-use super::{authorize, get_card, json_of, operate, send};
+use crate::helpers::cards::{authorize, get_card, json_of, operate, send};
+use crate::helpers::cards::{balance, funded_card};
 use crate::helpers::{Merchant, TestApp};
 use crate::merchant_status::{assert_inactive, set_status, TAKES_EFFECT_WITHIN};
 

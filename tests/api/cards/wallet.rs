@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{get_card, issue, json_of, operate, provider_event, send};
+use crate::helpers::cards::{get_card, issue, json_of, operate, provider_event, send};
+use crate::helpers::settlements::fault;
 use crate::helpers::{assert_problem, Merchant, TestApp};
-use crate::settlements::fault;
 
 /// How long the simulator's verdict may take (its pending delay is 2 s).
 const VERDICT_WAIT: Duration = Duration::from_secs(10);

@@ -12,8 +12,8 @@ use reqwest::{Client, Response};
 use tern::config::RateLimits;
 use tern::http::console::auth::{cookie_value, COOKIE_NAME};
 
+use crate::helpers::transfers::{self, id};
 use crate::helpers::{TestApp, OPERATOR_TOKEN};
-use crate::transfers::{self, id};
 
 /// The sections every signed-in page shows.
 pub(crate) const SECTIONS: [&str; 5] = [

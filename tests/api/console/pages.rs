@@ -6,12 +6,12 @@ use tern_schema::models::WebhookEventRow;
 use tern_schema::types::utc_now;
 
 use super::{content_type, csrf_of, get, page, post_form, sign_in};
-use crate::helpers::TestApp;
-use crate::transfers::{self, finished, id};
-use crate::webhook_receiver::{verify, Receiver};
-use crate::webhooks::{
+use crate::helpers::transfers::{self, finished, id};
+use crate::helpers::webhooks::{
     all_settled, configure, events_when, fast_webhooks, SUCCEEDED_TYPES, WAIT_MAX, WHSEC_SECRET,
 };
+use crate::helpers::TestApp;
+use crate::webhook_receiver::{verify, Receiver};
 
 #[actix_web::test]
 async fn stored_text_comes_out_escaped() {
@@ -160,9 +160,9 @@ async fn replay_from_the_console_delivers_dead_lettered_events() {
 
 #[actix_web::test]
 async fn a_failed_provider_call_is_listed() {
-    let app = crate::settlements::app().await;
-    let (merchant, usd) = crate::settlements::funded(&app, "10.00").await;
-    crate::settlements::fault(
+    let app = crate::helpers::settlements::app().await;
+    let (merchant, usd) = crate::helpers::settlements::funded(&app, "10.00").await;
+    crate::helpers::settlements::fault(
         &app,
         serde_json::json!({"target": "custodian", "mode": "transient"}),
     )
@@ -170,8 +170,8 @@ async fn a_failed_provider_call_is_listed() {
     let payout = serde_json::json!({"method": "on_chain",
         "amount": {"amount": "1.00", "currency": "USD"}, "source": usd,
         "destination": "tron:TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7", "recipient_name": "Ada"});
-    let key = crate::settlements::create(&app, &merchant, payout).await;
-    let settled = crate::settlements::settled(&app, &merchant, &key).await;
+    let key = crate::helpers::settlements::create(&app, &merchant, payout).await;
+    let settled = crate::helpers::settlements::settled(&app, &merchant, &key).await;
     assert_eq!(settled["status"], "failed");
     let cookie = sign_in(&app).await;
     let html = page(&app, &cookie).await;

@@ -4,7 +4,7 @@
 use futures_util::future::join_all;
 use serde_json::Value;
 
-use super::{app, body, eur_quote, post_with_key, EVM_WALLET};
+use crate::helpers::transfers::{app, body, eur_quote, post_with_key, EVM_WALLET};
 
 async fn send_all(
     app: &crate::helpers::TestApp,

@@ -3,9 +3,9 @@
 
 use serde_json::{json, Value};
 
-use super::*;
+use crate::helpers::transfers::{self, finished, id};
+use crate::helpers::webhooks::*;
 use crate::helpers::{assert_problem, TestApp};
-use crate::transfers::{self, finished, id};
 
 async fn get_endpoint(app: &TestApp, api_key: &str) -> reqwest::Response {
     app.get("/v1/webhooks/endpoint")

@@ -7,13 +7,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::AsyncReadExt;
-use uuid::Uuid;
 
-use super::*;
-use crate::processes::Cluster;
-use crate::transfers::{body, EVM_WALLET};
+use crate::helpers::webhooks::*;
+use crate::processes::{put_endpoint_at, quote_at, transfer_at, Cluster};
 
 /// A TCP listener standing in for a forward proxy: it counts connections
 /// and reads what is sent, answering nothing.
@@ -53,33 +51,16 @@ async fn a_proxy_in_the_environment_is_not_used_and_the_guard_still_refuses() {
     ];
     let cluster = Cluster::start_with("200ms", &env).await;
     let api_key = cluster.register("Proxy Guard").await;
-    let put = cluster
-        .client
-        .put(format!("{}/v1/webhooks/endpoint", cluster.base))
-        .bearer_auth(&api_key)
-        .json(&json!({"url": "https://localhost:9/hook", "secret": PLAIN_SECRET}))
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(put.status(), 204);
-    let quote: Value = cluster
-        .client
-        .post(format!("{}/v1/quotes", cluster.base))
-        .bearer_auth(&api_key)
-        .json(&json!({"send_currency": "EUR", "send_amount": "100.00",
-            "receive_asset": "USDC", "receive_network": "polygon"}))
-        .send()
-        .await
-        .expect("quote")
-        .json()
-        .await
-        .expect("json");
-    let created = cluster
-        .client
-        .post(format!("{}/v1/transfers", cluster.base))
-        .bearer_auth(&api_key)
-        .header("Idempotency-Key", Uuid::new_v4().to_string())
-        .json(&body(&quote, "pm_card_visa", EVM_WALLET))
+    put_endpoint_at(
+        &cluster.client,
+        &cluster.base,
+        &api_key,
+        "https://localhost:9/hook",
+        PLAIN_SECRET,
+    )
+    .await;
+    let quote = quote_at(&cluster.client, &cluster.base, &api_key).await;
+    let created = transfer_at(&cluster.client, &cluster.base, &api_key, &quote)
         .send()
         .await
         .expect("transfer");

@@ -1,5 +1,14 @@
-//! `TestApp`: one running Tern per test.
+//! `TestApp`: one running Tern per test, whose teardown checks the
+//! invariants (see [`invariants`]).
 
+pub mod cards;
+pub mod humans;
+pub mod invariants;
+pub mod settlements;
+pub mod transfers;
+pub mod webhooks;
+
+use std::cell::Cell;
 use std::time::Duration;
 
 use actix_web::dev::ServerHandle;
@@ -10,6 +19,8 @@ use tern::startup::Application;
 use tern::state::AppState;
 use tern_schema::testing::TestDatabase;
 
+use self::invariants::Exemptions;
+
 pub struct TestApp {
     pub address: String,
     pub sandbox_address: Option<String>,
@@ -17,6 +28,7 @@ pub struct TestApp {
     pub state: actix_web::web::Data<AppState>,
     pub database: TestDatabase,
     handle: ServerHandle,
+    exemptions: Cell<Exemptions>,
     _data_dir: tempfile::TempDir,
 }
 
@@ -81,6 +93,7 @@ impl TestApp {
             state,
             database,
             handle,
+            exemptions: Cell::default(),
             _data_dir: data_dir,
         }
     }
@@ -155,10 +168,56 @@ impl TestApp {
     }
 }
 
+impl TestApp {
+    /// Teardown leaves the audit chains alone: for a test that tampers
+    /// with one on purpose (say why at the call).
+    pub fn allow_broken_audit_chain(&self) {
+        self.exempt(|exemptions| exemptions.broken_audit_chain = true);
+    }
+
+    /// Teardown leaves the ledger alone: for a test that writes ledger rows
+    /// by hand on purpose (say why at the call).
+    pub fn allow_broken_ledger(&self) {
+        self.exempt(|exemptions| exemptions.broken_ledger = true);
+    }
+
+    fn exempt(&self, change: impl FnOnce(&mut Exemptions)) {
+        let mut exemptions = self.exemptions.get();
+        change(&mut exemptions);
+        self.exemptions.set(exemptions);
+    }
+
+    /// What teardown checks, now: the runtime's stuck entities and the
+    /// database's invariants. Empty when all hold.
+    pub fn broken_invariants(&self) -> Vec<invariants::Broken> {
+        let mut broken = invariants::check_stuck(&self.state.runtime.figures());
+        broken.extend(self.broken_in_database());
+        broken
+    }
+
+    fn broken_in_database(&self) -> Vec<invariants::Broken> {
+        let url = self.state.config.database_url.clone();
+        let exemptions = self.exemptions.get();
+        invariants::run_apart(
+            move || async move { invariants::check_database(&url, exemptions).await },
+        )
+    }
+}
+
 impl Drop for TestApp {
     fn drop(&mut self) {
-        // Sends the stop command at once; the returned future only awaits it.
+        if std::thread::panicking() {
+            drop(self.handle.stop(false));
+            return;
+        }
+        // The figures are read before the stop, which ends every actor.
+        let mut broken = invariants::check_stuck(&self.state.runtime.figures());
+        // Sends the stop command at once; the returned future only awaits
+        // it. Work still committing cannot make a sound ledger or chain look
+        // broken: each check reads one snapshot.
         drop(self.handle.stop(false));
+        broken.extend(self.broken_in_database());
+        invariants::assert_held(&self.address, &broken);
     }
 }
 
@@ -222,6 +281,15 @@ impl TestApp {
             });
         inserted.expect("the user is stored");
         id
+    }
+
+    /// Runs raw SQL on the app's database, past the store: for tests that
+    /// tamper with rows, or see the database refuse to.
+    pub async fn sql(&self, statements: &str) -> Result<(), tern_schema::DieselError> {
+        let mut pooled = self.state.db.get().await.expect("a connection");
+        let tx = &mut pooled.tx();
+        tern_schema::dispatch!(tx, conn =>
+            diesel_async::SimpleAsyncConnection::batch_execute(conn, statements).await)
     }
 
     /// The simulator's address; tests that reach it need the sandbox on.
