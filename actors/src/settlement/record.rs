@@ -29,24 +29,6 @@ pub fn reversal_key(row: &SettlementRow) -> String {
     format!("{}_{}_reversal", row.merchant_id, row.idempotency_key)
 }
 
-pub fn reversal_code(reversal: Reversal) -> &'static str {
-    match reversal {
-        Reversal::None => "none",
-        Reversal::InFlight => "in_flight",
-        Reversal::PendingAtProvider => "pending_at_provider",
-    }
-}
-
-fn parse_reversal(code: &str) -> Option<Reversal> {
-    [
-        Reversal::None,
-        Reversal::InFlight,
-        Reversal::PendingAtProvider,
-    ]
-    .into_iter()
-    .find(|r| reversal_code(*r) == code)
-}
-
 /// A row the machine cannot read (an unknown code) is corruption, not input.
 #[derive(Debug, thiserror::Error)]
 #[error("settlement {key} holds an unknown {field} `{value}`")]
@@ -77,7 +59,7 @@ pub fn state_of(row: &SettlementRow) -> Result<State, CorruptRow> {
             action_code: row.action_code.clone(),
         },
         failure_reason: row.failure_reason.clone(),
-        reversal: parse_reversal(&row.reversal)
+        reversal: Reversal::parse(&row.reversal)
             .ok_or_else(|| corrupt("reversal", &row.reversal))?,
         client_secret: row.client_secret.clone(),
         next_action_type: row.next_action_type.clone(),
@@ -99,7 +81,7 @@ pub fn apply_state(row: &SettlementRow, state: &State) -> SettlementRow {
         approval_code: state.execution.approval_code.clone(),
         action_code: state.execution.action_code.clone(),
         failure_reason: state.failure_reason.clone(),
-        reversal: reversal_code(state.reversal).to_owned(),
+        reversal: state.reversal.as_str().to_owned(),
         client_secret: state.client_secret.clone(),
         next_action_type: state.next_action_type.clone(),
         ..row.clone()
