@@ -20,7 +20,7 @@ async fn setup() -> (TestDatabase, Db, String) {
     let row = MerchantRow {
         id: id.clone(),
         organization_name: "M".into(),
-        status: "active".into(),
+        status: tern_schema::vocabulary::MerchantStatus::Active,
         created_at: now,
         updated_at: now,
     };

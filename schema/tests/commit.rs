@@ -25,7 +25,7 @@ fn merchant(id: &str) -> MerchantRow {
     MerchantRow {
         id: id.to_owned(),
         organization_name: "M".into(),
-        status: "active".into(),
+        status: tern_schema::vocabulary::MerchantStatus::Active,
         created_at: now,
         updated_at: now,
     }
@@ -37,7 +37,7 @@ fn missing_settlement(merchant_id: &str) -> SettlementRow {
         SettlementIntent {
             merchant_id: merchant_id.to_owned(),
             idempotency_key: "never-inserted".into(),
-            method: "card_push".into(),
+            method: tern_schema::vocabulary::SettlementMethod::CardPush,
             currency: "USD".into(),
             amount_minor: 100,
             asset: None,

@@ -21,6 +21,7 @@ use tern_schema::store::timers::TimerRow;
 use tern_schema::store::{ledger as ledger_store, merchants};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::SettlementStatus;
 use tern_schema::{dispatch, idempotency, write_tx, Db, Refusal, StoreError};
 
 mod common;
@@ -37,7 +38,7 @@ async fn open_merchant(db: &Db, accounts: Option<&[LedgerAccountRow]>) -> Vec<Le
     let row = MerchantRow {
         id: MERCHANT.into(),
         organization_name: "M".into(),
-        status: "active".into(),
+        status: tern_schema::vocabulary::MerchantStatus::Active,
         created_at: now,
         updated_at: now,
     };
@@ -133,7 +134,7 @@ fn creation(key: &str, source: &str, currency: &str, amount_minor: i64, hold_id:
         SettlementIntent {
             merchant_id: MERCHANT.into(),
             idempotency_key: key.into(),
-            method: "card_push".into(),
+            method: tern_schema::vocabulary::SettlementMethod::CardPush,
             currency: currency.into(),
             amount_minor,
             asset: None,
@@ -227,7 +228,11 @@ fn next_plan(
         // Post or void the hold: the settlement succeeded or failed.
         4..=6 => {
             let posting = choice != 6;
-            next.status = if posting { "succeeded" } else { "failed" }.into();
+            next.status = if posting {
+                SettlementStatus::Succeeded
+            } else {
+                SettlementStatus::Failed
+            };
             plan.ledger.push(match posting {
                 true => LedgerWrite::Post {
                     hold_id: settlement.hold.clone(),

@@ -23,7 +23,7 @@ async fn merchant(db: &Db) -> String {
     let row = MerchantRow {
         id: id.clone(),
         organization_name: "M".into(),
-        status: "active".into(),
+        status: tern_schema::vocabulary::MerchantStatus::Active,
         created_at: now,
         updated_at: now,
     };

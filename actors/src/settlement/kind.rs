@@ -14,7 +14,7 @@ use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
 use tern_schema::{Db, DieselError, PlanError, StoreError};
 
-use super::machine::{self, Effect, Event, Method, Rejected, RetryPolicy, Status};
+use super::machine::{self, Effect, Event, Method, Rejected, RetryPolicy, Reversal, Status};
 use super::parent::Parents;
 use super::providers::Providers;
 use super::record::{apply_state, entity_id, split_entity_id, state_of};
@@ -231,18 +231,18 @@ impl EntityKind for SettlementKind {
     }
 
     fn on_activate(row: &SettlementRow) -> Option<SettlementCommand> {
-        match (row.status.as_str(), row.reversal.as_str()) {
-            ("pending", _) => Some(SettlementCommand::Start),
+        match (row.status, row.reversal) {
+            (Status::Pending, _) => Some(SettlementCommand::Start),
             // A call may have left before the process stopped: ask first.
-            ("in_flight", _) => Some(SettlementCommand::Resume),
-            ("succeeded", "in_flight") => Some(SettlementCommand::Resume),
+            (Status::InFlight, _) => Some(SettlementCommand::Resume),
+            (Status::Succeeded, Reversal::InFlight) => Some(SettlementCommand::Resume),
             _ => None,
         }
     }
 }
 
 fn has_work_left(row: &SettlementRow) -> bool {
-    matches!(row.status.as_str(), "pending" | "in_flight" | "retrying") || row.reversal != "none"
+    Status::ACTIVE.contains(&row.status) || row.reversal != Reversal::None
 }
 
 /// Applies one event and schedules the provider work its effects ask for.
@@ -306,11 +306,11 @@ fn resume(env: EntityEnv<SettlementContext>, row: SettlementRow) -> Transition<S
     let providers = env.ctx.providers.clone();
     let sent = row.clone();
     let transition = Transition::new(row.clone(), SettlementReply::Ack);
-    match (row.status.as_str(), row.reversal.as_str()) {
-        ("in_flight", _) => transition.with_follow_up(async move {
+    match (row.status, row.reversal) {
+        (Status::InFlight, _) => transition.with_follow_up(async move {
             Some(SettlementCommand::Provider(providers.inquire(&sent).await))
         }),
-        ("succeeded", "in_flight") => transition.with_follow_up(async move {
+        (Status::Succeeded, Reversal::InFlight) => transition.with_follow_up(async move {
             Some(SettlementCommand::Provider(
                 providers.inquire_reversal(&sent).await.event,
             ))
@@ -326,15 +326,17 @@ fn nudge(env: EntityEnv<SettlementContext>, row: SettlementRow) -> Transition<Se
     let providers = env.ctx.providers.clone();
     let sent = row.clone();
     let transition = Transition::new(row.clone(), SettlementReply::Ack);
-    match (row.status.as_str(), row.reversal.as_str()) {
-        ("in_flight", _) => transition.with_follow_up(async move {
+    match (row.status, row.reversal) {
+        (Status::InFlight, _) => transition.with_follow_up(async move {
             Some(SettlementCommand::Provider(providers.inquire(&sent).await))
         }),
-        (_, "in_flight" | "pending_at_provider") => transition.with_follow_up(async move {
-            Some(SettlementCommand::Provider(
-                providers.inquire_reversal(&sent).await.event,
-            ))
-        }),
+        (_, Reversal::InFlight | Reversal::PendingAtProvider) => {
+            transition.with_follow_up(async move {
+                Some(SettlementCommand::Provider(
+                    providers.inquire_reversal(&sent).await.event,
+                ))
+            })
+        }
         _ => {
             tracing::debug!(settlement = %env.id, status = %row.status, "nudge ignored: nothing under way");
             transition
@@ -426,7 +428,7 @@ async fn step(
         env.ctx.parents.notify(&next);
     }
     if next.status != row.status {
-        crate::metrics::transition("settlement", &row.status, &next.status);
+        crate::metrics::transition("settlement", row.status.as_str(), next.status.as_str());
         tracing::info!(
             settlement = %env.id,
             from = %row.status,
@@ -455,7 +457,7 @@ fn leg_moved(before: &SettlementRow, after: &SettlementRow) -> bool {
 /// The bookkeeping of one effect: what it adds to the transition's plan,
 /// and the ledger ids it shows on the row.
 fn book(plan: &mut Plan, next: &mut SettlementRow, effect: &Effect, entity: &str) {
-    let method = Method::parse(&next.method);
+    let method = next.method;
     match effect {
         Effect::CreditFunding => {
             let id = match next.funding_transaction_id.clone() {
@@ -499,7 +501,7 @@ fn book(plan: &mut Plan, next: &mut SettlementRow, effect: &Effect, entity: &str
             }
         }
         Effect::PostReversal => match method {
-            Some(Method::CardCharge) => {
+            Method::CardCharge => {
                 if let Some(hold) = next.reversal_transaction_id.take() {
                     next.reversal_transaction_id = Some(post(plan, hold));
                 }
@@ -603,7 +605,7 @@ fn audit_step(before: &SettlementRow, after: &SettlementRow, origin: &Origin) ->
         data,
     };
     let mut records = Vec::new();
-    if before.reversal == "none" && after.reversal != "none" {
+    if before.reversal == Reversal::None && after.reversal != Reversal::None {
         records.push(record(
             "settlement.reversal_requested",
             json!({"method": after.method}),
@@ -618,7 +620,7 @@ fn audit_step(before: &SettlementRow, after: &SettlementRow, origin: &Origin) ->
             "action_code": after.action_code,
         });
         records.push(record("settlement.status_changed", data));
-        if after.status == Status::Reversed.as_str() {
+        if after.status == Status::Reversed {
             let data = json!({"reversal_transaction_id": after.reversal_transaction_id});
             records.push(record("settlement.reversed", data));
         }

@@ -24,7 +24,7 @@ use crate::runtime::{
     EntityEnv, EntityKind, Registry, RuntimeError, RuntimeResult, TimerFiring, TimerSpec,
     Transition,
 };
-use crate::settlement::machine::Method;
+use crate::settlement::machine::{Method, Reversal, Status as SettlementStatus};
 use crate::settlement::record::entity_id as settlement_entity_id;
 use crate::settlement::submit::leg_plan;
 use crate::settlement::{
@@ -151,7 +151,7 @@ impl EntityKind for TransferKind {
     }
 
     fn in_flight_since(row: &TransferRow) -> Option<NaiveDateTime> {
-        let terminal = machine::Status::parse(&row.status).is_none_or(|s| s.is_terminal());
+        let terminal = row.status.is_terminal();
         (!terminal).then_some(row.updated_at)
     }
 
@@ -209,11 +209,11 @@ fn leg_event(row: &TransferRow, settlement_key: &str, observed: Observed) -> Opt
 
 /// What a leg's settlement row shows, in the saga's terms.
 pub fn observe(row: &SettlementRow) -> Observed {
-    match row.status.as_str() {
-        "succeeded" if row.reversal != "none" => Observed::Reversing,
-        "succeeded" => Observed::Succeeded,
-        "reversed" => Observed::Reversed,
-        "failed" => Observed::Failed {
+    match row.status {
+        SettlementStatus::Succeeded if row.reversal != Reversal::None => Observed::Reversing,
+        SettlementStatus::Succeeded => Observed::Succeeded,
+        SettlementStatus::Reversed => Observed::Reversed,
+        SettlementStatus::Failed => Observed::Failed {
             reason: row
                 .failure_reason
                 .clone()
@@ -321,7 +321,7 @@ pub(super) async fn advance(
         let effects = moved.effects.clone();
         match step(env, &row, moved, firing.clone()).await {
             Ok((next, legs)) => {
-                crate::metrics::transition("transfer", &row.status, &next.status);
+                crate::metrics::transition("transfer", row.status.as_str(), next.status.as_str());
                 return Ok(follow_up(env, next, &effects, legs));
             }
             Err(error) => match refusal::refused_leg(env, &row, &effects).await? {
@@ -494,7 +494,7 @@ fn leg_intent(row: &TransferRow, leg: u8) -> (SettlementIntent, Method) {
         |key: &str, method: Method, currency: &str, amount_minor, destination| SettlementIntent {
             merchant_id: row.merchant_id.clone(),
             idempotency_key: key.to_owned(),
-            method: method.as_str().to_owned(),
+            method,
             currency: currency.to_owned(),
             amount_minor,
             asset: (method == Method::OnChain).then(|| row.receive_asset.clone()),
@@ -580,7 +580,7 @@ fn audit_step(
         data,
     };
     let mut records = Vec::new();
-    let mut from = before.status.clone();
+    let mut from = before.status;
     for status in statuses {
         let data = json!({
             "from": from,
@@ -590,7 +590,7 @@ fn audit_step(
             "failure_reason": after.failure_reason,
         });
         records.push(record("transfer.status_changed", data));
-        from = status.as_str().to_owned();
+        from = *status;
     }
     if after.alert.is_some() && before.alert.is_none() {
         let data = json!({"alert": after.alert});
@@ -611,7 +611,7 @@ mod tests {
                 SettlementIntent {
                     merchant_id: "m".into(),
                     idempotency_key: "k".into(),
-                    method: "card_charge".into(),
+                    method: tern_schema::vocabulary::SettlementMethod::CardCharge,
                     currency: "EUR".into(),
                     amount_minor: 100,
                     asset: None,
@@ -629,7 +629,7 @@ mod tests {
     #[test]
     fn a_leg_row_is_observed_by_its_status() {
         let mut row = settlement_rows::row();
-        row.status = "in_flight".into();
+        row.status = SettlementStatus::InFlight;
         assert_eq!(observe(&row), Observed::InFlight);
         row.client_secret = Some("cs".into());
         assert_eq!(observe(&row), Observed::InFlight, "no open action");
@@ -641,12 +641,12 @@ mod tests {
                 next_action_type: "redirect_to_url".into()
             }
         );
-        row.status = "succeeded".into();
+        row.status = SettlementStatus::Succeeded;
         assert_eq!(observe(&row), Observed::Succeeded);
-        row.reversal = "pending_at_provider".into();
+        row.reversal = Reversal::PendingAtProvider;
         assert_eq!(observe(&row), Observed::Reversing);
-        row.reversal = "none".into();
-        row.status = "failed".into();
+        row.reversal = Reversal::None;
+        row.status = SettlementStatus::Failed;
         row.failure_reason = Some("challenge_expired".into());
         assert_eq!(
             observe(&row),
@@ -654,7 +654,7 @@ mod tests {
                 reason: "challenge_expired".into()
             }
         );
-        row.status = "reversed".into();
+        row.status = SettlementStatus::Reversed;
         assert_eq!(observe(&row), Observed::Reversed);
     }
 
