@@ -9,10 +9,9 @@ use serde_json::json;
 use tern_schema::audit::{AuditActor, AuditRecord};
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::SettlementRow;
-use tern_schema::plan::{LedgerWrite, Plan, RowMove};
+use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::settlements;
-use tern_schema::types::utc_now;
-use tern_schema::{Db, DieselError, PlanError, StoreError};
+use tern_schema::{Db, StoreError};
 
 use super::machine::{self, Effect, Event, Method, Rejected, RetryPolicy, Reversal, Status};
 use super::parent::Parents;
@@ -20,7 +19,8 @@ use super::providers::Providers;
 use super::record::{apply_state, entity_id, split_entity_id, state_of};
 use crate::runtime::timers;
 use crate::runtime::{
-    EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
+    self, EntityEnv, EntityKind, RuntimeError, RuntimeResult, StepError, TimerFiring, TimerSpec,
+    Transition,
 };
 
 /// Payload of a settlement's due timer (retry, or a pending operation's check).
@@ -94,45 +94,14 @@ impl Origin {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-enum StepError {
-    #[error(transparent)]
-    Runtime(#[from] RuntimeError),
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
-}
-
-impl From<PlanError> for StepError {
-    fn from(error: PlanError) -> Self {
-        match error {
-            PlanError::Ledger(refused) => StepError::Ledger(refused),
-            other => StepError::Runtime(other.into()),
-        }
-    }
-}
-
-impl From<StoreError> for StepError {
-    fn from(error: StoreError) -> Self {
-        StepError::Runtime(error.into())
-    }
-}
-
-impl From<DieselError> for StepError {
-    fn from(error: DieselError) -> Self {
-        StepError::Runtime(error.into())
-    }
-}
-
-impl From<StepError> for RuntimeError {
-    fn from(error: StepError) -> Self {
-        match error {
-            StepError::Runtime(error) => error,
-            StepError::Ledger(LedgerError::Store(error)) => error.into(),
-            StepError::Ledger(other) => RuntimeError::Store(StoreError::Unavailable(format!(
-                "ledger refused a settlement transition: {other}"
-            ))),
-        }
-    }
+/// A settlement's ledger refusal (other than a refund's shortfall, which
+/// [`reverse`] answers) is not the caller's to fix: the edge answers 503.
+fn runtime_error(error: StepError) -> RuntimeError {
+    error.into_runtime(|other| {
+        RuntimeError::Store(StoreError::Unavailable(format!(
+            "ledger refused a settlement transition: {other}"
+        )))
+    })
 }
 
 enum Step {
@@ -254,7 +223,10 @@ async fn advance(
     origin: Origin,
 ) -> RuntimeResult<Transition<SettlementKind>> {
     let label = format!("{event:?}");
-    match step(&env, &row, event, firing.as_ref(), &origin).await? {
+    match step(&env, &row, event, firing.as_ref(), &origin)
+        .await
+        .map_err(runtime_error)?
+    {
         Step::Moved { row, effects } => Ok(follow_up(&env, *row, &effects)),
         Step::Rejected(rejected) => {
             // A late or repeated answer (a timer outliving its purpose, an
@@ -363,12 +335,15 @@ async fn reverse(
             let reply = SettlementReply::Reverse(ReverseOutcome::InsufficientFunds);
             return Ok(Transition::new(row, reply));
         }
-        Err(error) => return Err(error.into()),
+        Err(error) => return Err(runtime_error(error)),
     };
     tracing::info!(settlement = %env.id, %reason, "reversal requested");
     let answer = env.ctx.providers.reverse(&reversing).await;
     let event = answer.event.clone();
-    let settled = match step(&env, &reversing, event.clone(), None, &origin).await? {
+    let settled = match step(&env, &reversing, event.clone(), None, &origin)
+        .await
+        .map_err(runtime_error)?
+    {
         Step::Moved { row, .. } => *row,
         Step::Rejected(rejected) => {
             return Err(RuntimeError::Unavailable(format!(
@@ -407,23 +382,12 @@ async fn step(
         Ok(moved) => moved,
         Err(rejected) => return Ok(Step::Rejected(rejected)),
     };
-    let mut next = apply_state(row, &next_state);
-    next.version = crate::runtime::version::next_version(row.version);
-    next.updated_at = utc_now();
-    let mut plan = Plan {
-        completes_timer: firing.map(TimerFiring::claim),
-        ..Plan::default()
-    };
+    let mut planned = runtime::Step::begin(row, apply_state(row, &next_state), firing);
     for effect in &effects {
-        book(&mut plan, &mut next, effect, &env.id);
+        book(&mut planned.plan, &mut planned.next, effect, &env.id);
     }
-    plan.moves.push(RowMove::Settlement {
-        row: next.clone(),
-        expected_version: row.version,
-    });
-    plan.audit = audit_step(row, &next, origin);
-    // Group-committed with other transitions: durable when this returns Ok.
-    env.db.commit(plan).await?;
+    let audit = audit_step(row, &planned.next, origin);
+    let (next, _) = planned.commit(&env.db, audit).await?;
     if leg_moved(row, &next) {
         env.ctx.parents.notify(&next);
     }

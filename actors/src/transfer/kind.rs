@@ -7,12 +7,11 @@
 use chrono::{NaiveDateTime, Utc};
 use serde_json::json;
 use tern_schema::audit::{AuditActor, AuditRecord};
-use tern_schema::ledger::{LedgerError, SystemAccount};
+use tern_schema::ledger::SystemAccount;
 use tern_schema::models::{SettlementIntent, SettlementRow, TransferRow};
-use tern_schema::plan::{Plan, RowMove};
+use tern_schema::plan::Plan;
 use tern_schema::store::{settlements, transfers};
-use tern_schema::types::utc_now;
-use tern_schema::{Db, DieselError, PlanError, StoreError};
+use tern_schema::Db;
 use tracing::Instrument;
 
 use super::machine::{self, Effect, Event, Moved, Observed, Policy, Refund, Rejected, Resume};
@@ -21,8 +20,8 @@ use super::record::{apply_state, state_of};
 use super::refusal;
 use crate::runtime::timers;
 use crate::runtime::{
-    EntityEnv, EntityKind, Registry, RuntimeError, RuntimeResult, TimerFiring, TimerSpec,
-    Transition,
+    EntityEnv, EntityKind, Registry, RuntimeError, RuntimeResult, Step, StepError, TimerFiring,
+    TimerSpec, Transition,
 };
 use crate::settlement::machine::{Method, Reversal, Status as SettlementStatus};
 use crate::settlement::record::entity_id as settlement_entity_id;
@@ -73,43 +72,9 @@ pub enum TransferReply {
 
 pub struct TransferKind;
 
-#[derive(Debug, thiserror::Error)]
-enum StepError {
-    #[error(transparent)]
-    Runtime(#[from] RuntimeError),
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
-}
-
-impl From<PlanError> for StepError {
-    fn from(error: PlanError) -> Self {
-        match error {
-            PlanError::Ledger(refused) => StepError::Ledger(refused),
-            other => StepError::Runtime(other.into()),
-        }
-    }
-}
-
-impl From<StoreError> for StepError {
-    fn from(error: StoreError) -> Self {
-        StepError::Runtime(error.into())
-    }
-}
-
-impl From<DieselError> for StepError {
-    fn from(error: DieselError) -> Self {
-        StepError::Runtime(error.into())
-    }
-}
-
-impl From<StepError> for RuntimeError {
-    fn from(error: StepError) -> Self {
-        match error {
-            StepError::Runtime(error) => error,
-            StepError::Ledger(LedgerError::Store(error)) => error.into(),
-            other => RuntimeError::Refused(format!("a transfer transition: {other}")),
-        }
-    }
+/// A transfer's ledger refusal will not pass by itself.
+fn runtime_error(error: StepError) -> RuntimeError {
+    error.into_runtime(|other| RuntimeError::Refused(format!("a transfer transition: {other}")))
 }
 
 impl EntityKind for TransferKind {
@@ -326,7 +291,7 @@ pub(super) async fn advance(
             }
             Err(error) => match refusal::refused_leg(env, &row, &effects).await? {
                 Some(refused) => event = refused,
-                None => return Err(error.into()),
+                None => return Err(runtime_error(error)),
             },
         }
     }
@@ -444,28 +409,17 @@ async fn step(
     moved: Moved,
     firing: Option<TimerFiring>,
 ) -> Result<(TransferRow, Vec<SettlementRow>), StepError> {
-    let mut next = apply_state(row, &moved.state);
-    next.version = crate::runtime::version::next_version(row.version);
-    next.updated_at = utc_now();
+    let mut planned = Step::begin(row, apply_state(row, &moved.state), firing.as_ref());
     let Moved {
         effects, statuses, ..
     } = moved;
-    let mut plan = Plan {
-        completes_timer: firing.as_ref().map(TimerFiring::claim),
-        events: env.ctx.outbox.events(&next, &statuses),
-        ..Plan::default()
-    };
+    planned.plan.events = env.ctx.outbox.events(&planned.next, &statuses);
     let mut legs = Vec::new();
     for effect in &effects {
-        legs.extend(book(&mut plan, &mut next, effect));
+        legs.extend(book(&mut planned.plan, &mut planned.next, effect));
     }
-    plan.moves.push(RowMove::Transfer {
-        row: next.clone(),
-        expected_version: row.version,
-    });
-    plan.audit = audit_step(row, &next, &statuses);
-    // Group-committed with other transitions: durable when this returns Ok.
-    let written = env.db.commit(plan).await?;
+    let audit = audit_step(row, &planned.next, &statuses);
+    let (next, written) = planned.commit(&env.db, audit).await?;
     let deliver = written.events_wait;
     if deliver {
         env.ctx.outbox.wake(&next.merchant_id);
@@ -537,8 +491,9 @@ fn book(plan: &mut Plan, next: &mut TransferRow, effect: &Effect) -> Option<Sett
             let leg = if *effect == Effect::StartLeg1 { 1 } else { 2 };
             let (intent, method) = leg_intent(next, leg);
             let (created, leg_plan) = leg_plan(intent, method, &next.id);
+            // Only the leg's row and hold: a leg has never had a
+            // `settlement.created` record (its transfer's records say it).
             plan.new_settlements.extend(leg_plan.new_settlements);
-            plan.audit.extend(leg_plan.audit);
             return Some(created);
         }
         Effect::Convert => {
