@@ -483,7 +483,8 @@ async fn the_same_plans_give_the_same_answers_and_rows_on_both_backends() {
                 }
                 match follow {
                     Some((index, row)) => {
-                        known[*index].open = row.status == "pending";
+                        known[*index].open =
+                            row.status == tern_schema::vocabulary::SettlementStatus::Pending;
                         known[*index].row = row.clone();
                     }
                     None => {

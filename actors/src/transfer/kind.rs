@@ -236,7 +236,7 @@ async fn resume(
         .filter(|leg| leg.transfer_id.as_deref() == Some(transfer_id.as_str()));
     for leg in own {
         let observed = observe(leg);
-        if observed == Observed::Succeeded && row.status == machine::Status::Compensating.as_str() {
+        if observed == Observed::Succeeded && row.status == machine::Status::Compensating {
             // Leg 1 with no refund under way: the request below asks for
             // it at once, where the observation would wait a retry delay.
             continue;

@@ -87,6 +87,8 @@ macro_rules! text_enum {
             }
         }
 
+        // Comparing with a code reads, it never writes: tests and checks
+        // that look at rows compare with the codes they expect.
         impl ::core::cmp::PartialEq<str> for $name {
             fn eq(&self, code: &str) -> bool {
                 self.as_str() == code
