@@ -11,20 +11,11 @@ use tern_actors::quote::Pricing;
 
 use crate::cluster::ClusterSettings;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Environment {
-    Development,
-    Sandbox,
-    Production,
-}
-
-impl Environment {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Environment::Development => "development",
-            Environment::Sandbox => "sandbox",
-            Environment::Production => "production",
-        }
+tern_schema::text_enum! {
+    pub enum Environment {
+        Development = "development",
+        Sandbox = "sandbox",
+        Production = "production",
     }
 }
 
@@ -282,16 +273,12 @@ impl Config {
         let parsed =
             |name: &'static str, default: &str| get(name).unwrap_or_else(|| default.to_owned());
 
-        let environment = match parsed("TERN_ENVIRONMENT", "development").as_str() {
-            "development" => Environment::Development,
-            "sandbox" => Environment::Sandbox,
-            "production" => Environment::Production,
-            other => {
-                return Err(error(
-                    "TERN_ENVIRONMENT",
-                    format!("`{other}` is not development, sandbox or production"),
-                ))
-            }
+        let environment = parsed("TERN_ENVIRONMENT", "development");
+        let Some(environment) = Environment::parse(&environment) else {
+            return Err(error(
+                "TERN_ENVIRONMENT",
+                format!("`{environment}` is not development, sandbox or production"),
+            ));
         };
         let data_dir = PathBuf::from(parsed("TERN_DATA_DIR", "data"));
         let default_db = format!("sqlite://{}", data_dir.join("tern.db").display());

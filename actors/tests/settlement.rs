@@ -158,7 +158,7 @@ struct Moves(Mutex<Vec<Move>>);
 impl LegObserver for Moves {
     fn leg_moved(&self, row: &SettlementRow) {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).push((
-            row.status.clone(),
+            row.status.to_string(),
             row.client_secret.clone(),
             row.next_action_type.clone(),
         ));
@@ -205,7 +205,7 @@ async fn world(challenge_ttl: chrono::Duration) -> World {
     let merchant = MerchantRow {
         id: merchant_id.clone(),
         organization_name: "Acme".into(),
-        status: "active".into(),
+        status: tern_schema::vocabulary::MerchantStatus::Active,
         created_at: utc_now(),
         updated_at: utc_now(),
     };
@@ -281,7 +281,7 @@ impl World {
             SettlementIntent {
                 merchant_id: self.merchant_id.clone(),
                 idempotency_key: key.into(),
-                method: "card_charge".into(),
+                method: tern_schema::vocabulary::SettlementMethod::CardCharge,
                 currency: "USD".into(),
                 amount_minor: 100,
                 asset: None,

@@ -99,18 +99,11 @@ impl SystemAccount {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
-    Debit,
-    Credit,
-}
-
-impl Direction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::Debit => "debit",
-            Direction::Credit => "credit",
-        }
+crate::text_enum! {
+    /// Which side of its account a line is on.
+    pub enum Direction {
+        Debit = "debit",
+        Credit = "credit",
     }
 }
 

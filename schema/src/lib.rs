@@ -29,6 +29,7 @@ pub mod store;
 )]
 pub mod testing;
 pub mod types;
+pub mod vocabulary;
 
 pub use db::{Backend, Conn, Db, Pooled, Tx};
 pub use diesel::result::{DatabaseErrorKind, Error as DieselError};
@@ -42,5 +43,7 @@ pub const TRACE_TARGET: &str = "tern::trace";
 /// Items the exported macros expand to; not part of the API.
 #[doc(hidden)]
 pub mod __private {
+    pub use diesel;
     pub use diesel_async::AsyncConnection;
+    pub use serde;
 }

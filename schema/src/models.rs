@@ -3,6 +3,7 @@
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 
+use crate::ledger::Direction;
 use crate::schema::{
     api_keys, audit_checkpoints, audit_events, audit_heads, card_transactions, card_wallet_tokens,
     cards, devices, email_tokens, idempotency_records, inbound_events, ledger_accounts,
@@ -10,13 +11,17 @@ use crate::schema::{
     quotes, sessions, settlements, transfers, users, webhook_attempts, webhook_endpoints,
     webhook_events,
 };
+use crate::vocabulary::{
+    DeliveryStatus, LegStatus, MerchantStatus, Reversal, SettlementMethod, SettlementStatus,
+    TransferStatus,
+};
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
 #[diesel(table_name = merchants, treat_none_as_default_value = false)]
 pub struct MerchantRow {
     pub id: String,
     pub organization_name: String,
-    pub status: String,
+    pub status: MerchantStatus,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
 }
@@ -88,7 +93,7 @@ pub struct LedgerEntryRow {
     pub id: String,
     pub transaction_id: String,
     pub account_id: String,
-    pub direction: String,
+    pub direction: Direction,
     pub amount_minor: i64,
     pub currency: String,
     pub created_at: NaiveDateTime,
@@ -143,7 +148,7 @@ pub struct AuditEventRow {
 pub struct SettlementRow {
     pub merchant_id: String,
     pub idempotency_key: String,
-    pub method: String,
+    pub method: SettlementMethod,
     pub currency: String,
     pub amount_minor: i64,
     pub asset: Option<String>,
@@ -151,12 +156,12 @@ pub struct SettlementRow {
     pub destination: String,
     pub recipient_name: String,
     pub reference: Option<String>,
-    pub status: String,
+    pub status: SettlementStatus,
     pub attempt: i32,
     /// A provider call may have executed without its answer arriving: the
     /// next attempt inquires before sending again.
     pub outcome_unknown: bool,
-    pub reversal: String,
+    pub reversal: Reversal,
     pub next_attempt_at: Option<NaiveDateTime>,
     pub provider_id: Option<String>,
     pub stan: Option<String>,
@@ -187,7 +192,7 @@ pub struct SettlementRow {
 pub struct SettlementIntent {
     pub merchant_id: String,
     pub idempotency_key: String,
-    pub method: String,
+    pub method: SettlementMethod,
     pub currency: String,
     pub amount_minor: i64,
     pub asset: Option<String>,
@@ -201,7 +206,7 @@ pub struct SettlementIntent {
 impl SettlementRow {
     /// Whether the payer is present to finish a challenge (decisions §5).
     pub fn on_session(&self) -> bool {
-        self.transfer_id.is_some() && self.method == "card_charge"
+        self.transfer_id.is_some() && self.method == SettlementMethod::CardCharge
     }
 
     /// The first version of an intent: pending, no attempt, no provider data.
@@ -217,10 +222,10 @@ impl SettlementRow {
             destination: intent.destination,
             recipient_name: intent.recipient_name,
             reference: intent.reference,
-            status: "pending".to_owned(),
+            status: SettlementStatus::Pending,
             attempt: 0,
             outcome_unknown: false,
-            reversal: "none".to_owned(),
+            reversal: Reversal::None,
             next_attempt_at: None,
             provider_id: None,
             stan: None,
@@ -318,15 +323,15 @@ pub struct TransferRow {
     pub rate: String,
     pub platform_fee_minor: i64,
     pub network_fee_minor: i64,
-    pub status: String,
+    pub status: TransferStatus,
     /// Settlement key of leg 1 (card_charge), chosen at creation.
     pub leg1_key: String,
-    pub leg1_status: String,
+    pub leg1_status: LegStatus,
     pub leg1_client_secret: Option<String>,
     pub leg1_next_action_type: Option<String>,
     /// Settlement key of leg 2 (on_chain), chosen at creation.
     pub leg2_key: String,
-    pub leg2_status: String,
+    pub leg2_status: LegStatus,
     pub failure_reason: Option<String>,
     pub conversion_transaction_id: Option<String>,
     pub compensation_attempt: i32,
@@ -365,8 +370,7 @@ pub struct WebhookEventRow {
     pub payload: String,
     /// X-Request-ID of the request that started the transfer.
     pub request_id: String,
-    /// pending, delivered, dead or skipped.
-    pub status: String,
+    pub status: DeliveryStatus,
     pub attempts: i32,
     pub round: i32,
     pub next_attempt_at: Option<NaiveDateTime>,
@@ -383,7 +387,7 @@ pub struct WebhookEventRow {
 #[derive(Clone, Debug, PartialEq, Eq, AsChangeset)]
 #[diesel(table_name = webhook_events, treat_none_as_null = true)]
 pub struct WebhookDeliveryChange {
-    pub status: String,
+    pub status: DeliveryStatus,
     pub attempts: i32,
     pub next_attempt_at: Option<NaiveDateTime>,
     pub last_attempt_at: Option<NaiveDateTime>,
@@ -396,7 +400,7 @@ pub struct WebhookDeliveryChange {
 impl From<&WebhookEventRow> for WebhookDeliveryChange {
     fn from(event: &WebhookEventRow) -> Self {
         WebhookDeliveryChange {
-            status: event.status.clone(),
+            status: event.status,
             attempts: event.attempts,
             next_attempt_at: event.next_attempt_at,
             last_attempt_at: event.last_attempt_at,

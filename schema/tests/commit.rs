@@ -24,7 +24,7 @@ fn missing_settlement(merchant_id: &str) -> SettlementRow {
         SettlementIntent {
             merchant_id: merchant_id.to_owned(),
             idempotency_key: "never-inserted".into(),
-            method: "card_push".into(),
+            method: tern_schema::vocabulary::SettlementMethod::CardPush,
             currency: "USD".into(),
             amount_minor: 100,
             asset: None,

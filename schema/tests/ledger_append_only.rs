@@ -58,7 +58,7 @@ fn shape(lines: &[LedgerEntryRow]) -> Vec<(String, String, i64, String)> {
         .map(|l| {
             (
                 l.account_id.clone(),
-                l.direction.clone(),
+                l.direction.to_string(),
                 l.amount_minor,
                 l.currency.clone(),
             )

@@ -25,6 +25,7 @@ use tern_schema::store::timers::TimerRow;
 use tern_schema::store::{ledger as ledger_store, merchants};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::SettlementStatus;
 use tern_schema::{dispatch, idempotency, write_tx, Db, Refusal, StoreError};
 
 mod common;
@@ -41,7 +42,7 @@ async fn open_merchant(db: &Db, accounts: Option<&[LedgerAccountRow]>) -> Vec<Le
     let row = MerchantRow {
         id: MERCHANT.into(),
         organization_name: "M".into(),
-        status: "active".into(),
+        status: tern_schema::vocabulary::MerchantStatus::Active,
         created_at: now,
         updated_at: now,
     };
@@ -137,7 +138,7 @@ fn creation(key: &str, source: &str, currency: &str, amount_minor: i64, hold_id:
         SettlementIntent {
             merchant_id: MERCHANT.into(),
             idempotency_key: key.into(),
-            method: "card_push".into(),
+            method: tern_schema::vocabulary::SettlementMethod::CardPush,
             currency: currency.into(),
             amount_minor,
             asset: None,
@@ -231,7 +232,11 @@ fn next_plan(
         // Post or void the hold: the settlement succeeded or failed.
         4..=6 => {
             let posting = choice != 6;
-            next.status = if posting { "succeeded" } else { "failed" }.into();
+            next.status = if posting {
+                SettlementStatus::Succeeded
+            } else {
+                SettlementStatus::Failed
+            };
             plan.ledger.push(match posting {
                 true => LedgerWrite::Post {
                     hold_id: settlement.hold.clone(),
@@ -482,7 +487,8 @@ async fn the_same_plans_give_the_same_answers_and_rows_on_both_backends() {
                 }
                 match follow {
                     Some((index, row)) => {
-                        known[*index].open = row.status == "pending";
+                        known[*index].open =
+                            row.status == tern_schema::vocabulary::SettlementStatus::Pending;
                         known[*index].row = row.clone();
                     }
                     None => {

@@ -8,6 +8,7 @@ use tern_schema::idempotency::{self, KeyUse};
 use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::SettlementStatus;
 use tern_schema::{migrate, write_tx, Db, Plan, PlanError, Refusal, StoreError};
 
 mod common;
@@ -25,7 +26,7 @@ fn settlement(merchant_id: &str, source: &str, key: &str) -> SettlementRow {
         SettlementIntent {
             merchant_id: merchant_id.into(),
             idempotency_key: key.into(),
-            method: "card_push".into(),
+            method: tern_schema::vocabulary::SettlementMethod::CardPush,
             currency: "USD".into(),
             amount_minor: 1_000,
             asset: None,
@@ -47,7 +48,7 @@ async fn versioned_updates_refuse_stale_writers() {
     inserted.expect("insert");
 
     let mut in_flight = row.clone();
-    in_flight.status = "in_flight".into();
+    in_flight.status = SettlementStatus::InFlight;
     in_flight.attempt = 1;
     in_flight.version = 2;
     let first: Result<bool, StoreError> =
@@ -55,7 +56,7 @@ async fn versioned_updates_refuse_stale_writers() {
             .await);
     assert!(first.expect("update"));
     let mut stale = row.clone();
-    stale.status = "failed".into();
+    stale.status = SettlementStatus::Failed;
     stale.version = 2;
     let second: Result<bool, StoreError> =
         write_tx!(db, |tx| settlements::update_if_version(tx, &stale, 1).await);
@@ -82,13 +83,13 @@ async fn versioned_updates_refuse_stale_writers() {
 async fn lists_filter_by_status_newest_first_and_recovery_finds_work() {
     let (_database, db, merchant, usd) = setup().await;
     for (key, status) in [
-        ("a", "succeeded"),
-        ("b", "retrying"),
-        ("c", "failed"),
-        ("d", "pending"),
+        ("a", SettlementStatus::Succeeded),
+        ("b", SettlementStatus::Retrying),
+        ("c", SettlementStatus::Failed),
+        ("d", SettlementStatus::Pending),
     ] {
         let mut row = settlement(&merchant, &usd, key);
-        row.status = status.into();
+        row.status = status;
         let inserted: Result<(), StoreError> =
             write_tx!(db, |tx| settlements::insert(tx, &row).await);
         inserted.expect("insert");
@@ -99,9 +100,14 @@ async fn lists_filter_by_status_newest_first_and_recovery_finds_work() {
         .expect("list");
     let keys: Vec<&str> = all.iter().map(|r| r.idempotency_key.as_str()).collect();
     assert_eq!(keys, ["d", "c", "b", "a"]);
-    let failed = settlements::list(&mut pooled.tx(), &merchant, Some("failed"), 10)
-        .await
-        .expect("list");
+    let failed = settlements::list(
+        &mut pooled.tx(),
+        &merchant,
+        Some(SettlementStatus::Failed),
+        10,
+    )
+    .await
+    .expect("list");
     assert_eq!(failed.len(), 1);
     let work = settlements::with_work_left(&mut pooled.tx(), ("", ""), 10)
         .await

@@ -69,7 +69,7 @@ async fn open_merchant(db: &Db) {
     let row = MerchantRow {
         id: MERCHANT.into(),
         organization_name: "M".into(),
-        status: "active".into(),
+        status: tern_schema::vocabulary::MerchantStatus::Active,
         created_at: at(0),
         updated_at: at(0),
     };
@@ -118,11 +118,11 @@ fn creation(step: usize, key: &str, quote: &QuoteRow, answered: bool) -> Plan {
         rate: quote.rate.clone(),
         platform_fee_minor: quote.platform_fee_minor,
         network_fee_minor: quote.network_fee_minor,
-        status: "pending".into(),
-        leg1_status: "not_started".into(),
+        status: tern_schema::vocabulary::TransferStatus::Pending,
+        leg1_status: tern_schema::vocabulary::LegStatus::NotStarted,
         leg1_client_secret: None,
         leg1_next_action_type: None,
-        leg2_status: "not_started".into(),
+        leg2_status: tern_schema::vocabulary::LegStatus::NotStarted,
         failure_reason: None,
         conversion_transaction_id: None,
         compensation_attempt: 0,
@@ -241,9 +241,9 @@ fn next_plan(rng: &mut Rng, step: usize, model: &Model, moved: &BTreeSet<String>
     let mut expected = current.version;
     next.version += 1;
     next.updated_at = at(step);
-    next.status = rng.pick(STATUSES);
-    next.leg1_status = rng.pick(LEG_STATUSES);
-    next.leg2_status = rng.pick(LEG_STATUSES);
+    next.status = rng.pick(STATUSES).parse().expect("a transfer status");
+    next.leg1_status = rng.pick(LEG_STATUSES).parse().expect("a leg status");
+    next.leg2_status = rng.pick(LEG_STATUSES).parse().expect("a leg status");
     next.compensation_attempt += rng.below(2) as i32;
     next.next_attempt_at = (rng.below(3) != 0).then(|| at(step + 30));
     match rng.below(6) {

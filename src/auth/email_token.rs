@@ -16,21 +16,15 @@ pub const PASSWORD_RESET_TTL: Duration = Duration::from_secs(3_600);
 /// looked up at all.
 pub const TOKEN_LENGTH_MAX: usize = 128;
 
-/// The two things a mailed token can prove.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Purpose {
-    VerifyEmail,
-    PasswordReset,
+tern_schema::text_enum! {
+    /// The two things a mailed token can prove.
+    pub enum Purpose {
+        VerifyEmail = "verify_email",
+        PasswordReset = "password_reset",
+    }
 }
 
 impl Purpose {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Purpose::VerifyEmail => email_tokens::PURPOSE_VERIFY_EMAIL,
-            Purpose::PasswordReset => email_tokens::PURPOSE_PASSWORD_RESET,
-        }
-    }
-
     pub fn ttl(self) -> Duration {
         match self {
             Purpose::VerifyEmail => VERIFY_EMAIL_TTL,

@@ -96,7 +96,7 @@ pub async fn register(
     let merchant = MerchantRow {
         id: Uuid::new_v4().to_string(),
         organization_name: name.clone(),
-        status: MerchantStatus::Active.as_str().to_owned(),
+        status: MerchantStatus::Active,
         created_at: now,
         updated_at: now,
     };

@@ -167,7 +167,7 @@ pub async fn entries(
             |(entry, status, settlement_key, pending_transaction_id)| LedgerEntry {
                 id: entry.id,
                 transaction_id: entry.transaction_id,
-                direction: entry.direction,
+                direction: entry.direction.to_string(),
                 amount_minor: entry.amount_minor,
                 status,
                 settlement_key,

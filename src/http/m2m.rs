@@ -83,7 +83,7 @@ pub async fn register(
     let merchant = MerchantRow {
         id: merchant_id.to_string(),
         organization_name,
-        status: MerchantStatus::Active.as_str().to_owned(),
+        status: MerchantStatus::Active,
         created_at: now,
         updated_at: now,
     };

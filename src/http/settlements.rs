@@ -144,14 +144,14 @@ pub fn view(row: &SettlementRow) -> Settlement {
     };
     Settlement {
         idempotency_key: row.idempotency_key.clone(),
-        method: row.method.clone(),
+        method: row.method.to_string(),
         amount,
         asset: row.asset.clone(),
         source: row.source.clone(),
         destination: row.destination.clone(),
         recipient_name: row.recipient_name.clone(),
         reference: row.reference.clone(),
-        status: row.status.clone(),
+        status: row.status.to_string(),
         attempt: row.attempt,
         created_at: as_utc(row.created_at),
         updated_at: as_utc(row.updated_at),
@@ -304,7 +304,7 @@ fn validate_submit(
             intent: SettlementIntent {
                 merchant_id: caller.merchant_id.clone(),
                 idempotency_key: key.to_string(),
-                method: method.as_str().to_owned(),
+                method,
                 currency: currency.code.to_owned(),
                 amount_minor,
                 asset,
@@ -497,7 +497,8 @@ pub async fn list(
     let rows = store::list(
         &mut pooled.tx(),
         &caller.merchant_id,
-        query.status.as_deref(),
+        // Validated above: `None` only when no filter was asked for.
+        query.status.as_deref().and_then(Status::parse),
         limit,
     )
     .await?;
@@ -602,7 +603,7 @@ pub async fn reverse(
     match outcome {
         ReverseOutcome::Reversed(row) => Ok(HttpResponse::Ok().json(ReverseResponse {
             idempotency_key: row.idempotency_key.clone(),
-            status: row.status.clone(),
+            status: row.status.to_string(),
             attempt: row.attempt,
             action_code: row.action_code.clone(),
             approval_code: row.approval_code.clone(),

@@ -140,7 +140,7 @@ pub fn view(row: &TransferRow) -> Transfer {
     Transfer {
         id: row.id.clone(),
         flow: row.flow.clone(),
-        status: row.status.clone(),
+        status: row.status.to_string(),
         quote_id: row.quote_id.clone(),
         send_currency: row.send_currency.clone(),
         send_amount: canonical_amount(fiat, row.send_amount_minor),
@@ -157,7 +157,7 @@ pub fn view(row: &TransferRow) -> Transfer {
                 index: 1,
                 kind: "card_charge".into(),
                 settlement_key: row.leg1_key.clone(),
-                status: row.leg1_status.clone(),
+                status: row.leg1_status.to_string(),
                 client_secret: row.leg1_client_secret.clone(),
                 next_action_type: row.leg1_next_action_type.clone(),
             },
@@ -165,7 +165,7 @@ pub fn view(row: &TransferRow) -> Transfer {
                 index: 2,
                 kind: "on_chain".into(),
                 settlement_key: row.leg2_key.clone(),
-                status: row.leg2_status.clone(),
+                status: row.leg2_status.to_string(),
                 client_secret: None,
                 next_action_type: None,
             },
@@ -405,7 +405,8 @@ pub async fn list(
     let (rows, total) = store::list(
         &mut pooled.tx(),
         &caller.merchant_id,
-        query.status.as_deref(),
+        // Validated above: `None` only when no filter was asked for.
+        query.status.as_deref().and_then(Status::parse),
         limit,
         offset,
     )

@@ -303,7 +303,7 @@ fn delivery_view((event, attempts): (WebhookEventRow, Vec<WebhookAttemptRow>)) -
         event_id: event.id,
         event_type: event.event_type,
         transfer_id: event.transfer_id,
-        status: event.status,
+        status: event.status.to_string(),
         attempts: event.attempts,
         next_attempt_at: event.next_attempt_at.map(as_utc),
         delivered_at: event.delivered_at.map(as_utc),
@@ -341,7 +341,10 @@ pub async fn deliveries(
         if Status::parse(status).is_none() {
             errors.insert(
                 "status".into(),
-                format!("must be one of {}", store::STATUSES.join(", ")),
+                format!(
+                    "must be one of {}",
+                    store::STATUSES.map(Status::as_str).join(", ")
+                ),
             );
         }
     }
@@ -360,7 +363,8 @@ pub async fn deliveries(
         &mut pooled.tx(),
         &caller.merchant_id,
         query.transfer_id.as_deref(),
-        query.status.as_deref(),
+        // Validated above: `None` only when no filter was asked for.
+        query.status.as_deref().and_then(Status::parse),
         limit,
     )
     .await?;

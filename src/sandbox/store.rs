@@ -25,97 +25,49 @@ pub const EXECUTIONS_LISTED_MAX: usize = 1_000;
 /// Longest idempotency key accepted.
 pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 255;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Target {
-    Acquirer,
-    CardPush,
-    Custodian,
-    Issuer,
-    Push,
-}
-
-impl Target {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Target::Acquirer => "acquirer",
-            Target::CardPush => "card_push",
-            Target::Custodian => "custodian",
-            Target::Issuer => "issuer",
-            Target::Push => "push",
-        }
-    }
-
-    fn parse(value: &str) -> Option<Target> {
-        [
-            Target::Acquirer,
-            Target::CardPush,
-            Target::Custodian,
-            Target::Issuer,
-            Target::Push,
-        ]
-        .into_iter()
-        .find(|t| t.as_str() == value)
+tern_schema::text_enum! {
+    #[derive(PartialOrd, Ord)]
+    pub enum Target {
+        Acquirer = "acquirer",
+        CardPush = "card_push",
+        Custodian = "custodian",
+        Issuer = "issuer",
+        Push = "push",
     }
 }
 
-/// What a provider operation does; the execution log's `operation`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Operation {
-    Charge,
-    Refund,
-    Push,
-    Reversal,
-    Payout,
-    /// A push notification to one device.
-    Message,
-    /// A card issued.
-    Issue,
-    /// A card's status changed at the issuer.
-    Status,
-    /// A card provisioned into a mobile wallet.
-    Wallet,
-}
-
-impl Operation {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Charge => "charge",
-            Operation::Refund => "refund",
-            Operation::Push => "push",
-            Operation::Reversal => "reversal",
-            Operation::Payout => "payout",
-            Operation::Message => "message",
-            Operation::Issue => "issue",
-            Operation::Status => "status",
-            Operation::Wallet => "wallet",
-        }
+tern_schema::text_enum! {
+    /// What a provider operation does; the execution log's `operation`.
+    pub enum Operation {
+        Charge = "charge",
+        Refund = "refund",
+        Push = "push",
+        Reversal = "reversal",
+        Payout = "payout",
+        /// A push notification to one device.
+        Message = "message",
+        /// A card issued.
+        Issue = "issue",
+        /// A card's status changed at the issuer.
+        Status = "status",
+        /// A card provisioned into a mobile wallet.
+        Wallet = "wallet",
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultMode {
-    Decline,
-    Fail,
-    Transient,
-    TimeoutAfterSuccess,
-    Slow,
-    /// Refunds, reversals and payouts answer pending and complete later.
-    ReversalPending,
+tern_schema::text_enum! {
+    pub enum FaultMode {
+        Decline = "decline",
+        Fail = "fail",
+        Transient = "transient",
+        TimeoutAfterSuccess = "timeout_after_success",
+        Slow = "slow",
+        /// Refunds, reversals and payouts answer pending and complete later.
+        ReversalPending = "reversal_pending",
+    }
 }
 
 impl FaultMode {
-    fn parse(value: &str) -> Option<FaultMode> {
-        Some(match value {
-            "decline" => FaultMode::Decline,
-            "fail" => FaultMode::Fail,
-            "transient" => FaultMode::Transient,
-            "timeout_after_success" => FaultMode::TimeoutAfterSuccess,
-            "slow" => FaultMode::Slow,
-            "reversal_pending" => FaultMode::ReversalPending,
-            _ => return None,
-        })
-    }
-
     /// A fault that cannot change an operation is not spent on it.
     fn applies_to(self, operation: Operation) -> bool {
         match self {

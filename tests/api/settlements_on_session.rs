@@ -28,7 +28,7 @@ async fn leg(app: &TestApp, merchant: &Merchant, source: &str, payment_method: &
         SettlementIntent {
             merchant_id: merchant.merchant_id.clone(),
             idempotency_key: key.clone(),
-            method: "card_charge".into(),
+            method: tern_schema::vocabulary::SettlementMethod::CardCharge,
             currency: "USD".into(),
             amount_minor: 2_500,
             asset: None,

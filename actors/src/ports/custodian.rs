@@ -4,63 +4,7 @@ use async_trait::async_trait;
 
 use super::{ProviderError, RequestKeys};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Network {
-    Tron,
-    Ethereum,
-    Polygon,
-    Bsc,
-}
-
-impl Network {
-    pub const ALL: [Network; 4] = [
-        Network::Tron,
-        Network::Ethereum,
-        Network::Polygon,
-        Network::Bsc,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Network::Tron => "tron",
-            Network::Ethereum => "ethereum",
-            Network::Polygon => "polygon",
-            Network::Bsc => "bsc",
-        }
-    }
-
-    pub fn parse(value: &str) -> Option<Network> {
-        Network::ALL.into_iter().find(|n| n.as_str() == value)
-    }
-
-    /// Tron addresses are base58check `T...`; the others are EVM `0x` + hex.
-    pub fn is_evm(self) -> bool {
-        !matches!(self, Network::Tron)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Asset {
-    Usdt,
-    Usdc,
-}
-
-impl Asset {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Asset::Usdt => "USDT",
-            Asset::Usdc => "USDC",
-        }
-    }
-
-    pub fn parse(value: &str) -> Option<Asset> {
-        match value {
-            "USDT" => Some(Asset::Usdt),
-            "USDC" => Some(Asset::Usdc),
-            _ => None,
-        }
-    }
-}
+pub use tern_schema::vocabulary::{Asset, Network};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PayoutRequest {

@@ -8,23 +8,15 @@ use chrono::NaiveDateTime;
 
 use super::ProviderError;
 
-/// Card networks a program issues on (decisions §1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CardNetwork {
-    Visa,
-    Mastercard,
+tern_schema::text_enum! {
+    /// Card networks a program issues on (decisions §1).
+    pub enum CardNetwork {
+        Visa = "visa",
+        Mastercard = "mastercard",
+    }
 }
 
 impl CardNetwork {
-    pub const ALL: [CardNetwork; 2] = [CardNetwork::Visa, CardNetwork::Mastercard];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CardNetwork::Visa => "visa",
-            CardNetwork::Mastercard => "mastercard",
-        }
-    }
-
     /// The name shown to people: `Visa **** 4242`.
     pub fn display_name(self) -> &'static str {
         match self {
@@ -32,31 +24,13 @@ impl CardNetwork {
             CardNetwork::Mastercard => "Mastercard",
         }
     }
-
-    pub fn parse(value: &str) -> Option<CardNetwork> {
-        CardNetwork::ALL.into_iter().find(|n| n.as_str() == value)
-    }
 }
 
-/// Mobile wallets a token can be provisioned into (decisions §1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Wallet {
-    ApplePay,
-    GooglePay,
-}
-
-impl Wallet {
-    pub const ALL: [Wallet; 2] = [Wallet::ApplePay, Wallet::GooglePay];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Wallet::ApplePay => "apple_pay",
-            Wallet::GooglePay => "google_pay",
-        }
-    }
-
-    pub fn parse(value: &str) -> Option<Wallet> {
-        Wallet::ALL.into_iter().find(|w| w.as_str() == value)
+tern_schema::text_enum! {
+    /// Mobile wallets a token can be provisioned into (decisions §1).
+    pub enum Wallet {
+        ApplePay = "apple_pay",
+        GooglePay = "google_pay",
     }
 }
 
@@ -85,23 +59,13 @@ pub struct IssuedCard {
     pub expiry_year: i32,
 }
 
-/// The card status the issuer mirrors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IssuerStatus {
-    Active,
-    Frozen,
-    Blocked,
-    Closed,
-}
-
-impl IssuerStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IssuerStatus::Active => "active",
-            IssuerStatus::Frozen => "frozen",
-            IssuerStatus::Blocked => "blocked",
-            IssuerStatus::Closed => "closed",
-        }
+tern_schema::text_enum! {
+    /// The card status the issuer mirrors.
+    pub enum IssuerStatus {
+        Active = "active",
+        Frozen = "frozen",
+        Blocked = "blocked",
+        Closed = "closed",
     }
 }
 

@@ -6,25 +6,11 @@ use async_trait::async_trait;
 
 use super::ProviderError;
 
-/// The device's operating system, which picks the push service (APNs, FCM).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Platform {
-    Ios,
-    Android,
-}
-
-impl Platform {
-    pub const ALL: [Platform; 2] = [Platform::Ios, Platform::Android];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Platform::Ios => "ios",
-            Platform::Android => "android",
-        }
-    }
-
-    pub fn parse(value: &str) -> Option<Platform> {
-        Platform::ALL.into_iter().find(|p| p.as_str() == value)
+tern_schema::text_enum! {
+    /// The device's operating system, which picks the push service (APNs, FCM).
+    pub enum Platform {
+        Ios = "ios",
+        Android = "android",
     }
 }
 

@@ -21,6 +21,7 @@ mod figures;
 mod kind;
 mod recovery;
 mod registry;
+pub mod step;
 pub mod timers;
 pub mod version;
 mod wakes;
@@ -46,6 +47,7 @@ pub use registry::{
     MAILBOX_CAPACITY_DEFAULT, RECOVERY_CONCURRENCY_MAX, RESTART_BURST_MAX, RESTART_WINDOW,
     STUCK_AFTER_DEFAULT, SUPERVISE_INTERVAL_DEFAULT,
 };
+pub use step::{Step, StepError, VersionedRow};
 pub use timers::{TimerConfig, TimerSpec};
 pub use version::Versioned;
 pub use wakes::WAKES_PENDING_MAX;

@@ -9,18 +9,18 @@ use serde_json::json;
 use tern_schema::audit::{AuditActor, AuditRecord};
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::SettlementRow;
-use tern_schema::plan::{LedgerWrite, Plan, RowMove};
+use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::settlements;
-use tern_schema::types::utc_now;
-use tern_schema::{Db, DieselError, PlanError, StoreError};
+use tern_schema::{Db, StoreError};
 
-use super::machine::{self, Effect, Event, Method, Rejected, RetryPolicy, Status};
+use super::machine::{self, Effect, Event, Method, Rejected, RetryPolicy, Reversal, Status};
 use super::parent::Parents;
 use super::providers::Providers;
 use super::record::{apply_state, entity_id, split_entity_id, state_of};
 use crate::runtime::timers;
 use crate::runtime::{
-    EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec, Transition,
+    self, EntityEnv, EntityKind, RuntimeError, RuntimeResult, StepError, TimerFiring, TimerSpec,
+    Transition,
 };
 
 /// Payload of a settlement's due timer (retry, or a pending operation's check).
@@ -94,45 +94,14 @@ impl Origin {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-enum StepError {
-    #[error(transparent)]
-    Runtime(#[from] RuntimeError),
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
-}
-
-impl From<PlanError> for StepError {
-    fn from(error: PlanError) -> Self {
-        match error {
-            PlanError::Ledger(refused) => StepError::Ledger(refused),
-            other => StepError::Runtime(other.into()),
-        }
-    }
-}
-
-impl From<StoreError> for StepError {
-    fn from(error: StoreError) -> Self {
-        StepError::Runtime(error.into())
-    }
-}
-
-impl From<DieselError> for StepError {
-    fn from(error: DieselError) -> Self {
-        StepError::Runtime(error.into())
-    }
-}
-
-impl From<StepError> for RuntimeError {
-    fn from(error: StepError) -> Self {
-        match error {
-            StepError::Runtime(error) => error,
-            StepError::Ledger(LedgerError::Store(error)) => error.into(),
-            StepError::Ledger(other) => RuntimeError::Store(StoreError::Unavailable(format!(
-                "ledger refused a settlement transition: {other}"
-            ))),
-        }
-    }
+/// A settlement's ledger refusal (other than a refund's shortfall, which
+/// [`reverse`] answers) is not the caller's to fix: the edge answers 503.
+fn runtime_error(error: StepError) -> RuntimeError {
+    error.into_runtime(|other| {
+        RuntimeError::Store(StoreError::Unavailable(format!(
+            "ledger refused a settlement transition: {other}"
+        )))
+    })
 }
 
 enum Step {
@@ -231,18 +200,18 @@ impl EntityKind for SettlementKind {
     }
 
     fn on_activate(row: &SettlementRow) -> Option<SettlementCommand> {
-        match (row.status.as_str(), row.reversal.as_str()) {
-            ("pending", _) => Some(SettlementCommand::Start),
+        match (row.status, row.reversal) {
+            (Status::Pending, _) => Some(SettlementCommand::Start),
             // A call may have left before the process stopped: ask first.
-            ("in_flight", _) => Some(SettlementCommand::Resume),
-            ("succeeded", "in_flight") => Some(SettlementCommand::Resume),
+            (Status::InFlight, _) => Some(SettlementCommand::Resume),
+            (Status::Succeeded, Reversal::InFlight) => Some(SettlementCommand::Resume),
             _ => None,
         }
     }
 }
 
 fn has_work_left(row: &SettlementRow) -> bool {
-    matches!(row.status.as_str(), "pending" | "in_flight" | "retrying") || row.reversal != "none"
+    Status::ACTIVE.contains(&row.status) || row.reversal != Reversal::None
 }
 
 /// Applies one event and schedules the provider work its effects ask for.
@@ -254,7 +223,10 @@ async fn advance(
     origin: Origin,
 ) -> RuntimeResult<Transition<SettlementKind>> {
     let label = format!("{event:?}");
-    match step(&env, &row, event, firing.as_ref(), &origin).await? {
+    match step(&env, &row, event, firing.as_ref(), &origin)
+        .await
+        .map_err(runtime_error)?
+    {
         Step::Moved { row, effects } => Ok(follow_up(&env, *row, &effects)),
         Step::Rejected(rejected) => {
             // A late or repeated answer (a timer outliving its purpose, an
@@ -306,11 +278,11 @@ fn resume(env: EntityEnv<SettlementContext>, row: SettlementRow) -> Transition<S
     let providers = env.ctx.providers.clone();
     let sent = row.clone();
     let transition = Transition::new(row.clone(), SettlementReply::Ack);
-    match (row.status.as_str(), row.reversal.as_str()) {
-        ("in_flight", _) => transition.with_follow_up(async move {
+    match (row.status, row.reversal) {
+        (Status::InFlight, _) => transition.with_follow_up(async move {
             Some(SettlementCommand::Provider(providers.inquire(&sent).await))
         }),
-        ("succeeded", "in_flight") => transition.with_follow_up(async move {
+        (Status::Succeeded, Reversal::InFlight) => transition.with_follow_up(async move {
             Some(SettlementCommand::Provider(
                 providers.inquire_reversal(&sent).await.event,
             ))
@@ -326,15 +298,17 @@ fn nudge(env: EntityEnv<SettlementContext>, row: SettlementRow) -> Transition<Se
     let providers = env.ctx.providers.clone();
     let sent = row.clone();
     let transition = Transition::new(row.clone(), SettlementReply::Ack);
-    match (row.status.as_str(), row.reversal.as_str()) {
-        ("in_flight", _) => transition.with_follow_up(async move {
+    match (row.status, row.reversal) {
+        (Status::InFlight, _) => transition.with_follow_up(async move {
             Some(SettlementCommand::Provider(providers.inquire(&sent).await))
         }),
-        (_, "in_flight" | "pending_at_provider") => transition.with_follow_up(async move {
-            Some(SettlementCommand::Provider(
-                providers.inquire_reversal(&sent).await.event,
-            ))
-        }),
+        (_, Reversal::InFlight | Reversal::PendingAtProvider) => {
+            transition.with_follow_up(async move {
+                Some(SettlementCommand::Provider(
+                    providers.inquire_reversal(&sent).await.event,
+                ))
+            })
+        }
         _ => {
             tracing::debug!(settlement = %env.id, status = %row.status, "nudge ignored: nothing under way");
             transition
@@ -361,12 +335,15 @@ async fn reverse(
             let reply = SettlementReply::Reverse(ReverseOutcome::InsufficientFunds);
             return Ok(Transition::new(row, reply));
         }
-        Err(error) => return Err(error.into()),
+        Err(error) => return Err(runtime_error(error)),
     };
     tracing::info!(settlement = %env.id, %reason, "reversal requested");
     let answer = env.ctx.providers.reverse(&reversing).await;
     let event = answer.event.clone();
-    let settled = match step(&env, &reversing, event.clone(), None, &origin).await? {
+    let settled = match step(&env, &reversing, event.clone(), None, &origin)
+        .await
+        .map_err(runtime_error)?
+    {
         Step::Moved { row, .. } => *row,
         Step::Rejected(rejected) => {
             return Err(RuntimeError::Unavailable(format!(
@@ -405,28 +382,17 @@ async fn step(
         Ok(moved) => moved,
         Err(rejected) => return Ok(Step::Rejected(rejected)),
     };
-    let mut next = apply_state(row, &next_state);
-    next.version = crate::runtime::version::next_version(row.version);
-    next.updated_at = utc_now();
-    let mut plan = Plan {
-        completes_timer: firing.map(TimerFiring::claim),
-        ..Plan::default()
-    };
+    let mut planned = runtime::Step::begin(row, apply_state(row, &next_state), firing);
     for effect in &effects {
-        book(&mut plan, &mut next, effect, &env.id);
+        book(&mut planned.plan, &mut planned.next, effect, &env.id);
     }
-    plan.moves.push(RowMove::Settlement {
-        row: next.clone(),
-        expected_version: row.version,
-    });
-    plan.audit = audit_step(row, &next, origin);
-    // Group-committed with other transitions: durable when this returns Ok.
-    env.db.commit(plan).await?;
+    let audit = audit_step(row, &planned.next, origin);
+    let (next, _) = planned.commit(&env.db, audit).await?;
     if leg_moved(row, &next) {
         env.ctx.parents.notify(&next);
     }
     if next.status != row.status {
-        crate::metrics::transition("settlement", &row.status, &next.status);
+        crate::metrics::transition("settlement", row.status.as_str(), next.status.as_str());
         tracing::info!(
             settlement = %env.id,
             from = %row.status,
@@ -455,7 +421,7 @@ fn leg_moved(before: &SettlementRow, after: &SettlementRow) -> bool {
 /// The bookkeeping of one effect: what it adds to the transition's plan,
 /// and the ledger ids it shows on the row.
 fn book(plan: &mut Plan, next: &mut SettlementRow, effect: &Effect, entity: &str) {
-    let method = Method::parse(&next.method);
+    let method = next.method;
     match effect {
         Effect::CreditFunding => {
             let id = match next.funding_transaction_id.clone() {
@@ -499,7 +465,7 @@ fn book(plan: &mut Plan, next: &mut SettlementRow, effect: &Effect, entity: &str
             }
         }
         Effect::PostReversal => match method {
-            Some(Method::CardCharge) => {
+            Method::CardCharge => {
                 if let Some(hold) = next.reversal_transaction_id.take() {
                     next.reversal_transaction_id = Some(post(plan, hold));
                 }
@@ -603,7 +569,7 @@ fn audit_step(before: &SettlementRow, after: &SettlementRow, origin: &Origin) ->
         data,
     };
     let mut records = Vec::new();
-    if before.reversal == "none" && after.reversal != "none" {
+    if before.reversal == Reversal::None && after.reversal != Reversal::None {
         records.push(record(
             "settlement.reversal_requested",
             json!({"method": after.method}),
@@ -618,7 +584,7 @@ fn audit_step(before: &SettlementRow, after: &SettlementRow, origin: &Origin) ->
             "action_code": after.action_code,
         });
         records.push(record("settlement.status_changed", data));
-        if after.status == Status::Reversed.as_str() {
+        if after.status == Status::Reversed {
             let data = json!({"reversal_transaction_id": after.reversal_transaction_id});
             records.push(record("settlement.reversed", data));
         }

@@ -14,79 +14,9 @@
 
 use chrono::{DateTime, Duration, Utc};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    CardCharge,
-    CardPush,
-    OnChain,
-}
-
-impl Method {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::CardCharge => "card_charge",
-            Method::CardPush => "card_push",
-            Method::OnChain => "on_chain",
-        }
-    }
-
-    pub fn parse(code: &str) -> Option<Method> {
-        [Method::CardCharge, Method::CardPush, Method::OnChain]
-            .into_iter()
-            .find(|m| m.as_str() == code)
-    }
-
-    /// card_push and on_chain hold the amount on the source at creation;
-    /// card_charge reserves its credit then, and credits it on success.
-    pub fn holds_funds(self) -> bool {
-        !matches!(self, Method::CardCharge)
-    }
-
-    /// Only charges (refund) and pushes (reversal) can be reversed.
-    pub fn reversible(self) -> bool {
-        !matches!(self, Method::OnChain)
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    Pending,
-    InFlight,
-    Retrying,
-    Succeeded,
-    Failed,
-    Reversed,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Pending => "pending",
-            Status::InFlight => "in_flight",
-            Status::Retrying => "retrying",
-            Status::Succeeded => "succeeded",
-            Status::Failed => "failed",
-            Status::Reversed => "reversed",
-        }
-    }
-
-    pub fn parse(code: &str) -> Option<Status> {
-        [
-            Status::Pending,
-            Status::InFlight,
-            Status::Retrying,
-            Status::Succeeded,
-            Status::Failed,
-            Status::Reversed,
-        ]
-        .into_iter()
-        .find(|s| s.as_str() == code)
-    }
-
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Status::Failed | Status::Reversed)
-    }
-}
+pub use tern_schema::vocabulary::{
+    Reversal, SettlementMethod as Method, SettlementStatus as Status,
+};
 
 /// What the provider reported for the settlement's operation.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -97,16 +27,6 @@ pub struct Execution {
     pub transaction_identifier: Option<String>,
     pub approval_code: Option<String>,
     pub action_code: Option<String>,
-}
-
-/// Where a reversal stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reversal {
-    None,
-    /// Sent (or to be sent) to the provider; the outcome is not known yet.
-    InFlight,
-    /// The provider accepted it and will finish later.
-    PendingAtProvider,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

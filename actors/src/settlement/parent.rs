@@ -72,7 +72,7 @@ mod tests {
             SettlementIntent {
                 merchant_id: "m".into(),
                 idempotency_key: key.into(),
-                method: "card_charge".into(),
+                method: tern_schema::vocabulary::SettlementMethod::CardCharge,
                 currency: "USD".into(),
                 amount_minor: 100,
                 asset: None,

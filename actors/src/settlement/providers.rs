@@ -48,8 +48,8 @@ impl Providers {
             idempotency_key: provider_key(row),
             settlement_key: row.idempotency_key.clone(),
         };
-        match Method::parse(&row.method) {
-            Some(Method::CardCharge) => {
+        match row.method {
+            Method::CardCharge => {
                 let request = ChargeRequest {
                     keys,
                     amount_minor: row.amount_minor,
@@ -61,7 +61,7 @@ impl Providers {
                 };
                 self.charge_event(self.acquirer.charge(&request).await, row.on_session())
             }
-            Some(Method::CardPush) => {
+            Method::CardPush => {
                 let request = PushRequest {
                     keys,
                     amount_minor: row.amount_minor,
@@ -71,7 +71,7 @@ impl Providers {
                 };
                 self.push_event(self.card_push.push(&request).await)
             }
-            Some(Method::OnChain) => {
+            Method::OnChain => {
                 let Some((network, wallet)) = on_chain_destination(&row.destination) else {
                     return declined("invalid_destination");
                 };
@@ -89,25 +89,24 @@ impl Providers {
                 };
                 self.payout_event(self.custodian.payout(&request).await)
             }
-            None => declined("unknown_method"),
         }
     }
 
     /// Asks what became of the operation sent under the provider key.
     pub async fn inquire(&self, row: &SettlementRow) -> Event {
         let key = provider_key(row);
-        match Method::parse(&row.method) {
-            Some(Method::CardCharge) => match self.acquirer.lookup_charge(&key).await {
+        match row.method {
+            Method::CardCharge => match self.acquirer.lookup_charge(&key).await {
                 Ok(None) => Event::InquiryFoundNothing,
                 Ok(Some(outcome)) => self.charge_event(Ok(outcome), row.on_session()),
                 Err(error) => self.error_event(error),
             },
-            Some(Method::CardPush) => match self.card_push.inquiry(&key).await {
+            Method::CardPush => match self.card_push.inquiry(&key).await {
                 Ok(None) => Event::InquiryFoundNothing,
                 Ok(Some(outcome)) => self.push_event(Ok(outcome)),
                 Err(error) => self.error_event(error),
             },
-            Some(Method::OnChain) => {
+            Method::OnChain => {
                 let Some((network, _)) = on_chain_destination(&row.destination) else {
                     return declined("invalid_destination");
                 };
@@ -117,7 +116,6 @@ impl Providers {
                     Err(error) => self.error_event(error),
                 }
             }
-            None => declined("unknown_method"),
         }
     }
 
@@ -127,8 +125,8 @@ impl Providers {
             idempotency_key: reversal_key(row),
             settlement_key: row.idempotency_key.clone(),
         };
-        match Method::parse(&row.method) {
-            Some(Method::CardCharge) => {
+        match row.method {
+            Method::CardCharge => {
                 let request = RefundRequest {
                     keys,
                     charge_id: row.provider_id.clone().unwrap_or_default(),
@@ -137,7 +135,7 @@ impl Providers {
                 };
                 self.refund_answer(self.acquirer.refund(&request).await)
             }
-            Some(Method::CardPush) => {
+            Method::CardPush => {
                 let request = ReversalRequest {
                     keys,
                     original_transaction_identifier: row
@@ -159,13 +157,13 @@ impl Providers {
     /// Asks what became of the reversal sent under its key.
     pub async fn inquire_reversal(&self, row: &SettlementRow) -> ReversalAnswer {
         let key = reversal_key(row);
-        match Method::parse(&row.method) {
-            Some(Method::CardCharge) => match self.acquirer.lookup_refund(&key).await {
+        match row.method {
+            Method::CardCharge => match self.acquirer.lookup_refund(&key).await {
                 Ok(None) => nothing_found(),
                 Ok(Some(outcome)) => self.refund_answer(Ok(outcome)),
                 Err(error) => self.reversal_unsettled(error),
             },
-            Some(Method::CardPush) => match self.card_push.reversal_inquiry(&key).await {
+            Method::CardPush => match self.card_push.reversal_inquiry(&key).await {
                 Ok(None) => nothing_found(),
                 Ok(Some(outcome)) => self.push_reversal_answer(Ok(outcome)),
                 Err(error) => self.reversal_unsettled(error),

@@ -5,7 +5,7 @@
 use tern_schema::models::SettlementRow;
 use tern_schema::types::as_utc;
 
-use super::machine::{Execution, Method, Reversal, State, Status};
+use super::machine::{Execution, State};
 
 /// The actor id of a settlement: keys are scoped per merchant.
 pub fn entity_id(merchant_id: &str, key: &str) -> String {
@@ -29,24 +29,6 @@ pub fn reversal_key(row: &SettlementRow) -> String {
     format!("{}_{}_reversal", row.merchant_id, row.idempotency_key)
 }
 
-pub fn reversal_code(reversal: Reversal) -> &'static str {
-    match reversal {
-        Reversal::None => "none",
-        Reversal::InFlight => "in_flight",
-        Reversal::PendingAtProvider => "pending_at_provider",
-    }
-}
-
-fn parse_reversal(code: &str) -> Option<Reversal> {
-    [
-        Reversal::None,
-        Reversal::InFlight,
-        Reversal::PendingAtProvider,
-    ]
-    .into_iter()
-    .find(|r| reversal_code(*r) == code)
-}
-
 /// A row the machine cannot read (an unknown code) is corruption, not input.
 #[derive(Debug, thiserror::Error)]
 #[error("settlement {key} holds an unknown {field} `{value}`")]
@@ -63,8 +45,8 @@ pub fn state_of(row: &SettlementRow) -> Result<State, CorruptRow> {
         value: value.to_owned(),
     };
     Ok(State {
-        status: Status::parse(&row.status).ok_or_else(|| corrupt("status", &row.status))?,
-        method: Method::parse(&row.method).ok_or_else(|| corrupt("method", &row.method))?,
+        status: row.status,
+        method: row.method,
         attempt: u32::try_from(row.attempt).map_err(|_| corrupt("attempt", "negative"))?,
         outcome_unknown: row.outcome_unknown,
         next_attempt_at: row.next_attempt_at.map(as_utc),
@@ -77,8 +59,7 @@ pub fn state_of(row: &SettlementRow) -> Result<State, CorruptRow> {
             action_code: row.action_code.clone(),
         },
         failure_reason: row.failure_reason.clone(),
-        reversal: parse_reversal(&row.reversal)
-            .ok_or_else(|| corrupt("reversal", &row.reversal))?,
+        reversal: row.reversal,
         client_secret: row.client_secret.clone(),
         next_action_type: row.next_action_type.clone(),
     })
@@ -88,7 +69,7 @@ pub fn state_of(row: &SettlementRow) -> Result<State, CorruptRow> {
 /// and timestamps are the caller's).
 pub fn apply_state(row: &SettlementRow, state: &State) -> SettlementRow {
     SettlementRow {
-        status: state.status.as_str().to_owned(),
+        status: state.status,
         attempt: i32::try_from(state.attempt).unwrap_or(i32::MAX),
         outcome_unknown: state.outcome_unknown,
         next_attempt_at: state.next_attempt_at.map(|at| at.naive_utc()),
@@ -99,7 +80,7 @@ pub fn apply_state(row: &SettlementRow, state: &State) -> SettlementRow {
         approval_code: state.execution.approval_code.clone(),
         action_code: state.execution.action_code.clone(),
         failure_reason: state.failure_reason.clone(),
-        reversal: reversal_code(state.reversal).to_owned(),
+        reversal: state.reversal,
         client_secret: state.client_secret.clone(),
         next_action_type: state.next_action_type.clone(),
         ..row.clone()
@@ -109,6 +90,7 @@ pub fn apply_state(row: &SettlementRow, state: &State) -> SettlementRow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settlement::machine::{Method, Reversal, Status};
     use tern_schema::models::SettlementIntent;
     use tern_schema::types::utc_now;
 
@@ -117,7 +99,7 @@ mod tests {
             SettlementIntent {
                 merchant_id: "m".into(),
                 idempotency_key: "k".into(),
-                method: "card_push".into(),
+                method: Method::CardPush,
                 currency: "USD".into(),
                 amount_minor: 100,
                 asset: None,
@@ -149,8 +131,8 @@ mod tests {
     #[test]
     fn unknown_codes_are_corruption() {
         let mut bad = row();
-        bad.status = "lost".into();
-        assert_eq!(state_of(&bad).expect_err("corrupt").field, "status");
+        bad.attempt = -1;
+        assert_eq!(state_of(&bad).expect_err("corrupt").field, "attempt");
     }
 
     #[test]

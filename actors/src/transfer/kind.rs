@@ -7,12 +7,11 @@
 use chrono::{NaiveDateTime, Utc};
 use serde_json::json;
 use tern_schema::audit::{AuditActor, AuditRecord};
-use tern_schema::ledger::{LedgerError, SystemAccount};
+use tern_schema::ledger::SystemAccount;
 use tern_schema::models::{SettlementIntent, SettlementRow, TransferRow};
-use tern_schema::plan::{Plan, RowMove};
+use tern_schema::plan::Plan;
 use tern_schema::store::{settlements, transfers};
-use tern_schema::types::utc_now;
-use tern_schema::{Db, DieselError, PlanError, StoreError};
+use tern_schema::Db;
 use tracing::Instrument;
 
 use super::machine::{self, Effect, Event, Moved, Observed, Policy, Refund, Rejected, Resume};
@@ -21,10 +20,10 @@ use super::record::{apply_state, state_of};
 use super::refusal;
 use crate::runtime::timers;
 use crate::runtime::{
-    EntityEnv, EntityKind, Registry, RuntimeError, RuntimeResult, TimerFiring, TimerSpec,
-    Transition,
+    EntityEnv, EntityKind, Registry, RuntimeError, RuntimeResult, Step, StepError, TimerFiring,
+    TimerSpec, Transition,
 };
-use crate::settlement::machine::Method;
+use crate::settlement::machine::{Method, Reversal, Status as SettlementStatus};
 use crate::settlement::record::entity_id as settlement_entity_id;
 use crate::settlement::submit::leg_plan;
 use crate::settlement::{
@@ -73,43 +72,9 @@ pub enum TransferReply {
 
 pub struct TransferKind;
 
-#[derive(Debug, thiserror::Error)]
-enum StepError {
-    #[error(transparent)]
-    Runtime(#[from] RuntimeError),
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
-}
-
-impl From<PlanError> for StepError {
-    fn from(error: PlanError) -> Self {
-        match error {
-            PlanError::Ledger(refused) => StepError::Ledger(refused),
-            other => StepError::Runtime(other.into()),
-        }
-    }
-}
-
-impl From<StoreError> for StepError {
-    fn from(error: StoreError) -> Self {
-        StepError::Runtime(error.into())
-    }
-}
-
-impl From<DieselError> for StepError {
-    fn from(error: DieselError) -> Self {
-        StepError::Runtime(error.into())
-    }
-}
-
-impl From<StepError> for RuntimeError {
-    fn from(error: StepError) -> Self {
-        match error {
-            StepError::Runtime(error) => error,
-            StepError::Ledger(LedgerError::Store(error)) => error.into(),
-            other => RuntimeError::Refused(format!("a transfer transition: {other}")),
-        }
-    }
+/// A transfer's ledger refusal will not pass by itself.
+fn runtime_error(error: StepError) -> RuntimeError {
+    error.into_runtime(|other| RuntimeError::Refused(format!("a transfer transition: {other}")))
 }
 
 impl EntityKind for TransferKind {
@@ -151,7 +116,7 @@ impl EntityKind for TransferKind {
     }
 
     fn in_flight_since(row: &TransferRow) -> Option<NaiveDateTime> {
-        let terminal = machine::Status::parse(&row.status).is_none_or(|s| s.is_terminal());
+        let terminal = row.status.is_terminal();
         (!terminal).then_some(row.updated_at)
     }
 
@@ -209,11 +174,11 @@ fn leg_event(row: &TransferRow, settlement_key: &str, observed: Observed) -> Opt
 
 /// What a leg's settlement row shows, in the saga's terms.
 pub fn observe(row: &SettlementRow) -> Observed {
-    match row.status.as_str() {
-        "succeeded" if row.reversal != "none" => Observed::Reversing,
-        "succeeded" => Observed::Succeeded,
-        "reversed" => Observed::Reversed,
-        "failed" => Observed::Failed {
+    match row.status {
+        SettlementStatus::Succeeded if row.reversal != Reversal::None => Observed::Reversing,
+        SettlementStatus::Succeeded => Observed::Succeeded,
+        SettlementStatus::Reversed => Observed::Reversed,
+        SettlementStatus::Failed => Observed::Failed {
             reason: row
                 .failure_reason
                 .clone()
@@ -271,7 +236,7 @@ async fn resume(
         .filter(|leg| leg.transfer_id.as_deref() == Some(transfer_id.as_str()));
     for leg in own {
         let observed = observe(leg);
-        if observed == Observed::Succeeded && row.status == machine::Status::Compensating.as_str() {
+        if observed == Observed::Succeeded && row.status == machine::Status::Compensating {
             // Leg 1 with no refund under way: the request below asks for
             // it at once, where the observation would wait a retry delay.
             continue;
@@ -321,12 +286,12 @@ pub(super) async fn advance(
         let effects = moved.effects.clone();
         match step(env, &row, moved, firing.clone()).await {
             Ok((next, legs)) => {
-                crate::metrics::transition("transfer", &row.status, &next.status);
+                crate::metrics::transition("transfer", row.status.as_str(), next.status.as_str());
                 return Ok(follow_up(env, next, &effects, legs));
             }
             Err(error) => match refusal::refused_leg(env, &row, &effects).await? {
                 Some(refused) => event = refused,
-                None => return Err(error.into()),
+                None => return Err(runtime_error(error)),
             },
         }
     }
@@ -444,28 +409,17 @@ async fn step(
     moved: Moved,
     firing: Option<TimerFiring>,
 ) -> Result<(TransferRow, Vec<SettlementRow>), StepError> {
-    let mut next = apply_state(row, &moved.state);
-    next.version = crate::runtime::version::next_version(row.version);
-    next.updated_at = utc_now();
+    let mut planned = Step::begin(row, apply_state(row, &moved.state), firing.as_ref());
     let Moved {
         effects, statuses, ..
     } = moved;
-    let mut plan = Plan {
-        completes_timer: firing.as_ref().map(TimerFiring::claim),
-        events: env.ctx.outbox.events(&next, &statuses),
-        ..Plan::default()
-    };
+    planned.plan.events = env.ctx.outbox.events(&planned.next, &statuses);
     let mut legs = Vec::new();
     for effect in &effects {
-        legs.extend(book(&mut plan, &mut next, effect));
+        legs.extend(book(&mut planned.plan, &mut planned.next, effect));
     }
-    plan.moves.push(RowMove::Transfer {
-        row: next.clone(),
-        expected_version: row.version,
-    });
-    plan.audit = audit_step(row, &next, &statuses);
-    // Group-committed with other transitions: durable when this returns Ok.
-    let written = env.db.commit(plan).await?;
+    let audit = audit_step(row, &planned.next, &statuses);
+    let (next, written) = planned.commit(&env.db, audit).await?;
     let deliver = written.events_wait;
     if deliver {
         env.ctx.outbox.wake(&next.merchant_id);
@@ -494,7 +448,7 @@ fn leg_intent(row: &TransferRow, leg: u8) -> (SettlementIntent, Method) {
         |key: &str, method: Method, currency: &str, amount_minor, destination| SettlementIntent {
             merchant_id: row.merchant_id.clone(),
             idempotency_key: key.to_owned(),
-            method: method.as_str().to_owned(),
+            method,
             currency: currency.to_owned(),
             amount_minor,
             asset: (method == Method::OnChain).then(|| row.receive_asset.clone()),
@@ -537,8 +491,9 @@ fn book(plan: &mut Plan, next: &mut TransferRow, effect: &Effect) -> Option<Sett
             let leg = if *effect == Effect::StartLeg1 { 1 } else { 2 };
             let (intent, method) = leg_intent(next, leg);
             let (created, leg_plan) = leg_plan(intent, method, &next.id);
+            // Only the leg's row and hold: a leg has never had a
+            // `settlement.created` record (its transfer's records say it).
             plan.new_settlements.extend(leg_plan.new_settlements);
-            plan.audit.extend(leg_plan.audit);
             return Some(created);
         }
         Effect::Convert => {
@@ -580,7 +535,7 @@ fn audit_step(
         data,
     };
     let mut records = Vec::new();
-    let mut from = before.status.clone();
+    let mut from = before.status;
     for status in statuses {
         let data = json!({
             "from": from,
@@ -590,7 +545,7 @@ fn audit_step(
             "failure_reason": after.failure_reason,
         });
         records.push(record("transfer.status_changed", data));
-        from = status.as_str().to_owned();
+        from = *status;
     }
     if after.alert.is_some() && before.alert.is_none() {
         let data = json!({"alert": after.alert});
@@ -611,7 +566,7 @@ mod tests {
                 SettlementIntent {
                     merchant_id: "m".into(),
                     idempotency_key: "k".into(),
-                    method: "card_charge".into(),
+                    method: tern_schema::vocabulary::SettlementMethod::CardCharge,
                     currency: "EUR".into(),
                     amount_minor: 100,
                     asset: None,
@@ -629,7 +584,7 @@ mod tests {
     #[test]
     fn a_leg_row_is_observed_by_its_status() {
         let mut row = settlement_rows::row();
-        row.status = "in_flight".into();
+        row.status = SettlementStatus::InFlight;
         assert_eq!(observe(&row), Observed::InFlight);
         row.client_secret = Some("cs".into());
         assert_eq!(observe(&row), Observed::InFlight, "no open action");
@@ -641,12 +596,12 @@ mod tests {
                 next_action_type: "redirect_to_url".into()
             }
         );
-        row.status = "succeeded".into();
+        row.status = SettlementStatus::Succeeded;
         assert_eq!(observe(&row), Observed::Succeeded);
-        row.reversal = "pending_at_provider".into();
+        row.reversal = Reversal::PendingAtProvider;
         assert_eq!(observe(&row), Observed::Reversing);
-        row.reversal = "none".into();
-        row.status = "failed".into();
+        row.reversal = Reversal::None;
+        row.status = SettlementStatus::Failed;
         row.failure_reason = Some("challenge_expired".into());
         assert_eq!(
             observe(&row),
@@ -654,7 +609,7 @@ mod tests {
                 reason: "challenge_expired".into()
             }
         );
-        row.status = "reversed".into();
+        row.status = SettlementStatus::Reversed;
         assert_eq!(observe(&row), Observed::Reversed);
     }
 

@@ -172,13 +172,13 @@ pub async fn pin_legacy_legs(db: &Db) -> RuntimeResult<usize> {
 
 /// The transfer's legs not created yet whose keys are not in the leg form.
 fn legacy_keys(row: &LegKeys) -> Vec<(String, String)> {
-    let not_started = LegStatus::NotStarted.as_str();
+    let not_started = LegStatus::NotStarted;
     [
         (&row.leg1_key, &row.leg1_status),
         (&row.leg2_key, &row.leg2_status),
     ]
     .into_iter()
-    .filter(|(key, status)| *status == not_started && parse_leg_key(key).is_none())
+    .filter(|(key, status)| **status == not_started && parse_leg_key(key).is_none())
     .map(|(key, _)| (row.merchant_id.clone(), key.clone()))
     .collect()
 }
@@ -227,9 +227,9 @@ mod tests {
             id: id.clone(),
             merchant_id: "m".into(),
             leg1_key: leg1_key.into(),
-            leg1_status: leg1_status.into(),
+            leg1_status: leg1_status.parse().expect("a leg status"),
             leg2_key: leg2_key.into(),
-            leg2_status: "not_started".into(),
+            leg2_status: LegStatus::NotStarted,
         };
         let pair = |key: &str| ("m".to_owned(), key.to_owned());
         let both = row(&legacy, "not_started", "l2");

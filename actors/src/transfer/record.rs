@@ -4,7 +4,7 @@
 use tern_schema::models::TransferRow;
 use tern_schema::types::as_utc;
 
-use super::machine::{Challenge, LegStatus, State, Status};
+use super::machine::{Challenge, State};
 
 /// The prefix of transfer ids (decisions §1).
 pub const ID_PREFIX: &str = "tr_";
@@ -29,13 +29,10 @@ pub fn state_of(row: &TransferRow) -> Result<State, CorruptRow> {
         field,
         value: value.to_owned(),
     };
-    let leg = |field: &'static str, value: &str| {
-        LegStatus::parse(value).ok_or_else(|| corrupt(field, value))
-    };
     Ok(State {
-        status: Status::parse(&row.status).ok_or_else(|| corrupt("status", &row.status))?,
-        leg1: leg("leg1_status", &row.leg1_status)?,
-        leg2: leg("leg2_status", &row.leg2_status)?,
+        status: row.status,
+        leg1: row.leg1_status,
+        leg2: row.leg2_status,
         challenge: row.leg1_client_secret.as_ref().map(|secret| Challenge {
             client_secret: secret.clone(),
             next_action_type: row.leg1_next_action_type.clone(),
@@ -52,9 +49,9 @@ pub fn state_of(row: &TransferRow) -> Result<State, CorruptRow> {
 /// timestamps are the caller's).
 pub fn apply_state(row: &TransferRow, state: &State) -> TransferRow {
     TransferRow {
-        status: state.status.as_str().to_owned(),
-        leg1_status: state.leg1.as_str().to_owned(),
-        leg2_status: state.leg2.as_str().to_owned(),
+        status: state.status,
+        leg1_status: state.leg1,
+        leg2_status: state.leg2,
         leg1_client_secret: state.challenge.as_ref().map(|c| c.client_secret.clone()),
         leg1_next_action_type: state
             .challenge
@@ -71,6 +68,7 @@ pub fn apply_state(row: &TransferRow, state: &State) -> TransferRow {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::transfer::machine::{LegStatus, Status};
     use tern_schema::types::utc_now;
 
     pub(crate) fn row() -> TransferRow {
@@ -91,13 +89,13 @@ pub(crate) mod tests {
             rate: "1.08".into(),
             platform_fee_minor: 100,
             network_fee_minor: 5,
-            status: "pending".into(),
+            status: Status::Pending,
             leg1_key: "l1".into(),
-            leg1_status: "not_started".into(),
+            leg1_status: LegStatus::NotStarted,
             leg1_client_secret: None,
             leg1_next_action_type: None,
             leg2_key: "l2".into(),
-            leg2_status: "not_started".into(),
+            leg2_status: LegStatus::NotStarted,
             failure_reason: None,
             conversion_transaction_id: None,
             compensation_attempt: 0,
@@ -131,8 +129,11 @@ pub(crate) mod tests {
     #[test]
     fn unknown_codes_are_corruption() {
         let mut bad = row();
-        bad.leg2_status = "lost".into();
-        assert_eq!(state_of(&bad).expect_err("corrupt").field, "leg2_status");
+        bad.compensation_attempt = -1;
+        assert_eq!(
+            state_of(&bad).expect_err("corrupt").field,
+            "compensation_attempt"
+        );
     }
 
     #[test]

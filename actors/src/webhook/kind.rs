@@ -268,7 +268,7 @@ async fn poll(
 /// An event's delivery as the machine sees it.
 fn delivery_of(event: &WebhookEventRow) -> Delivery {
     Delivery {
-        status: Status::parse(&event.status).unwrap_or(Status::Skipped),
+        status: event.status,
         attempts: u32::try_from(event.attempts).unwrap_or(0),
         round: u32::try_from(event.round).unwrap_or(0),
         next_attempt_at: event.next_attempt_at.map(as_utc),
@@ -400,7 +400,7 @@ fn record_of(
         error: error.clone(),
         duration_ms: i64::try_from(attempt.duration.as_millis()).unwrap_or(i64::MAX),
     };
-    event.status = next.status.as_str().to_owned();
+    event.status = next.status;
     event.attempts = record.attempt;
     event.next_attempt_at = next
         .next_attempt_at

@@ -11,35 +11,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    Pending,
-    Delivered,
-    Dead,
-    Skipped,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Pending => "pending",
-            Status::Delivered => "delivered",
-            Status::Dead => "dead",
-            Status::Skipped => "skipped",
-        }
-    }
-
-    pub fn parse(code: &str) -> Option<Status> {
-        [
-            Status::Pending,
-            Status::Delivered,
-            Status::Dead,
-            Status::Skipped,
-        ]
-        .into_iter()
-        .find(|status| status.as_str() == code)
-    }
-}
+pub use tern_schema::vocabulary::DeliveryStatus as Status;
 
 /// An event's delivery state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

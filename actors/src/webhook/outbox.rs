@@ -52,7 +52,7 @@ impl Outbox {
             .iter()
             .map(|status| {
                 let mut shown = after.clone();
-                shown.status = status.as_str().to_owned();
+                shown.status = *status;
                 let id = format!("{EVENT_ID_PREFIX}{}", uuid::Uuid::now_v7().simple());
                 let event_type = format!("transfer.{}", status.as_str());
                 let body = Body {

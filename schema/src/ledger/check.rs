@@ -89,7 +89,7 @@ struct Lines {
 impl Lines {
     fn add(&mut self, line: LedgerEntryRow, status: &str, pending_id: Option<String>) {
         let amount = i128::from(line.amount_minor);
-        let debit = line.direction == Direction::Debit.as_str();
+        let debit = line.direction == Direction::Debit;
         let (pending, posted) = match debit {
             true => (PENDING_DEBITS, POSTED_DEBITS),
             false => (PENDING_CREDITS, POSTED_CREDITS),
@@ -254,7 +254,11 @@ mod tests {
             id: format!("len_{transaction}_{account}"),
             transaction_id: transaction.into(),
             account_id: account.into(),
-            direction: if debit { "debit" } else { "credit" }.into(),
+            direction: if debit {
+                Direction::Debit
+            } else {
+                Direction::Credit
+            },
             amount_minor,
             currency: "USD".into(),
             created_at: utc_now(),

@@ -451,7 +451,7 @@ fn record(
             id: ledger::new_entry_id(),
             transaction_id: id.clone(),
             account_id: line.account_id.clone(),
-            direction: line.direction.as_str().to_owned(),
+            direction: line.direction,
             amount_minor: line.amount_minor,
             currency: line.currency.clone(),
             created_at: now,
@@ -519,7 +519,7 @@ fn resolve(
     }
     let status = if posting { "posted" } else { "voided" };
     for line in hold.lines.iter() {
-        let debit = line.direction == Direction::Debit.as_str();
+        let debit = line.direction == Direction::Debit;
         let (pending, posted) = match debit {
             true => (Bucket::PendingDebits, Bucket::PostedDebits),
             false => (Bucket::PendingCredits, Bucket::PostedCredits),

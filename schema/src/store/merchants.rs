@@ -36,7 +36,7 @@ pub async fn set_status(
     };
     let now = utc_now();
     dispatch!(tx, conn => diesel::update(merchants::table.find(merchant_id))
-        .set((merchants::status.eq(status.as_str()), merchants::updated_at.eq(now)))
+        .set((merchants::status.eq(status), merchants::updated_at.eq(now)))
         .execute(conn)
         .await)?;
     Ok(Some(before))

@@ -9,6 +9,7 @@ use diesel_async::RunQueryDsl;
 
 use crate::db::Tx;
 use crate::schema::{merchants, settlements, transfers, webhook_events};
+use crate::vocabulary::Reversal;
 use crate::{dispatch, StoreResult};
 
 use super::settlements::ACTIVE_STATUSES;
@@ -18,7 +19,7 @@ use super::webhooks::DEAD;
 /// Settlements with work left (active, or a reversal under way), by status.
 pub async fn settlements_in_flight(tx: &mut Tx<'_>) -> StoreResult<Vec<(String, i64)>> {
     let rows = dispatch!(tx, conn => settlements::table
-        .filter(settlements::status.eq_any(ACTIVE_STATUSES).or(settlements::reversal.ne("none")))
+        .filter(settlements::status.eq_any(ACTIVE_STATUSES).or(settlements::reversal.ne(Reversal::None)))
         .group_by(settlements::status)
         .select((settlements::status, count_star()))
         .order(settlements::status.asc())

@@ -9,12 +9,13 @@ use crate::db::one_row;
 use crate::models::SettlementRow;
 use crate::schema::settlements;
 use crate::store::cached::Cached;
+use crate::vocabulary::{Reversal, SettlementStatus};
 use crate::{dispatch, write_behind};
 use crate::{StoreResult, Tx};
 
 /// Statuses with work left for an actor (a succeeded settlement may still
 /// have a reversal under way, see [`with_work_left`]).
-pub const ACTIVE_STATUSES: [&str; 3] = ["pending", "in_flight", "retrying"];
+pub const ACTIVE_STATUSES: [SettlementStatus; 3] = SettlementStatus::ACTIVE;
 
 /// Pipelined inside a group commit on PostgreSQL (see [`crate::db::Behind`]).
 pub async fn insert(tx: &mut Tx<'_>, row: &SettlementRow) -> StoreResult<()> {
@@ -40,7 +41,7 @@ pub async fn find(
 pub async fn list(
     tx: &mut Tx<'_>,
     merchant_id: &str,
-    status: Option<&str>,
+    status: Option<SettlementStatus>,
     limit: i64,
 ) -> StoreResult<Vec<SettlementRow>> {
     let rows = dispatch!(tx, conn => {
@@ -113,7 +114,7 @@ pub async fn with_work_left(
 ) -> StoreResult<Vec<(String, String)>> {
     let (after_merchant, after_key) = after;
     let rows = dispatch!(tx, conn => settlements::table
-        .filter(settlements::status.eq_any(ACTIVE_STATUSES).or(settlements::reversal.ne("none")))
+        .filter(settlements::status.eq_any(ACTIVE_STATUSES).or(settlements::reversal.ne(Reversal::None)))
         .filter(
             settlements::merchant_id.gt(after_merchant).or(settlements::merchant_id
                 .eq(after_merchant)

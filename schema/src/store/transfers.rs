@@ -8,11 +8,13 @@ use crate::db::one_row;
 use crate::models::TransferRow;
 use crate::schema::transfers;
 use crate::store::cached::Cached;
+use crate::vocabulary::{LegStatus, TransferStatus};
 use crate::{dispatch, write_behind};
 use crate::{StoreResult, Tx};
 
 /// Statuses after which nothing more happens to a transfer.
-pub const TERMINAL_STATUSES: [&str; 2] = ["succeeded", "failed"];
+pub const TERMINAL_STATUSES: [TransferStatus; 2] =
+    [TransferStatus::Succeeded, TransferStatus::Failed];
 
 /// A transfer by id, whoever owns it (the actor's load).
 pub async fn find(tx: &mut Tx<'_>, id: &str) -> StoreResult<Option<TransferRow>> {
@@ -30,7 +32,7 @@ pub async fn find(tx: &mut Tx<'_>, id: &str) -> StoreResult<Option<TransferRow>>
 pub async fn list(
     tx: &mut Tx<'_>,
     merchant_id: &str,
-    status: Option<&str>,
+    status: Option<TransferStatus>,
     limit: i64,
     offset: i64,
 ) -> StoreResult<(Vec<TransferRow>, i64)> {
@@ -122,9 +124,9 @@ pub struct LegKeys {
     pub id: String,
     pub merchant_id: String,
     pub leg1_key: String,
-    pub leg1_status: String,
+    pub leg1_status: LegStatus,
     pub leg2_key: String,
-    pub leg2_status: String,
+    pub leg2_status: LegStatus,
 }
 
 /// [`LegKeys`] of transfers with work left whose leg keys may be legacy

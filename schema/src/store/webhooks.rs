@@ -15,12 +15,14 @@ use crate::schema::{webhook_attempts, webhook_endpoints, webhook_events};
 use crate::store::cached::Cached;
 use crate::{StoreResult, Tx};
 
-pub const PENDING: &str = "pending";
-pub const DELIVERED: &str = "delivered";
-pub const DEAD: &str = "dead";
-pub const SKIPPED: &str = "skipped";
+use crate::vocabulary::DeliveryStatus;
+
+pub const PENDING: DeliveryStatus = DeliveryStatus::Pending;
+pub const DELIVERED: DeliveryStatus = DeliveryStatus::Delivered;
+pub const DEAD: DeliveryStatus = DeliveryStatus::Dead;
+pub const SKIPPED: DeliveryStatus = DeliveryStatus::Skipped;
 /// Every delivery status, for filters.
-pub const STATUSES: [&str; 4] = [PENDING, DELIVERED, DEAD, SKIPPED];
+pub const STATUSES: [DeliveryStatus; 4] = DeliveryStatus::ALL;
 
 pub async fn endpoint(
     tx: &mut Tx<'_>,
@@ -223,7 +225,7 @@ pub async fn list(
     tx: &mut Tx<'_>,
     merchant_id: &str,
     transfer_id: Option<&str>,
-    status: Option<&str>,
+    status: Option<DeliveryStatus>,
     limit: i64,
 ) -> StoreResult<Vec<(WebhookEventRow, Vec<WebhookAttemptRow>)>> {
     let events: Vec<WebhookEventRow> = dispatch!(tx, conn => {

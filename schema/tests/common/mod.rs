@@ -79,7 +79,7 @@ pub fn merchant_row(id: &str) -> MerchantRow {
     MerchantRow {
         id: id.into(),
         organization_name: "M".into(),
-        status: "active".into(),
+        status: tern_schema::vocabulary::MerchantStatus::Active,
         created_at: now,
         updated_at: now,
     }

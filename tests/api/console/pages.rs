@@ -39,7 +39,7 @@ async fn stored_text_comes_out_escaped() {
         event_type: "transfer.<b>odd</b>".into(),
         payload: "{}".into(),
         request_id: "console-test".into(),
-        status: "dead".into(),
+        status: tern_schema::vocabulary::DeliveryStatus::Dead,
         attempts: 3,
         round: 0,
         next_attempt_at: None,

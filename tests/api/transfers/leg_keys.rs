@@ -207,7 +207,7 @@ async fn foreign_settlement(app: &TestApp, merchant: &Merchant, key: &str) {
     let intent = SettlementIntent {
         merchant_id: merchant.merchant_id.clone(),
         idempotency_key: key.to_owned(),
-        method: "card_charge".into(),
+        method: tern_schema::vocabulary::SettlementMethod::CardCharge,
         currency: "USD".into(),
         amount_minor: 500,
         asset: None,
@@ -218,7 +218,7 @@ async fn foreign_settlement(app: &TestApp, merchant: &Merchant, key: &str) {
         request_id: Uuid::new_v4().to_string(),
     };
     let mut row = SettlementRow::pending(intent, utc_now());
-    row.status = "failed".into();
+    row.status = tern_schema::vocabulary::SettlementStatus::Failed;
     row.failure_reason = Some("card_declined".into());
     let inserted: Result<(), StoreError> =
         write_tx!(app.state.db, |tx| settlements::insert(tx, &row).await);

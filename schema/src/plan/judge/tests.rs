@@ -157,7 +157,7 @@ fn versions_keys_and_timers_are_judged_per_plan() {
             crate::models::SettlementIntent {
                 merchant_id: "m".into(),
                 idempotency_key: key.into(),
-                method: "card_push".into(),
+                method: crate::vocabulary::SettlementMethod::CardPush,
                 currency: "USD".into(),
                 amount_minor: 10,
                 asset: None,
