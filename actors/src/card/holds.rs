@@ -19,7 +19,7 @@ use tern_schema::store::timers::TimerRow;
 
 use super::kind::{CardContext, CardKind, CardState};
 use super::spend::{funding_account, replayed, transaction_row};
-use super::write::{answer, commit, recorded, settled, Step};
+use super::write::{answer, commit, is_unique_violation, recorded, runtime_error, settled, Step};
 use crate::runtime::{EntityEnv, EntityKind, TimerFiring, TimerSpec};
 
 /// How long an authorization's hold lasts when nothing clears it, unless
@@ -350,8 +350,8 @@ pub(super) async fn expire(
     let written = commit(&env.db, &state.row.id, plan).await;
     match written {
         Ok(()) => answer(state, recorded(false, false)),
-        Err(error) if error.is_unique_violation() => answer(state, recorded(true, false)),
-        Err(error) => Err(error.into()),
+        Err(error) if is_unique_violation(&error) => answer(state, recorded(true, false)),
+        Err(error) => Err(runtime_error(error)),
     }
 }
 

@@ -6,7 +6,7 @@ use chrono::NaiveDateTime;
 use serde_json::json;
 use tern_schema::audit::AuditRecord;
 use tern_schema::models::CardRow;
-use tern_schema::plan::{Plan, RowWrite};
+use tern_schema::plan::RowWrite;
 use tern_schema::store::cards as store;
 use tern_schema::types::utc_now;
 use tern_schema::Db;
@@ -14,11 +14,17 @@ use tern_schema::Db;
 use super::kind::{CardContext, CardKind, CardState};
 use super::machine::{self, Effect, Event, Operation, Status};
 use super::messages::{CardFailure, CardReply, Origin};
-use super::record::{limits_of, moved, record, successor};
-use super::write::{answer, commit, decided, rejected, unexpected, Step, WriteError};
+use super::record::{limits_of, record};
+use super::write::{
+    answer, commit, commit_step, decided, is_unique_violation, rejected, runtime_error,
+    unexpected, Step,
+};
 use crate::ports::{CardIssuer, CardNetwork, IssueRequest, IssuedCard, IssuerStatus};
 use crate::runtime::timers;
-use crate::runtime::{EntityEnv, EntityKind, TimerFiring, TimerSpec, Versioned};
+use crate::runtime::{
+    self, EntityEnv, EntityKind, StepError, TimerFiring, TimerSpec, Versioned, VersionedRow,
+};
+use crate::runtime::version::next_version;
 
 /// Payload of the timer that resumes an issue whose outcome is unknown.
 pub(super) const TIMER_RESUME_ISSUE: &str = "resume_issue";
@@ -105,35 +111,39 @@ pub(super) async fn issue(
         Ok((_, effects)) => effects,
         Err(refused) => return rejected(state, refused),
     };
-    let mut plan = Plan {
-        completes_timer: firing.map(|firing| firing.claim()),
-        ..Plan::default()
-    };
-    let mut row = state.row.clone();
+    let mut step = runtime::Step::begin(&state.row, state.row.clone(), firing.as_ref());
+    let mut persist = false;
     let mut block_replaced = false;
     let mut gone = false;
     for effect in effects {
         match (effect, &outcome) {
             (Effect::Persist, IssueOutcome::Issued(issued)) => {
-                row = issued_row(&state.row, issued, utc_now());
-                plan.rows.push(moved(&row, state.row.version));
+                step.next = issued_row(step.next, issued);
+                persist = true;
             }
-            (Effect::Audit(action), _) => plan.audit.push(issued_record(&row, &origin, action)),
+            (Effect::Audit(action), _) => {
+                let audit = issued_record(&step.next, &origin, action);
+                step.plan.audit.push(audit);
+            }
             (Effect::BlockReplaced, _) => block_replaced = true,
             (Effect::Abandon, IssueOutcome::NotIssued(reason)) => {
                 tracing::warn!(card = %state.row.id, %reason, "issuer did not issue the card; intent abandoned");
-                let (rows, _) = abandonment(&env.db, &state.row).await?;
-                plan.rows.extend(rows);
+                let (rows, _) = abandonment(&env.db, &state.row)
+                    .await
+                    .map_err(runtime_error)?;
+                step.plan.rows.extend(rows);
                 gone = true;
             }
             (Effect::ScheduleResume, IssueOutcome::Unknown(reason)) => {
                 tracing::warn!(card = %state.row.id, %reason, "issue outcome unknown; asking again later");
-                plan.timers.push(resume_timer(&state.row.id));
+                step.plan.timers.push(resume_timer(&state.row.id));
             }
             (other, _) => return Err(unexpected(&other, "issue")),
         }
     }
-    commit(&env.db, &row.id, plan).await?;
+    let row = written(&env.db, &state.row, step, persist)
+        .await
+        .map_err(runtime_error)?;
     if block_replaced {
         if let Some(old) = row.replaces_card_id.clone() {
             block_replaced_at_issuer(env, &old).await;
@@ -171,14 +181,31 @@ fn resume_timer(card_id: &str) -> tern_schema::store::timers::TimerRow {
     .row()
 }
 
-fn issued_row(intent: &CardRow, issued: &IssuedCard, now: NaiveDateTime) -> CardRow {
+/// The intent's step written: the issued card when the machine persisted
+/// it, else the step's other writes only (a timer, or the intent dropped),
+/// leaving the intent's row as `intent` is.
+async fn written(
+    db: &Db,
+    intent: &CardRow,
+    step: runtime::Step<CardRow>,
+    persist: bool,
+) -> Result<CardRow, StepError> {
+    if persist {
+        return commit_step(db, step).await;
+    }
+    commit(db, &intent.id, step.plan).await?;
+    Ok(intent.clone())
+}
+
+/// The intent's next row (already at its next version) once issued.
+fn issued_row(next: CardRow, issued: &IssuedCard) -> CardRow {
     CardRow {
         status: Status::Active.as_str().to_owned(),
         provider_card_id: Some(issued.provider_card_id.clone()),
         last_four: Some(issued.last_four.clone()),
         expiry_month: Some(issued.expiry_month),
         expiry_year: Some(issued.expiry_year),
-        ..successor(intent, now)
+        ..next
     }
 }
 
@@ -187,7 +214,7 @@ fn issued_row(intent: &CardRow, issued: &IssuedCard, now: NaiveDateTime) -> Card
 async fn abandonment(
     db: &Db,
     intent: &CardRow,
-) -> Result<(Vec<RowWrite>, Option<CardRow>), WriteError> {
+) -> Result<(Vec<RowWrite>, Option<CardRow>), StepError> {
     let mut rows = vec![RowWrite::IssuingCardDropped {
         card_id: intent.id.clone(),
     }];
@@ -206,12 +233,19 @@ async fn abandonment(
     if old.replaced_by_card_id.as_deref() != Some(intent.id.as_str()) {
         return Ok((rows, None));
     }
-    let restored = CardRow {
+    // Not a step's move: the old card turns live again only once the
+    // intent is dropped (one live virtual card per user), so it is written
+    // after it, in the plan's rows.
+    let mut restored = CardRow {
         status: old_status.clone(),
         replaced_by_card_id: None,
-        ..successor(&old, utc_now())
+        ..old.clone()
     };
-    rows.push(moved(&restored, old.version));
+    restored.stamp(next_version(old.version), utc_now());
+    rows.push(RowWrite::Card {
+        row: restored.clone(),
+        expected_version: old.version,
+    });
     Ok((rows, Some(restored)))
 }
 
@@ -254,19 +288,16 @@ pub(super) async fn replace(
         Ok(decided) => decided,
         Err(refused) => return rejected(state, refused),
     };
-    let now = utc_now();
     let old = state.row.clone();
-    let mut blocked = successor(&old, now);
-    blocked.replaced_by_card_id = Some(new_card_id.clone());
-    let mut plan = Plan::default();
+    // The machine replaces a card only by blocking it (`Effect::Persist`).
+    let mut step = runtime::Step::begin(&old, old.clone(), None);
+    step.next.replaced_by_card_id = Some(new_card_id.clone());
+    let now = step.next.updated_at;
     let mut replacement = None;
     for effect in effects {
         match effect {
-            Effect::Persist => {
-                blocked.status = next.status.as_str().to_owned();
-                plan.rows.push(moved(&blocked, old.version));
-            }
-            Effect::Audit(action) => plan.audit.push(record(
+            Effect::Persist => step.next.status = next.status.as_str().to_owned(),
+            Effect::Audit(action) => step.plan.audit.push(record(
                 &old,
                 &origin,
                 action,
@@ -274,7 +305,7 @@ pub(super) async fn replace(
             )),
             Effect::IssueReplacement => {
                 let intent = intent_replacing(&old, &new_card_id, &origin, now);
-                plan.rows.push(RowWrite::NewCard(intent.clone()));
+                step.plan.rows.push(RowWrite::NewCard(intent.clone()));
                 replacement = Some(intent);
             }
             other => return Err(unexpected(&other, "replace")),
@@ -286,13 +317,13 @@ pub(super) async fn replace(
             "replace without a replacement",
         ));
     };
-    match commit(&env.db, &old.id, plan).await {
-        Ok(()) => {}
-        Err(error) if error.is_unique_violation() => {
+    let blocked = match commit_step(&env.db, step).await {
+        Ok(blocked) => blocked,
+        Err(error) if is_unique_violation(&error) => {
             return answer(state, Err(CardFailure::LiveCardExists));
         }
-        Err(error) => return Err(error.into()),
-    }
+        Err(error) => return Err(runtime_error(error)),
+    };
     state.row = blocked;
     issue_replacement(env, state, intent, &origin).await
 }
@@ -346,35 +377,46 @@ async fn issue_replacement(
         Ok((_, effects)) => effects,
         Err(refused) => return rejected(state, refused),
     };
-    let mut plan = Plan::default();
-    // The version a write can lose: the new card's, or this one's when the
-    // intent is abandoned and this card gets its status back.
-    let mut guarded = intent.id.clone();
-    let mut row = intent.clone();
+    // The new card's step. The version a write can lose: the new card's,
+    // or this one's when the intent is abandoned and this card gets its
+    // status back.
+    let mut step = runtime::Step::begin(&intent, intent.clone(), None);
+    let mut persist = false;
+    let mut guarded = intent.clone();
     let mut block_replaced = false;
     let mut restored = None;
     for effect in effects {
         match (effect, &outcome) {
             (Effect::Persist, IssueOutcome::Issued(issued)) => {
-                row = issued_row(&intent, issued, utc_now());
-                plan.rows.push(moved(&row, intent.version));
+                step.next = issued_row(step.next, issued);
+                persist = true;
             }
-            (Effect::Audit(action), _) => plan.audit.push(issued_record(&row, origin, action)),
+            (Effect::Audit(action), _) => {
+                let row = if persist { &step.next } else { &intent };
+                let audit = issued_record(row, origin, action);
+                step.plan.audit.push(audit);
+            }
             (Effect::BlockReplaced, _) => block_replaced = true,
             (Effect::Abandon, IssueOutcome::NotIssued(_)) => {
-                let (rows, back) = abandonment(&env.db, &intent).await?;
-                plan.rows.extend(rows);
+                let (rows, back) = abandonment(&env.db, &intent)
+                    .await
+                    .map_err(runtime_error)?;
+                step.plan.rows.extend(rows);
                 restored = back;
-                guarded = state.row.id.clone();
+                guarded = state.row.clone();
             }
             // The new card's own actor finishes it (recovery, or the timer).
             (Effect::ScheduleResume, IssueOutcome::Unknown(_)) => {
-                plan.timers.push(resume_timer(&intent.id));
+                step.plan.timers.push(resume_timer(&intent.id));
             }
             (other, _) => return Err(unexpected(&other, "replace")),
         }
     }
-    commit(&env.db, &guarded, plan).await?;
+    let row = match written(&env.db, &guarded, step, persist).await {
+        Ok(_) if !persist => intent,
+        Ok(row) => row,
+        Err(error) => return Err(runtime_error(error)),
+    };
     if block_replaced {
         block_replaced_at_issuer(env, &state.row.id).await;
     }

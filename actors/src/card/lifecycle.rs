@@ -2,16 +2,14 @@
 //! issuer follows first), and changes to its name and limits.
 
 use serde_json::json;
-use tern_schema::plan::Plan;
-use tern_schema::types::utc_now;
 
 use super::kind::{CardContext, CardState};
 use super::machine::{Effect, Event, LimitsChange, Operation, Status};
 use super::messages::{CardFailure, CardReply, LimitsPatch, Origin};
-use super::record::{limits_of, moved, record, successor, with_limits};
-use super::write::{answer, commit, decided, rejected, unexpected, Step};
+use super::record::{limits_of, record, with_limits};
+use super::write::{answer, commit_step, decided, rejected, runtime_error, unexpected, Step};
 use crate::ports::{IssuerStatus, ProviderError};
-use crate::runtime::EntityEnv;
+use crate::runtime::{self, EntityEnv};
 
 fn issuer_status(status: Status) -> Option<IssuerStatus> {
     match status {
@@ -25,7 +23,7 @@ fn issuer_status(status: Status) -> Option<IssuerStatus> {
 
 pub(super) async fn change(
     env: &EntityEnv<CardContext>,
-    mut state: CardState,
+    state: CardState,
     operation: Operation,
     origin: Origin,
 ) -> Step {
@@ -33,9 +31,8 @@ pub(super) async fn change(
         Ok(decided) => decided,
         Err(refused) => return rejected(state, refused),
     };
-    let now = utc_now();
-    let mut row = successor(&state.row, now);
-    let mut plan = Plan::default();
+    let mut step = runtime::Step::begin(&state.row, state.row.clone(), None);
+    let mut persist = false;
     for effect in effects {
         match effect {
             // The issuer follows first: if it cannot, nothing changes here
@@ -51,26 +48,36 @@ pub(super) async fn change(
                 }
             }
             Effect::Persist => {
-                row.status = next.status.as_str().to_owned();
+                step.next.status = next.status.as_str().to_owned();
                 if next.status == Status::Closed {
-                    row.closed_at = Some(now);
+                    step.next.closed_at = Some(step.next.updated_at);
                 }
-                plan.rows.push(moved(&row, state.row.version));
+                persist = true;
             }
-            Effect::Audit(action) => plan.audit.push(record(
-                &row,
-                &origin,
-                action,
-                json!({"from": state.row.status, "to": row.status}),
-            )),
+            Effect::Audit(action) => {
+                let data = json!({"from": state.row.status, "to": step.next.status});
+                let audit = record(&step.next, &origin, action, data);
+                step.plan.audit.push(audit);
+            }
             other => return Err(unexpected(&other, operation_name(operation))),
         }
     }
-    if plan.rows.is_empty() {
+    written(env, state, step, persist).await
+}
+
+/// The card after a change: written as the step's row when the machine
+/// asked for it, else as it stands.
+async fn written(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    step: runtime::Step<tern_schema::models::CardRow>,
+    persist: bool,
+) -> Step {
+    if !persist {
         let row = state.row.clone();
         return answer(state, Ok(CardReply::Card(Box::new(row))));
     }
-    commit(&env.db, &row.id, plan).await?;
+    let row = commit_step(&env.db, step).await.map_err(runtime_error)?;
     state.row = row.clone();
     answer(state, Ok(CardReply::Card(Box::new(row))))
 }
@@ -93,13 +100,13 @@ pub(super) fn issuer_failure(error: &ProviderError) -> CardFailure {
 
 pub(super) async fn update(
     env: &EntityEnv<CardContext>,
-    mut state: CardState,
+    state: CardState,
     display_name: Option<Option<String>>,
     patch: LimitsPatch,
     origin: Origin,
 ) -> Step {
     let patched = super::limits::patch_row(&state.row, &patch);
-    let mut row = successor(&state.row, utc_now());
+    let mut row = state.row.clone();
     let limits = match patched {
         Ok((limits, limits_set)) => {
             row = with_limits(row, limits);
@@ -124,10 +131,12 @@ pub(super) async fn update(
         Ok(decided) => decided,
         Err(refused) => return rejected(state, refused),
     };
-    let mut plan = Plan::default();
+    let mut step = runtime::Step::begin(&state.row, row, None);
+    let mut persist = false;
     for effect in effects {
+        let row = &step.next;
         match effect {
-            Effect::Persist => plan.rows.push(moved(&row, state.row.version)),
+            Effect::Persist => persist = true,
             Effect::Audit(action) => {
                 let data = match action {
                     "card.limits_updated" => json!({
@@ -141,16 +150,11 @@ pub(super) async fn update(
                     }),
                     _ => json!({"display_name": row.display_name}),
                 };
-                plan.audit.push(record(&row, &origin, action, data));
+                let audit = record(row, &origin, action, data);
+                step.plan.audit.push(audit);
             }
             other => return Err(unexpected(&other, "update")),
         }
     }
-    if plan.rows.is_empty() {
-        let row = state.row.clone();
-        return answer(state, Ok(CardReply::Card(Box::new(row))));
-    }
-    commit(&env.db, &row.id, plan).await?;
-    state.row = row.clone();
-    answer(state, Ok(CardReply::Card(Box::new(row))))
+    written(env, state, step, persist).await
 }

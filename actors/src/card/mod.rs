@@ -7,7 +7,7 @@
 //! - `create`: a new card's intent, written before the issuer is asked;
 //! - `ask`: the actors asked one typed command at a time;
 //! - `kind`: the actor as the runtime sees it (load, dispatch, timers);
-//! - `record`: the row's status, limits, successor and audit records;
+//! - `record`: the row's status, limits and audit records;
 //! - `write`: committing a change and what a failed write answers;
 //! - `issue`: issuing, resuming, abandoning and replacing;
 //! - `lifecycle`: freeze, unfreeze, close, name and limits;

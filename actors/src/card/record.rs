@@ -1,14 +1,11 @@
 //! The card's row as the machine and the audit trail see it: its status
-//! and limits, its successor at the next version, and its audit records.
+//! and limits, and its audit records.
 
-use chrono::NaiveDateTime;
 use tern_schema::audit::AuditRecord;
 use tern_schema::models::CardRow;
-use tern_schema::plan::RowWrite;
 
 use super::machine::{Limits, Status};
 use super::messages::Origin;
-use crate::runtime::version::next_version;
 
 pub fn status_of(row: &CardRow) -> Status {
     // The column's CHECK admits only these; an unknown one is treated as
@@ -37,23 +34,6 @@ pub(super) fn with_limits(mut row: CardRow, limits: Limits) -> CardRow {
     row.international_enabled = limits.international_enabled;
     row.atm_enabled = limits.atm_enabled;
     row
-}
-
-/// The row's successor: the same card at the next version.
-pub(super) fn successor(row: &CardRow, now: NaiveDateTime) -> CardRow {
-    CardRow {
-        version: next_version(row.version),
-        updated_at: now,
-        ..row.clone()
-    }
-}
-
-/// The card written whole over the version it was read at.
-pub(super) fn moved(next: &CardRow, held: i64) -> RowWrite {
-    RowWrite::Card {
-        row: next.clone(),
-        expected_version: held,
-    }
 }
 
 pub(super) fn record(

@@ -16,9 +16,10 @@ use super::machine::{Authorization, Decline, Effect, Event};
 use super::messages::{AuthorizationRequest, CardReply, RefundRequest};
 use super::replay::{self, decision_of};
 use super::write::{
-    answer, commit, decided, recorded, rejected, settled, unexpected, Step, WriteError,
+    answer, commit, decided, is_insufficient_funds, is_unholdable, is_unique_violation, recorded,
+    rejected, runtime_error, settled, unexpected, Step,
 };
-use crate::runtime::{EntityEnv, RuntimeError, RuntimeResult};
+use crate::runtime::{EntityEnv, RuntimeError, RuntimeResult, StepError};
 
 /// The merchant's funding account in the card's currency.
 pub(super) async fn funding_account(
@@ -145,17 +146,17 @@ pub(super) async fn authorize(
                     let decision = decision_of(&approved, false);
                     return answer(state, Ok(CardReply::Decision(decision)));
                 }
-                Err(error) if error.is_unique_violation() => {
+                Err(error) if is_unique_violation(&error) => {
                     return duplicate_decision(env, state, &request).await;
                 }
-                Err(error) if error.is_insufficient_funds() => {
+                Err(error) if is_insufficient_funds(&error) => {
                     hold_refused(&state, Decline::InsufficientFunds)?
                 }
-                Err(error) if error.is_unholdable() => {
+                Err(error) if is_unholdable(&error) => {
                     tracing::warn!(card = %state.row.id, authorization_id = %request.authorization_id, %error, "authorization the ledger cannot hold declined");
                     hold_refused(&state, Decline::AmountTooLarge)?
                 }
-                Err(error) => return Err(error.into()),
+                Err(error) => return Err(runtime_error(error)),
             }
         }
         [Effect::Decline(reason)] => *reason,
@@ -173,8 +174,8 @@ pub(super) async fn authorize(
             crate::metrics::card_decision(Some(reason.as_str()));
             answer(state, Ok(CardReply::Decision(decision_of(&row, false))))
         }
-        Err(error) if error.is_unique_violation() => duplicate_decision(env, state, &request).await,
-        Err(error) => Err(error.into()),
+        Err(error) if is_unique_violation(&error) => duplicate_decision(env, state, &request).await,
+        Err(error) => Err(runtime_error(error)),
     }
 }
 
@@ -205,7 +206,7 @@ async fn hold(
     row: &CardTransactionRow,
     request: &AuthorizationRequest,
     amount_minor: i64,
-) -> Result<CardTransactionRow, WriteError> {
+) -> Result<CardTransactionRow, StepError> {
     let funding = funding_account(env, state).await?;
     let entry = Entry {
         merchant_id: Some(state.row.merchant_id.clone()),

@@ -4,18 +4,19 @@
 
 use serde_json::json;
 use tern_schema::models::CardWalletTokenRow;
-use tern_schema::plan::{Plan, RowWrite};
+use tern_schema::plan::RowWrite;
 use tern_schema::store::cards as store;
-use tern_schema::types::utc_now;
 
 use super::kind::{CardContext, CardState};
 use super::lifecycle::issuer_failure;
 use super::machine::{Effect, Event, Operation, Refusal};
 use super::messages::{CardFailure, CardReply, Origin};
-use super::record::{moved, record, successor};
-use super::write::{answer, commit, decided, recorded, refusal, rejected, unexpected, Step};
+use super::record::record;
+use super::write::{
+    answer, commit_step, decided, recorded, refusal, rejected, runtime_error, unexpected, Step,
+};
 use crate::ports::{Wallet, WalletOutcome, WalletRequest};
-use crate::runtime::EntityEnv;
+use crate::runtime::{self, EntityEnv};
 
 /// The card's wallet status from its tokens: active when any token is,
 /// otherwise the newest token's status, `none` without tokens.
@@ -41,9 +42,10 @@ pub(super) async fn provision(
         Ok((_, effects)) => effects,
         Err(refused) => return rejected(state, refused),
     };
-    let now = utc_now();
-    let mut row = successor(&state.row, now);
-    let mut plan = Plan::default();
+    // Every token change moves the card (its wallet status), so the step
+    // always writes the card's row.
+    let mut step = runtime::Step::begin(&state.row, state.row.clone(), None);
+    let now = step.next.updated_at;
     let mut requested = None;
     for effect in effects {
         match effect {
@@ -86,17 +88,17 @@ pub(super) async fn provision(
                 };
                 let mut all = tokens;
                 all.push(token.clone());
-                row.wallet_status = wallet_status_of(&all);
-                plan.rows.push(RowWrite::NewWalletToken(token.clone()));
+                step.next.wallet_status = wallet_status_of(&all);
+                step.plan.rows.push(RowWrite::NewWalletToken(token.clone()));
                 requested = Some(token);
             }
-            Effect::Persist => plan.rows.push(moved(&row, state.row.version)),
+            Effect::Persist => {}
             Effect::Audit(action) => {
                 let Some(token) = &requested else {
                     return Err(unexpected(&Effect::Audit(action), "provision_wallet"));
                 };
-                plan.audit.push(record(
-                    &row,
+                step.plan.audit.push(record(
+                    &step.next,
                     &origin,
                     action,
                     json!({"token_id": token.id, "wallet": token.wallet, "device_id": token.device_id}),
@@ -111,8 +113,7 @@ pub(super) async fn provision(
             "provision_wallet without a token",
         ));
     };
-    commit(&env.db, &row.id, plan).await?;
-    state.row = row;
+    state.row = commit_step(&env.db, step).await.map_err(runtime_error)?;
     answer(state, Ok(CardReply::Token(Box::new(token))))
 }
 
@@ -137,9 +138,7 @@ pub(super) async fn updated(
         Ok((_, effects)) => effects,
         Err(refused) => return rejected(state, refused),
     };
-    let now = utc_now();
-    let mut row = successor(&state.row, now);
-    let mut plan = Plan::default();
+    let mut step = runtime::Step::begin(&state.row, state.row.clone(), None);
     for effect in effects {
         match effect {
             Effect::Ignore => return answer(state, recorded(false, true)),
@@ -147,17 +146,17 @@ pub(super) async fn updated(
                 for token in tokens.iter_mut().filter(|token| token.id == token_id) {
                     token.status = status.clone();
                 }
-                row.wallet_status = wallet_status_of(&tokens);
-                plan.rows.push(RowWrite::WalletTokenStatus {
-                    card_id: row.id.clone(),
+                step.next.wallet_status = wallet_status_of(&tokens);
+                step.plan.rows.push(RowWrite::WalletTokenStatus {
+                    card_id: step.next.id.clone(),
                     token_id: token_id.clone(),
                     status: status.clone(),
-                    at: now,
+                    at: step.next.updated_at,
                 });
             }
-            Effect::Persist => plan.rows.push(moved(&row, state.row.version)),
-            Effect::Audit(action) => plan.audit.push(record(
-                &row,
+            Effect::Persist => {}
+            Effect::Audit(action) => step.plan.audit.push(record(
+                &step.next,
                 &Origin::system(&state.row),
                 action,
                 json!({"token_id": token_id, "status": status}),
@@ -165,8 +164,7 @@ pub(super) async fn updated(
             other => return Err(unexpected(&other, "wallet_updated")),
         }
     }
-    commit(&env.db, &row.id, plan).await?;
-    state.row = row;
+    state.row = commit_step(&env.db, step).await.map_err(runtime_error)?;
     answer(state, recorded(false, false))
 }
 

@@ -1,121 +1,100 @@
 //! Writing the card's changes: one plan per change, committed over the
-//! version it was read at, and what a write's failure answers.
+//! version it was read at (the card's own row through the runtime's
+//! [`RowStep`]), and what a write's failure answers.
 
 use tern_schema::ledger::LedgerError;
+use tern_schema::models::CardRow;
 use tern_schema::plan::Plan;
-use tern_schema::{Db, DieselError, PlanError, StoreError};
+use tern_schema::{Db, StoreError};
 
 use super::kind::{CardKind, CardState};
 use super::machine::{self, Effect, Event, Refusal, Rejected};
 use super::messages::{CardFailure, CardReply, CardResult};
-use crate::runtime::{EntityKind, RuntimeError, RuntimeResult, Transition};
+use crate::runtime::{EntityKind, RuntimeError, RuntimeResult, Step as RowStep, StepError, Transition};
 
-/// Errors inside a write: the store's, the ledger's, or a lost version race.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum WriteError {
-    #[error(transparent)]
-    Runtime(#[from] RuntimeError),
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
+/// A card's ledger refusal that no answer below names: never Unavailable,
+/// as the same entry is refused again on every retry, so a 503 would have
+/// the provider re-send it for ever.
+pub(super) fn runtime_error(error: StepError) -> RuntimeError {
+    error.into_runtime(|other| RuntimeError::Refused(format!("ledger refused a card entry: {other}")))
 }
 
-impl From<StoreError> for WriteError {
-    fn from(error: StoreError) -> Self {
-        WriteError::Runtime(error.into())
-    }
-}
-
-impl From<DieselError> for WriteError {
-    fn from(error: DieselError) -> Self {
-        WriteError::Runtime(error.into())
-    }
-}
-
-impl From<WriteError> for RuntimeError {
-    fn from(error: WriteError) -> Self {
-        match error {
-            WriteError::Runtime(error) => error,
-            WriteError::Ledger(LedgerError::Store(error)) => error.into(),
-            // Never Unavailable: the same entry is refused again on every
-            // retry, so a 503 would have the provider re-send it for ever.
-            WriteError::Ledger(other) => {
-                RuntimeError::Refused(format!("ledger refused a card entry: {other}"))
-            }
-        }
-    }
-}
-
-impl From<PlanError> for WriteError {
-    fn from(error: PlanError) -> Self {
-        match error {
-            PlanError::Ledger(refused) => WriteError::Ledger(refused),
-            other => WriteError::Runtime(other.into()),
-        }
-    }
-}
-
-/// Writes one of the card's plans. An authorization moved meanwhile (on
-/// another node) is the card's conflict: it reloads and the caller may
-/// send the event again.
-pub(super) async fn commit(db: &Db, card_id: &str, plan: Plan) -> Result<(), WriteError> {
-    match db.commit(plan).await {
-        Ok(_) => Ok(()),
-        Err(PlanError::Store(StoreError::Conflict(_))) => {
-            Err(WriteError::Runtime(RuntimeError::Conflict {
+/// A row the card's plan moves (the card, or an authorization) moved
+/// meanwhile, on another node: the card's conflict, so it reloads and the
+/// caller may send the event again.
+fn the_cards_conflict(error: StepError, card_id: &str) -> StepError {
+    match error {
+        StepError::Runtime(RuntimeError::Store(StoreError::Conflict(_))) => {
+            StepError::Runtime(RuntimeError::Conflict {
                 kind: CardKind::NAME,
                 id: card_id.to_owned(),
-            }))
+            })
         }
-        Err(error) => Err(error.into()),
+        other => other,
     }
 }
 
-impl WriteError {
-    pub(super) fn is_unique_violation(&self) -> bool {
-        matches!(
-            self,
-            WriteError::Runtime(RuntimeError::Store(StoreError::UniqueViolation(_)))
-                | WriteError::Ledger(LedgerError::Store(StoreError::UniqueViolation(_)))
-        )
+/// Writes one of the card's plans that leaves the card's row as it is
+/// (transactions and holds only).
+pub(super) async fn commit(db: &Db, card_id: &str, plan: Plan) -> Result<(), StepError> {
+    match db.commit(plan).await {
+        Ok(_) => Ok(()),
+        Err(error) => Err(the_cards_conflict(error.into(), card_id)),
     }
+}
 
-    /// What a provider event is answered when the ledger refuses its entry
-    /// because of the amount or currency it names; `None` for failures
-    /// that are not the event's fault.
-    pub(super) fn refused_entry(&self) -> Option<CardFailure> {
-        match self {
-            WriteError::Ledger(LedgerError::Overflow { .. }) => Some(CardFailure::EntryRefused {
-                field: "amount_minor",
-                reason: format!(
-                    "would take a ledger balance past its limit of {} minor units",
-                    i64::MAX
-                ),
-            }),
-            WriteError::Ledger(LedgerError::CurrencyMismatch { .. }) => {
-                Some(CardFailure::EntryRefused {
-                    field: "currency",
-                    reason: "is not the currency of the card's account".into(),
-                })
-            }
-            _ => None,
-        }
+/// Writes the card's step: its row at the next version, with the plan
+/// booked onto the step. Answers the row written.
+pub(super) async fn commit_step(db: &Db, step: RowStep<CardRow>) -> Result<CardRow, StepError> {
+    let card_id = step.next.id.clone();
+    match step.commit(db, Vec::new()).await {
+        Ok((row, _)) => Ok(row),
+        Err(error) => Err(the_cards_conflict(error, &card_id)),
     }
+}
 
-    /// An authorization whose hold the ledger cannot take for good (a
-    /// balance would overflow) is declined like one the funds cannot cover.
-    pub(super) fn is_unholdable(&self) -> bool {
-        matches!(
-            self,
-            WriteError::Ledger(LedgerError::Overflow { .. } | LedgerError::CurrencyMismatch { .. })
-        )
-    }
+pub(super) fn is_unique_violation(error: &StepError) -> bool {
+    matches!(
+        error,
+        StepError::Runtime(RuntimeError::Store(StoreError::UniqueViolation(_)))
+            | StepError::Ledger(LedgerError::Store(StoreError::UniqueViolation(_)))
+    )
+}
 
-    pub(super) fn is_insufficient_funds(&self) -> bool {
-        matches!(
-            self,
-            WriteError::Ledger(LedgerError::InsufficientFunds { .. })
-        )
+/// What a provider event is answered when the ledger refuses its entry
+/// because of the amount or currency it names; `None` for failures that
+/// are not the event's fault.
+pub(super) fn refused_entry(error: &StepError) -> Option<CardFailure> {
+    match error {
+        StepError::Ledger(LedgerError::Overflow { .. }) => Some(CardFailure::EntryRefused {
+            field: "amount_minor",
+            reason: format!(
+                "would take a ledger balance past its limit of {} minor units",
+                i64::MAX
+            ),
+        }),
+        StepError::Ledger(LedgerError::CurrencyMismatch { .. }) => Some(CardFailure::EntryRefused {
+            field: "currency",
+            reason: "is not the currency of the card's account".into(),
+        }),
+        _ => None,
     }
+}
+
+/// An authorization whose hold the ledger cannot take for good (a balance
+/// would overflow) is declined like one the funds cannot cover.
+pub(super) fn is_unholdable(error: &StepError) -> bool {
+    matches!(
+        error,
+        StepError::Ledger(LedgerError::Overflow { .. } | LedgerError::CurrencyMismatch { .. })
+    )
+}
+
+pub(super) fn is_insufficient_funds(error: &StepError) -> bool {
+    matches!(
+        error,
+        StepError::Ledger(LedgerError::InsufficientFunds { .. })
+    )
 }
 
 pub(super) type Step = RuntimeResult<Transition<CardKind>>;
@@ -134,16 +113,16 @@ pub(super) fn recorded(duplicate: bool, ignored: bool) -> CardResult {
 
 /// The answer to a provider event after its write: recorded, recorded
 /// before (the event id's unique index), or refused for good by the ledger.
-pub(super) fn settled(state: CardState, written: Result<(), WriteError>) -> Step {
+pub(super) fn settled(state: CardState, written: Result<(), StepError>) -> Step {
     match written {
         Ok(()) => answer(state, recorded(false, false)),
-        Err(error) if error.is_unique_violation() => answer(state, recorded(true, false)),
-        Err(error) => match error.refused_entry() {
+        Err(error) if is_unique_violation(&error) => answer(state, recorded(true, false)),
+        Err(error) => match refused_entry(&error) {
             Some(failure) => {
                 tracing::warn!(card = %state.row.id, %error, "card entry refused by the ledger");
                 answer(state, Err(failure))
             }
-            None => Err(error.into()),
+            None => Err(runtime_error(error)),
         },
     }
 }

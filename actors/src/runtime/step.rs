@@ -10,7 +10,7 @@
 use chrono::NaiveDateTime;
 use tern_schema::audit::AuditRecord;
 use tern_schema::ledger::LedgerError;
-use tern_schema::models::{SettlementRow, TransferRow};
+use tern_schema::models::{CardRow, SettlementRow, TransferRow};
 use tern_schema::plan::{Plan, RowMove};
 use tern_schema::types::utc_now;
 use tern_schema::{Db, DieselError, PlanError, StoreError, Written};
@@ -106,6 +106,24 @@ impl VersionedRow for TransferRow {
 
     fn row_move(self, expected_version: i64) -> RowMove {
         RowMove::Transfer {
+            row: self,
+            expected_version,
+        }
+    }
+}
+
+impl VersionedRow for CardRow {
+    fn version(&self) -> i64 {
+        self.version
+    }
+
+    fn stamp(&mut self, version: i64, updated_at: NaiveDateTime) {
+        self.version = version;
+        self.updated_at = updated_at;
+    }
+
+    fn row_move(self, expected_version: i64) -> RowMove {
+        RowMove::Card {
             row: self,
             expected_version,
         }

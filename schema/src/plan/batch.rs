@@ -158,6 +158,8 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
                 RowMove::Transfer { row, .. } => transfer_ids.push(row.id.clone()),
                 // Read with the card rows (`cards::read`).
                 RowMove::Authorization(_) => {}
+                // Written as one statement each, not read ahead.
+                RowMove::Card { .. } => {}
             }
         }
         for created in &plan.new_transfers {

@@ -151,8 +151,21 @@ pub(crate) fn judge(
             let mut draft = Draft::default();
             let events_wait = plan_draft(world, plan, &mut draft, now)?;
             accept(world, &mut rows, draft, plan, events_wait);
-            rows.row_writes
-                .extend(plan.rows.iter().map(|write| (index, write.clone())));
+            let card_moves = plan.moves.iter().filter_map(|moved| match moved {
+                RowMove::Card {
+                    row,
+                    expected_version,
+                } => Some(RowWrite::Card {
+                    row: row.clone(),
+                    expected_version: *expected_version,
+                }),
+                _ => None,
+            });
+            rows.row_writes.extend(
+                card_moves
+                    .chain(plan.rows.iter().cloned())
+                    .map(|write| (index, write)),
+            );
             Ok(Written {
                 events_wait,
                 rearmed: 0,
@@ -277,6 +290,8 @@ fn plan_draft(
     for moved in &plan.moves {
         match moved {
             RowMove::Authorization(change) => world.cards.moved(&mut draft.cards, change)?,
+            // Checked where it is written (see `judge`).
+            RowMove::Card { .. } => {}
             RowMove::Settlement {
                 row,
                 expected_version,
