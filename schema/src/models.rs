@@ -12,8 +12,8 @@ use crate::schema::{
     webhook_events,
 };
 use crate::vocabulary::{
-    DeliveryStatus, LegStatus, MerchantStatus, Reversal, SettlementMethod, SettlementStatus,
-    TransferStatus,
+    CardStatus, DeliveryStatus, LegStatus, MerchantStatus, Reversal, SettlementMethod,
+    SettlementStatus, TransferStatus,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -537,7 +537,7 @@ pub struct CardRow {
     /// `virtual` or `physical`.
     pub card_type: String,
     /// `issuing`, `active`, `frozen`, `blocked` or `closed`.
-    pub status: String,
+    pub status: CardStatus,
     pub network: String,
     pub currency: String,
     pub cardholder: String,
@@ -557,7 +557,7 @@ pub struct CardRow {
     pub international_enabled: bool,
     pub atm_enabled: bool,
     pub replaces_card_id: Option<String>,
-    pub replaces_status: Option<String>,
+    pub replaces_status: Option<CardStatus>,
     pub replaced_by_card_id: Option<String>,
     pub request_id: String,
     pub version: i64,

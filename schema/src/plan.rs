@@ -147,10 +147,7 @@ pub enum RowMove {
     /// batch's judgement reads them: the move is written as one statement
     /// ([`RowWrite::Card`]), before the plan's other rows, and a card moved
     /// meanwhile fails it there.
-    Card {
-        row: CardRow,
-        expected_version: i64,
-    },
+    Card { row: CardRow, expected_version: i64 },
     /// An open authorization (approved, holding `hold_id`) whose hold
     /// ended or was renewed. Card transactions carry no version: the
     /// authorization's status and hold are what it is read at.

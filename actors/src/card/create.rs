@@ -61,7 +61,7 @@ pub fn intent_of(id: String, new: &NewCard, now: NaiveDateTime) -> CardRow {
         user_id: new.user_id.clone(),
         program_id: new.program.id.to_owned(),
         card_type: new.card_type.clone(),
-        status: Status::Issuing.as_str().to_owned(),
+        status: Status::Issuing,
         network: new.program.network.as_str().to_owned(),
         currency: new.currency.clone(),
         cardholder: new.cardholder.clone(),

@@ -16,15 +16,15 @@ use super::machine::{self, Effect, Event, Operation, Status};
 use super::messages::{CardFailure, CardReply, Origin};
 use super::record::{limits_of, record};
 use super::write::{
-    answer, commit, commit_step, decided, is_unique_violation, rejected, runtime_error,
-    unexpected, Step,
+    answer, commit, commit_step, decided, is_unique_violation, rejected, runtime_error, unexpected,
+    Step,
 };
 use crate::ports::{CardIssuer, CardNetwork, IssueRequest, IssuedCard, IssuerStatus};
 use crate::runtime::timers;
+use crate::runtime::version::next_version;
 use crate::runtime::{
     self, EntityEnv, EntityKind, StepError, TimerFiring, TimerSpec, Versioned, VersionedRow,
 };
-use crate::runtime::version::next_version;
 
 /// Payload of the timer that resumes an issue whose outcome is unknown.
 pub(super) const TIMER_RESUME_ISSUE: &str = "resume_issue";
@@ -200,7 +200,7 @@ async fn written(
 /// The intent's next row (already at its next version) once issued.
 fn issued_row(next: CardRow, issued: &IssuedCard) -> CardRow {
     CardRow {
-        status: Status::Active.as_str().to_owned(),
+        status: Status::Active,
         provider_card_id: Some(issued.provider_card_id.clone()),
         last_four: Some(issued.last_four.clone()),
         expiry_month: Some(issued.expiry_month),
@@ -237,7 +237,7 @@ async fn abandonment(
     // intent is dropped (one live virtual card per user), so it is written
     // after it, in the plan's rows.
     let mut restored = CardRow {
-        status: old_status.clone(),
+        status: *old_status,
         replaced_by_card_id: None,
         ..old.clone()
     };
@@ -296,7 +296,7 @@ pub(super) async fn replace(
     let mut replacement = None;
     for effect in effects {
         match effect {
-            Effect::Persist => step.next.status = next.status.as_str().to_owned(),
+            Effect::Persist => step.next.status = next.status,
             Effect::Audit(action) => step.plan.audit.push(record(
                 &old,
                 &origin,
@@ -338,14 +338,14 @@ fn intent_replacing(
 ) -> CardRow {
     CardRow {
         id: new_card_id.to_owned(),
-        status: Status::Issuing.as_str().to_owned(),
+        status: Status::Issuing,
         provider_card_id: None,
         last_four: None,
         expiry_month: None,
         expiry_year: None,
         wallet_status: "none".to_owned(),
         replaces_card_id: Some(old.id.clone()),
-        replaces_status: Some(old.status.clone()),
+        replaces_status: Some(old.status),
         replaced_by_card_id: None,
         request_id: origin.request_id.clone(),
         version: Versioned::<()>::INITIAL,
@@ -398,9 +398,7 @@ async fn issue_replacement(
             }
             (Effect::BlockReplaced, _) => block_replaced = true,
             (Effect::Abandon, IssueOutcome::NotIssued(_)) => {
-                let (rows, back) = abandonment(&env.db, &intent)
-                    .await
-                    .map_err(runtime_error)?;
+                let (rows, back) = abandonment(&env.db, &intent).await.map_err(runtime_error)?;
                 step.plan.rows.extend(rows);
                 restored = back;
                 guarded = state.row.clone();

@@ -140,8 +140,7 @@ impl EntityKind for CardKind {
     }
 
     fn in_flight_since(state: &CardState) -> Option<NaiveDateTime> {
-        (state.row.status == Status::Issuing.as_str() && !state.gone)
-            .then_some(state.row.created_at)
+        (state.row.status == Status::Issuing && !state.gone).then_some(state.row.created_at)
     }
 
     async fn list_in_flight(
@@ -173,10 +172,10 @@ impl EntityKind for CardKind {
     /// authorization of a busy card would reload it (its spend windows are
     /// sums over the card's transactions).
     fn passivates_when_quiet(state: &CardState) -> bool {
-        state.gone || state.row.status == Status::Closed.as_str()
+        state.gone || state.row.status == Status::Closed
     }
 
     fn on_activate(state: &CardState) -> Option<CardCommand> {
-        (state.row.status == Status::Issuing.as_str()).then_some(CardCommand::Resume)
+        (state.row.status == Status::Issuing).then_some(CardCommand::Resume)
     }
 }

@@ -48,7 +48,7 @@ pub(super) async fn change(
                 }
             }
             Effect::Persist => {
-                step.next.status = next.status.as_str().to_owned();
+                step.next.status = next.status;
                 if next.status == Status::Closed {
                     step.next.closed_at = Some(step.next.updated_at);
                 }

@@ -10,13 +10,17 @@ use tern_schema::{Db, StoreError};
 use super::kind::{CardKind, CardState};
 use super::machine::{self, Effect, Event, Refusal, Rejected};
 use super::messages::{CardFailure, CardReply, CardResult};
-use crate::runtime::{EntityKind, RuntimeError, RuntimeResult, Step as RowStep, StepError, Transition};
+use crate::runtime::{
+    EntityKind, RuntimeError, RuntimeResult, Step as RowStep, StepError, Transition,
+};
 
 /// A card's ledger refusal that no answer below names: never Unavailable,
 /// as the same entry is refused again on every retry, so a 503 would have
 /// the provider re-send it for ever.
 pub(super) fn runtime_error(error: StepError) -> RuntimeError {
-    error.into_runtime(|other| RuntimeError::Refused(format!("ledger refused a card entry: {other}")))
+    error.into_runtime(|other| {
+        RuntimeError::Refused(format!("ledger refused a card entry: {other}"))
+    })
 }
 
 /// A row the card's plan moves (the card, or an authorization) moved
@@ -73,10 +77,12 @@ pub(super) fn refused_entry(error: &StepError) -> Option<CardFailure> {
                 i64::MAX
             ),
         }),
-        StepError::Ledger(LedgerError::CurrencyMismatch { .. }) => Some(CardFailure::EntryRefused {
-            field: "currency",
-            reason: "is not the currency of the card's account".into(),
-        }),
+        StepError::Ledger(LedgerError::CurrencyMismatch { .. }) => {
+            Some(CardFailure::EntryRefused {
+                field: "currency",
+                reason: "is not the currency of the card's account".into(),
+            })
+        }
         _ => None,
     }
 }

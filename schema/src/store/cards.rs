@@ -12,9 +12,12 @@ use crate::schema::{card_transactions, card_wallet_tokens, cards};
 use crate::store::cached::Cached;
 use crate::{dispatch, StoreResult, Tx};
 
-pub const STATUS_ISSUING: &str = "issuing";
+use crate::vocabulary::CardStatus;
+
+pub const STATUS_ISSUING: CardStatus = CardStatus::Issuing;
 /// Statuses that count against "one live virtual card per user".
-pub const LIVE_STATUSES: [&str; 3] = ["issuing", "active", "frozen"];
+pub const LIVE_STATUSES: [CardStatus; 3] =
+    [CardStatus::Issuing, CardStatus::Active, CardStatus::Frozen];
 /// Most cards one listing answers; a user holds few cards (one live
 /// virtual card, plus the closed and replaced ones).
 pub const CARDS_LISTED_MAX: i64 = 200;

@@ -9,12 +9,14 @@
 //! with explicit codes), and strum would still leave the diesel half to
 //! write by hand.
 
+mod card;
 mod chain;
 mod merchant;
 mod settlement;
 mod transfer;
 mod webhook;
 
+pub use card::CardStatus;
 pub use chain::{Asset, Network};
 pub use merchant::MerchantStatus;
 pub use settlement::{Reversal, SettlementMethod, SettlementStatus};

@@ -347,7 +347,7 @@ pub fn render(row: CardRow, balances: CardBalances, tokens: &[CardWalletTokenRow
         user_id: row.user_id,
         program_id: row.program_id,
         card_type: row.card_type,
-        status: row.status,
+        status: row.status.as_str().to_owned(),
         network: row.network,
         display_name: row.display_name,
         card_art: row.card_art,

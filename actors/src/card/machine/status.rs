@@ -1,39 +1,7 @@
 //! The card status table: which operation a card in a given status
 //! accepts (the interface's card status table plus decisions §10).
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Status {
-    /// The intent is written; the issuer has not answered yet.
-    Issuing,
-    Active,
-    Frozen,
-    Blocked,
-    Closed,
-}
-
-impl Status {
-    pub const ALL: [Status; 5] = [
-        Status::Issuing,
-        Status::Active,
-        Status::Frozen,
-        Status::Blocked,
-        Status::Closed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Issuing => "issuing",
-            Status::Active => "active",
-            Status::Frozen => "frozen",
-            Status::Blocked => "blocked",
-            Status::Closed => "closed",
-        }
-    }
-
-    pub fn parse(value: &str) -> Option<Status> {
-        Status::ALL.into_iter().find(|s| s.as_str() == value)
-    }
-}
+pub use tern_schema::vocabulary::CardStatus as Status;
 
 /// What a caller asks of an issued card.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
