@@ -12,7 +12,7 @@ use crate::schema::{
     webhook_events,
 };
 use crate::vocabulary::{
-    CardStatus, DeliveryStatus, LegStatus, MerchantStatus, Reversal, SettlementMethod,
+    CardNetwork, CardStatus, DeliveryStatus, LegStatus, MerchantStatus, Reversal, SettlementMethod,
     SettlementStatus, TransferStatus,
 };
 
@@ -538,7 +538,7 @@ pub struct CardRow {
     pub card_type: String,
     /// `issuing`, `active`, `frozen`, `blocked` or `closed`.
     pub status: CardStatus,
-    pub network: String,
+    pub network: CardNetwork,
     pub currency: String,
     pub cardholder: String,
     pub display_name: Option<String>,

@@ -62,7 +62,7 @@ pub fn intent_of(id: String, new: &NewCard, now: NaiveDateTime) -> CardRow {
         program_id: new.program.id.to_owned(),
         card_type: new.card_type.clone(),
         status: Status::Issuing,
-        network: new.program.network.as_str().to_owned(),
+        network: new.program.network,
         currency: new.currency.clone(),
         cardholder: new.cardholder.clone(),
         display_name: new.display_name.clone(),

@@ -19,7 +19,7 @@ use super::write::{
     answer, commit, commit_step, decided, is_unique_violation, rejected, runtime_error, unexpected,
     Step,
 };
-use crate::ports::{CardIssuer, CardNetwork, IssueRequest, IssuedCard, IssuerStatus};
+use crate::ports::{CardIssuer, IssueRequest, IssuedCard, IssuerStatus};
 use crate::runtime::timers;
 use crate::runtime::version::next_version;
 use crate::runtime::{
@@ -41,7 +41,7 @@ enum IssueOutcome {
 }
 
 async fn ask_issuer(issuer: &dyn CardIssuer, row: &CardRow) -> IssueOutcome {
-    let network = CardNetwork::parse(&row.network).unwrap_or(CardNetwork::Visa);
+    let network = row.network;
     let request = IssueRequest {
         idempotency_key: row.id.clone(),
         card_id: row.id.clone(),

@@ -8,23 +8,7 @@ use chrono::NaiveDateTime;
 
 use super::ProviderError;
 
-tern_schema::text_enum! {
-    /// Card networks a program issues on (decisions §1).
-    pub enum CardNetwork {
-        Visa = "visa",
-        Mastercard = "mastercard",
-    }
-}
-
-impl CardNetwork {
-    /// The name shown to people: `Visa **** 4242`.
-    pub fn display_name(self) -> &'static str {
-        match self {
-            CardNetwork::Visa => "Visa",
-            CardNetwork::Mastercard => "Mastercard",
-        }
-    }
-}
+pub use tern_schema::vocabulary::CardNetwork;
 
 tern_schema::text_enum! {
     /// Mobile wallets a token can be provisioned into (decisions §1).

@@ -1,4 +1,4 @@
-//! A card's standing.
+//! A card's standing and the network it is issued on.
 
 crate::text_enum! {
     /// Where a card stands. `Issuing` is the intent written before the
@@ -11,5 +11,23 @@ crate::text_enum! {
         Frozen = "frozen",
         Blocked = "blocked",
         Closed = "closed",
+    }
+}
+
+crate::text_enum! {
+    /// Card networks a program issues on (decisions §1).
+    pub enum CardNetwork {
+        Visa = "visa",
+        Mastercard = "mastercard",
+    }
+}
+
+impl CardNetwork {
+    /// The name shown to people: `Visa **** 4242`.
+    pub fn display_name(self) -> &'static str {
+        match self {
+            CardNetwork::Visa => "Visa",
+            CardNetwork::Mastercard => "Mastercard",
+        }
     }
 }

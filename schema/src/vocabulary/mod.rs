@@ -16,7 +16,7 @@ mod settlement;
 mod transfer;
 mod webhook;
 
-pub use card::CardStatus;
+pub use card::{CardNetwork, CardStatus};
 pub use chain::{Asset, Network};
 pub use merchant::MerchantStatus;
 pub use settlement::{Reversal, SettlementMethod, SettlementStatus};

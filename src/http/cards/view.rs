@@ -6,7 +6,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use tern_actors::card::limits_of;
 use tern_actors::card::machine::Limits as CardLimits;
 use tern_actors::card::program;
-use tern_actors::ports::{CardNetwork, Wallet as WalletKind};
+use tern_actors::ports::Wallet as WalletKind;
 use tern_schema::ledger;
 use tern_schema::models::{CardRow, CardTransactionRow, CardWalletTokenRow};
 use tern_schema::snapshot;
@@ -324,7 +324,7 @@ pub async fn card(tx: &mut Tx<'_>, row: CardRow) -> StoreResult<Card> {
 
 pub fn render(row: CardRow, balances: CardBalances, tokens: &[CardWalletTokenRow]) -> Card {
     let program = program::find(&row.program_id);
-    let network = CardNetwork::parse(&row.network).unwrap_or(CardNetwork::Visa);
+    let network = row.network;
     let last_four = row.last_four.clone().unwrap_or_default();
     Card {
         display_label: format!("{} **** {last_four}", network.display_name()),
@@ -348,7 +348,7 @@ pub fn render(row: CardRow, balances: CardBalances, tokens: &[CardWalletTokenRow
         program_id: row.program_id,
         card_type: row.card_type,
         status: row.status.as_str().to_owned(),
-        network: row.network,
+        network: row.network.as_str().to_owned(),
         display_name: row.display_name,
         card_art: row.card_art,
         theme: row.theme,
