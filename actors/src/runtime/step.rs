@@ -76,59 +76,31 @@ pub trait VersionedRow: Clone {
     fn row_move(self, expected_version: i64) -> RowMove;
 }
 
-impl VersionedRow for SettlementRow {
-    fn version(&self) -> i64 {
-        self.version
-    }
+/// Every entity row keeps its version and write time in the same two
+/// columns and has its own `RowMove` variant.
+macro_rules! versioned_rows {
+    ($($row:ty => $variant:ident),+ $(,)?) => {$(
+        impl VersionedRow for $row {
+            fn version(&self) -> i64 {
+                self.version
+            }
 
-    fn stamp(&mut self, version: i64, updated_at: NaiveDateTime) {
-        self.version = version;
-        self.updated_at = updated_at;
-    }
+            fn stamp(&mut self, version: i64, updated_at: NaiveDateTime) {
+                self.version = version;
+                self.updated_at = updated_at;
+            }
 
-    fn row_move(self, expected_version: i64) -> RowMove {
-        RowMove::Settlement {
-            row: self,
-            expected_version,
+            fn row_move(self, expected_version: i64) -> RowMove {
+                RowMove::$variant {
+                    row: self,
+                    expected_version,
+                }
+            }
         }
-    }
+    )+};
 }
 
-impl VersionedRow for TransferRow {
-    fn version(&self) -> i64 {
-        self.version
-    }
-
-    fn stamp(&mut self, version: i64, updated_at: NaiveDateTime) {
-        self.version = version;
-        self.updated_at = updated_at;
-    }
-
-    fn row_move(self, expected_version: i64) -> RowMove {
-        RowMove::Transfer {
-            row: self,
-            expected_version,
-        }
-    }
-}
-
-impl VersionedRow for CardRow {
-    fn version(&self) -> i64 {
-        self.version
-    }
-
-    fn stamp(&mut self, version: i64, updated_at: NaiveDateTime) {
-        self.version = version;
-        self.updated_at = updated_at;
-    }
-
-    fn row_move(self, expected_version: i64) -> RowMove {
-        RowMove::Card {
-            row: self,
-            expected_version,
-        }
-    }
-}
+versioned_rows!(SettlementRow => Settlement, TransferRow => Transfer, CardRow => Card);
 
 /// One step being planned: the kind books its effects into `plan` and
 /// onto `next`, then [`Step::commit`]s.
