@@ -87,20 +87,6 @@ macro_rules! text_enum {
             }
         }
 
-        // Comparing with a code reads, it never writes: tests and checks
-        // that look at rows compare with the codes they expect.
-        impl ::core::cmp::PartialEq<str> for $name {
-            fn eq(&self, code: &str) -> bool {
-                self.as_str() == code
-            }
-        }
-
-        impl ::core::cmp::PartialEq<&str> for $name {
-            fn eq(&self, code: &&str) -> bool {
-                self.as_str() == *code
-            }
-        }
-
         impl $crate::__private::serde::Serialize for $name {
             fn serialize<S: $crate::__private::serde::Serializer>(
                 &self,
