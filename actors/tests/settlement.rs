@@ -433,7 +433,9 @@ async fn a_direct_charge_is_off_session_and_needs_no_parent() {
     let world = world(chrono::Duration::minutes(15)).await;
     world.charge("direct", None).await;
     world
-        .until("direct", "the charge fails", |row| row.status == SettlementStatus::Failed)
+        .until("direct", "the charge fails", |row| {
+            row.status == SettlementStatus::Failed
+        })
         .await;
     let failed = world.row("direct").await;
     assert_eq!(

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tern_schema::store::transfers;
-use tern_schema::Db;
 use tern_schema::vocabulary::TransferStatus;
+use tern_schema::Db;
 use uuid::Uuid;
 
 use crate::processes::Cluster;

@@ -10,12 +10,16 @@
 //! write by hand.
 
 mod chain;
+mod identity;
+mod ledger;
 mod merchant;
 mod settlement;
 mod transfer;
 mod webhook;
 
 pub use chain::{Asset, Network};
+pub use identity::{DeviceStatus, Purpose, PushStatus, UserStatus};
+pub use ledger::{AccountKind, LedgerStatus};
 pub use merchant::MerchantStatus;
 pub use settlement::{Reversal, SettlementMethod, SettlementStatus};
 pub use transfer::{LegStatus, TransferStatus};
