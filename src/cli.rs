@@ -8,6 +8,7 @@ use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::store::{merchants, transfers, users};
 use tern_schema::types::utc_now;
 use tern_schema::types::MerchantStatus;
+use tern_schema::vocabulary::UserStatus;
 use tern_schema::{ledger, migrate, write_tx, Db, StoreError};
 
 use crate::config::Config;
@@ -567,8 +568,8 @@ async fn set_merchant_status(config: &Config, action: MerchantAction) -> anyhow:
 
 async fn set_user_status(config: &Config, action: UserAction) -> anyhow::Result<()> {
     let (email, status, audit_action) = match action {
-        UserAction::Disable { email } => (email, users::STATUS_DISABLED, "user.disabled"),
-        UserAction::Enable { email } => (email, users::STATUS_ACTIVE, "user.enabled"),
+        UserAction::Disable { email } => (email, UserStatus::Disabled, "user.disabled"),
+        UserAction::Enable { email } => (email, UserStatus::Active, "user.enabled"),
     };
     // Stored emails are trimmed and lowercased (decisions §9).
     let email = email.trim().to_lowercase();

@@ -26,6 +26,7 @@ use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};
 use tern_schema::store::{ledger as ledger_store, merchants, settlements, timers};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::SettlementStatus;
 use tern_schema::{audit, ledger, migrate, write_tx, Db, StoreError};
 
 /// Longest any test waits for an asynchronous effect before failing.
@@ -353,13 +354,13 @@ async fn an_unfinished_challenge_expires_and_fails_the_leg() {
         })
         .await;
     let open = world.row("leg1").await;
-    assert_eq!(open.status, "in_flight");
+    assert_eq!(open.status, SettlementStatus::InFlight);
     assert_eq!(open.client_secret.as_deref(), Some(CLIENT_SECRET));
     assert!(open.next_attempt_at.is_some(), "the deadline is the timer");
 
     world
         .until("leg1", "the deadline fails it", |row| {
-            row.status == "failed"
+            row.status == SettlementStatus::Failed
         })
         .await;
     let failed = world.row("leg1").await;
@@ -408,7 +409,7 @@ async fn a_nudge_after_the_payer_approves_settles_the_leg() {
         .expect("nudge");
     world
         .until("leg1", "the charge succeeds", |row| {
-            row.status == "succeeded"
+            row.status == SettlementStatus::Succeeded
         })
         .await;
     let succeeded = world.row("leg1").await;
@@ -432,7 +433,9 @@ async fn a_direct_charge_is_off_session_and_needs_no_parent() {
     let world = world(chrono::Duration::minutes(15)).await;
     world.charge("direct", None).await;
     world
-        .until("direct", "the charge fails", |row| row.status == "failed")
+        .until("direct", "the charge fails", |row| {
+            row.status == SettlementStatus::Failed
+        })
         .await;
     let failed = world.row("direct").await;
     assert_eq!(

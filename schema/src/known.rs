@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::models::{LedgerAccountRow, LedgerEntryRow};
+use crate::vocabulary::AccountKind;
 
 /// Accounts remembered at most before the cache starts over.
 pub const ACCOUNTS_MAX: usize = 100_000;
@@ -26,7 +27,7 @@ pub const TRANSACTIONS_MAX: usize = 100_000;
 pub struct AccountFacts {
     pub id: String,
     pub merchant_id: Option<String>,
-    pub kind: String,
+    pub kind: AccountKind,
     pub currency: String,
 }
 
@@ -35,7 +36,7 @@ impl From<&LedgerAccountRow> for AccountFacts {
         AccountFacts {
             id: row.id.clone(),
             merchant_id: row.merchant_id.clone(),
-            kind: row.kind.clone(),
+            kind: row.kind,
             currency: row.currency.clone(),
         }
     }
@@ -137,7 +138,7 @@ mod tests {
         AccountFacts {
             id: id.into(),
             merchant_id: None,
-            kind: "card_push".into(),
+            kind: AccountKind::CardPush,
             currency: "USD".into(),
         }
     }

@@ -21,6 +21,7 @@ use crate::money::Currency;
 use crate::plan::{LedgerWrite, Plan, PlanError};
 use crate::store::ledger::{self as store, Bucket};
 use crate::types::utc_now;
+use crate::vocabulary::AccountKind;
 use crate::{Db, DieselError, Refusal, StoreError, Tx};
 
 mod check;
@@ -28,7 +29,7 @@ mod check;
 pub use check::{check, CheckReport, CurrencyTotals};
 
 /// The kind of a merchant's spendable account.
-pub const FUNDING: &str = "funding";
+pub const FUNDING: AccountKind = AccountKind::Funding;
 /// Most lines one journal entry may have.
 pub const LINES_PER_ENTRY_MAX: usize = 16;
 
@@ -69,16 +70,16 @@ impl SystemAccount {
         SystemAccount::CardNetwork,
     ];
 
-    pub fn kind(self) -> &'static str {
+    pub fn kind(self) -> AccountKind {
         match self {
-            SystemAccount::CardAcquirer => "card_acquirer",
-            SystemAccount::CardPush => "card_push",
-            SystemAccount::Custodian => "custodian",
-            SystemAccount::TransferClearing => "transfer_clearing",
-            SystemAccount::PlatformFees => "platform_fees",
-            SystemAccount::NetworkFees => "network_fees",
-            SystemAccount::Conversion => "conversion",
-            SystemAccount::CardNetwork => "card_network",
+            SystemAccount::CardAcquirer => AccountKind::CardAcquirer,
+            SystemAccount::CardPush => AccountKind::CardPush,
+            SystemAccount::Custodian => AccountKind::Custodian,
+            SystemAccount::TransferClearing => AccountKind::TransferClearing,
+            SystemAccount::PlatformFees => AccountKind::PlatformFees,
+            SystemAccount::NetworkFees => AccountKind::NetworkFees,
+            SystemAccount::Conversion => AccountKind::Conversion,
+            SystemAccount::CardNetwork => AccountKind::CardNetwork,
         }
     }
 
@@ -93,7 +94,7 @@ impl SystemAccount {
         let (kind, currency) = id.strip_prefix("sys_")?.rsplit_once('_')?;
         let account = SystemAccount::ALL
             .into_iter()
-            .find(|account| account.kind() == kind)?;
+            .find(|account| account.kind().as_str() == kind)?;
         let currency = Currency::find(&currency.to_ascii_uppercase())?;
         Some((account, currency.code.to_owned()))
     }
@@ -208,7 +209,7 @@ pub async fn open_funding_accounts(tx: &mut Tx<'_>, merchant_id: &str) -> Result
         let row = LedgerAccountRow {
             id: format!("acct_{}", uuid::Uuid::now_v7().simple()),
             merchant_id: Some(merchant_id.to_owned()),
-            kind: FUNDING.to_owned(),
+            kind: AccountKind::Funding,
             currency: currency.code.to_owned(),
             posted_debits_minor: 0,
             posted_credits_minor: 0,
@@ -253,7 +254,7 @@ async fn open_system_account(tx: &mut Tx<'_>, account_id: &str) -> Result<bool, 
     let row = LedgerAccountRow {
         id: account_id.to_owned(),
         merchant_id: None,
-        kind: account.kind().to_owned(),
+        kind: account.kind(),
         currency,
         posted_debits_minor: 0,
         posted_credits_minor: 0,

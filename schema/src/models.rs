@@ -12,8 +12,9 @@ use crate::schema::{
     webhook_events,
 };
 use crate::vocabulary::{
-    CardNetwork, CardStatus, DeliveryStatus, LegStatus, MerchantStatus, Reversal, SettlementMethod,
-    SettlementStatus, TransferStatus,
+    AccountKind, Asset, CardNetwork, CardStatus, DeliveryStatus, DeviceStatus, LedgerStatus,
+    LegStatus, MerchantStatus, Network, Purpose, PushStatus, Reversal, SettlementMethod,
+    SettlementStatus, TransferStatus, UserStatus,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -48,7 +49,7 @@ pub struct ApiKeyRow {
 pub struct LedgerAccountRow {
     pub id: String,
     pub merchant_id: Option<String>,
-    pub kind: String,
+    pub kind: AccountKind,
     pub currency: String,
     pub posted_debits_minor: i64,
     pub posted_credits_minor: i64,
@@ -77,7 +78,7 @@ impl LedgerAccountRow {
 #[diesel(table_name = ledger_transactions, treat_none_as_default_value = false)]
 pub struct LedgerTransactionRow {
     pub id: String,
-    pub status: String,
+    pub status: LedgerStatus,
     pub merchant_id: Option<String>,
     pub settlement_key: Option<String>,
     pub description: String,
@@ -151,7 +152,7 @@ pub struct SettlementRow {
     pub method: SettlementMethod,
     pub currency: String,
     pub amount_minor: i64,
-    pub asset: Option<String>,
+    pub asset: Option<Asset>,
     pub source: String,
     pub destination: String,
     pub recipient_name: String,
@@ -195,7 +196,7 @@ pub struct SettlementIntent {
     pub method: SettlementMethod,
     pub currency: String,
     pub amount_minor: i64,
-    pub asset: Option<String>,
+    pub asset: Option<Asset>,
     pub source: String,
     pub destination: String,
     pub recipient_name: String,
@@ -282,8 +283,8 @@ pub struct QuoteRow {
     pub merchant_id: String,
     pub send_currency: String,
     pub send_amount_minor: i64,
-    pub receive_asset: String,
-    pub receive_network: String,
+    pub receive_asset: Asset,
+    pub receive_network: Network,
     /// Send currency -> receive asset, as the exact decimal it was priced with.
     pub rate: String,
     pub platform_fee_minor: i64,
@@ -316,8 +317,8 @@ pub struct TransferRow {
     pub wallet: String,
     pub send_currency: String,
     pub send_amount_minor: i64,
-    pub receive_asset: String,
-    pub receive_network: String,
+    pub receive_asset: Asset,
+    pub receive_network: Network,
     /// Six decimals of the asset.
     pub receive_amount_minor: i64,
     pub rate: String,
@@ -436,8 +437,7 @@ pub struct UserRow {
     pub name: String,
     /// argon2id PHC string.
     pub password_hash: String,
-    /// `active` or `disabled`.
-    pub status: String,
+    pub status: UserStatus,
     pub email_verified_at: Option<NaiveDateTime>,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
@@ -464,8 +464,7 @@ pub struct EmailTokenRow {
     /// Hex SHA-256 of the mailed token.
     pub token_sha256: String,
     pub user_id: String,
-    /// `verify_email` or `password_reset`.
-    pub purpose: String,
+    pub purpose: Purpose,
     pub created_at: NaiveDateTime,
     pub expires_at: NaiveDateTime,
     pub used_at: Option<NaiveDateTime>,
@@ -483,8 +482,7 @@ pub struct DeviceRow {
     pub token: String,
     /// Hex SHA-256 of `token`; what uniqueness and lookups use.
     pub token_sha256: String,
-    /// `active` or `revoked`.
-    pub status: String,
+    pub status: DeviceStatus,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
     pub revoked_at: Option<NaiveDateTime>,
@@ -513,8 +511,7 @@ pub struct PushDispatchRow {
 pub struct PushDeliveryRow {
     pub dispatch_id: String,
     pub device_id: String,
-    /// `pending`, `delivered` or `failed`.
-    pub status: String,
+    pub status: PushStatus,
     pub attempts: i32,
     pub last_error: Option<String>,
     /// The gateway's id of the message, once delivered.

@@ -11,6 +11,7 @@
 use tern_schema::ledger::{self, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::LedgerEntryRow;
 use tern_schema::store::ledger as store;
+use tern_schema::vocabulary::LedgerStatus;
 use tern_schema::{dispatch, Db};
 
 mod common;
@@ -97,7 +98,11 @@ async fn a_posting_and_a_void_are_new_transactions_and_the_hold_never_changes() 
             (status, Some(hold.as_str()), Some("key")),
         );
         let (hold_row, hold_lines) = transaction(&db, hold).await;
-        assert_eq!(hold_row.status, "pending", "the hold is never edited");
+        assert_eq!(
+            hold_row.status,
+            LedgerStatus::Pending,
+            "the hold is never edited"
+        );
         assert_eq!(shape(&resolution_lines), shape(&hold_lines));
         assert!(resolution_lines
             .iter()

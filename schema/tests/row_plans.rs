@@ -17,6 +17,7 @@ use tern_schema::schema::{audit_events, cards, quotes, webhook_endpoints};
 use tern_schema::store::{cards as card_store, merchants, users};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::{Asset, Network};
 use tern_schema::{dispatch, write_tx, Db, StoreError};
 
 mod common;
@@ -48,8 +49,8 @@ fn quote(i: usize) -> Plan {
             merchant_id: MERCHANT.into(),
             send_currency: "USD".into(),
             send_amount_minor: 1_000,
-            receive_asset: "USDT".into(),
-            receive_network: "tron".into(),
+            receive_asset: Asset::Usdt,
+            receive_network: Network::Tron,
             rate: "1".into(),
             platform_fee_minor: 10,
             network_fee_minor: 5,

@@ -22,6 +22,7 @@ use tern_schema::plan::{Plan, PlanError, RowMove};
 use tern_schema::schema::{audit_events, idempotency_records, transfers};
 use tern_schema::store::{merchants, quotes};
 use tern_schema::testing::TestDatabase;
+use tern_schema::vocabulary::{Asset, Network};
 use tern_schema::{dispatch, idempotency, write_tx, Db, Refusal, StoreError, Written};
 
 mod common;
@@ -52,8 +53,8 @@ fn quote(index: u64) -> QuoteRow {
         merchant_id: MERCHANT.into(),
         send_currency: "EUR".into(),
         send_amount_minor: 10_000 + 100 * index as i64,
-        receive_asset: ["USDC", "USDT"][index as usize % 2].into(),
-        receive_network: ["tron", "ethereum", "polygon", "bsc"][index as usize % 4].into(),
+        receive_asset: [Asset::Usdc, Asset::Usdt][index as usize % 2],
+        receive_network: Network::ALL[index as usize % Network::ALL.len()],
         rate: "1.08".into(),
         platform_fee_minor: 100,
         network_fee_minor: 231 + index as i64,
@@ -112,8 +113,8 @@ fn creation(step: usize, key: &str, quote: &QuoteRow, answered: bool) -> Plan {
         wallet: "TQn9Y2khEsLJW1ChVWFMSMeRDow5KcbLSE".into(),
         send_currency: quote.send_currency.clone(),
         send_amount_minor: quote.send_amount_minor,
-        receive_asset: quote.receive_asset.clone(),
-        receive_network: quote.receive_network.clone(),
+        receive_asset: quote.receive_asset,
+        receive_network: quote.receive_network,
         receive_amount_minor: quote.receive_amount_minor,
         rate: quote.rate.clone(),
         platform_fee_minor: quote.platform_fee_minor,

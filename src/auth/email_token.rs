@@ -16,20 +16,13 @@ pub const PASSWORD_RESET_TTL: Duration = Duration::from_secs(3_600);
 /// looked up at all.
 pub const TOKEN_LENGTH_MAX: usize = 128;
 
-tern_schema::text_enum! {
-    /// The two things a mailed token can prove.
-    pub enum Purpose {
-        VerifyEmail = "verify_email",
-        PasswordReset = "password_reset",
-    }
-}
+pub use tern_schema::vocabulary::Purpose;
 
-impl Purpose {
-    pub fn ttl(self) -> Duration {
-        match self {
-            Purpose::VerifyEmail => VERIFY_EMAIL_TTL,
-            Purpose::PasswordReset => PASSWORD_RESET_TTL,
-        }
+/// How long a token of this purpose stays usable.
+pub fn ttl(purpose: Purpose) -> Duration {
+    match purpose {
+        Purpose::VerifyEmail => VERIFY_EMAIL_TTL,
+        Purpose::PasswordReset => PASSWORD_RESET_TTL,
     }
 }
 
@@ -42,13 +35,13 @@ pub async fn issue(
     now: NaiveDateTime,
 ) -> StoreResult<String> {
     let (token, digest) = new_token();
-    let ttl = chrono::Duration::from_std(purpose.ttl()).unwrap_or(chrono::Duration::hours(1));
+    let ttl = chrono::Duration::from_std(ttl(purpose)).unwrap_or(chrono::Duration::hours(1));
     email_tokens::insert(
         tx,
         &EmailTokenRow {
             token_sha256: digest,
             user_id: user_id.to_owned(),
-            purpose: purpose.as_str().to_owned(),
+            purpose,
             created_at: now,
             expires_at: now + ttl,
             used_at: None,
@@ -69,7 +62,7 @@ pub async fn consume(
     if token.is_empty() || token.len() > TOKEN_LENGTH_MAX {
         return Ok(None);
     }
-    email_tokens::consume(tx, &token_digest(token), purpose.as_str(), now).await
+    email_tokens::consume(tx, &token_digest(token), purpose, now).await
 }
 
 /// Whether the token could be used now (it stays unused).
@@ -82,5 +75,5 @@ pub async fn is_live(
     if token.is_empty() || token.len() > TOKEN_LENGTH_MAX {
         return Ok(false);
     }
-    email_tokens::is_live(tx, &token_digest(token), purpose.as_str(), now).await
+    email_tokens::is_live(tx, &token_digest(token), purpose, now).await
 }

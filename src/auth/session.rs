@@ -13,8 +13,9 @@ use futures_util::future::LocalBoxFuture;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 use tern_schema::models::UserRow;
-use tern_schema::store::{sessions, users};
+use tern_schema::store::sessions;
 use tern_schema::types::{utc_now, MerchantStatus};
+use tern_schema::vocabulary::UserStatus;
 
 use crate::config::Config;
 use crate::http::extract::request_id;
@@ -192,7 +193,7 @@ pub async fn authenticate(
     if session.last_seen_at < stale_before {
         record_last_seen(state.db.clone(), session.id.clone(), stale_before, now);
     }
-    if user.status == users::STATUS_DISABLED {
+    if user.status == UserStatus::Disabled {
         return Err(ApiError::AccountDisabled);
     }
     let merchant_status = MerchantStatus::parse(&merchant_status)

@@ -9,6 +9,7 @@ use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::models::{MerchantRow, SessionRow, UserRow};
 use tern_schema::store::{sessions, users};
 use tern_schema::types::{as_utc, utc_now, MerchantStatus};
+use tern_schema::vocabulary::UserStatus;
 use tern_schema::{write_tx, StoreError, Tx};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -106,7 +107,7 @@ pub async fn register(
         email,
         name,
         password_hash,
-        status: users::STATUS_ACTIVE.to_owned(),
+        status: UserStatus::Active,
         email_verified_at: None,
         created_at: now,
         updated_at: now,
@@ -193,7 +194,7 @@ pub async fn login(
             "wrong_password",
             ApiError::Unauthorized(INVALID_CREDENTIALS),
         ))
-    } else if user.status == users::STATUS_DISABLED {
+    } else if user.status == UserStatus::Disabled {
         Some(("account_disabled", ApiError::AccountDisabled))
     } else {
         None

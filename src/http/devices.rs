@@ -12,6 +12,7 @@ use tern_schema::models::DeviceRow;
 use tern_schema::store::devices::{self as store, ACTIVE_DEVICES_PER_USER_MAX};
 use tern_schema::store::users;
 use tern_schema::types::{as_utc, utc_now};
+use tern_schema::vocabulary::DeviceStatus;
 use tern_schema::{write_tx, StoreError};
 use utoipa::{IntoParams, ToSchema};
 
@@ -76,7 +77,7 @@ fn view(row: DeviceRow) -> Device {
         id: row.id,
         platform: row.platform,
         user_id: row.user_id,
-        status: row.status,
+        status: row.status.as_str().to_owned(),
         created_at: as_utc(row.created_at),
     }
 }
@@ -167,7 +168,7 @@ pub async fn register(
         platform: platform.as_str().to_owned(),
         token_sha256: token_sha256(&request.token),
         token: request.token,
-        status: store::STATUS_ACTIVE.to_owned(),
+        status: DeviceStatus::Active,
         created_at: now,
         updated_at: now,
         revoked_at: None,

@@ -95,7 +95,7 @@ fn view(row: LedgerAccountRow) -> LedgerAccount {
         pending_minor: row.pending_debits_minor,
         created_at: as_utc(row.created_at),
         id: row.id,
-        kind: row.kind,
+        kind: row.kind.as_str().to_owned(),
         currency: row.currency,
     }
 }
@@ -169,7 +169,7 @@ pub async fn entries(
                 transaction_id: entry.transaction_id,
                 direction: entry.direction.to_string(),
                 amount_minor: entry.amount_minor,
-                status,
+                status: status.as_str().to_owned(),
                 settlement_key,
                 pending_transaction_id,
                 created_at: as_utc(entry.created_at),

@@ -15,6 +15,7 @@ use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::models::{PushDeliveryRow, PushDispatchRow};
 use tern_schema::store::{devices, push, users};
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::{PushStatus, UserStatus};
 use tern_schema::{write_tx, StoreError};
 use utoipa::ToSchema;
 
@@ -112,7 +113,7 @@ pub async fn dispatch(
         };
         // A disabled account gets no notifications; the dispatch is still
         // recorded, with no device targeted.
-        let targets = if user.status == users::STATUS_DISABLED {
+        let targets = if user.status == UserStatus::Disabled {
             Vec::new()
         } else {
             devices::active_for_user(tx, &user.id).await?
@@ -139,7 +140,7 @@ pub async fn dispatch(
             .map(|device| PushDeliveryRow {
                 dispatch_id: row.id.clone(),
                 device_id: device.id.clone(),
-                status: push::STATUS_PENDING.to_owned(),
+                status: PushStatus::Pending,
                 attempts: 0,
                 last_error: None,
                 provider_message_id: None,

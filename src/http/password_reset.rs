@@ -9,6 +9,7 @@ use serde_json::json;
 use tern_schema::audit;
 use tern_schema::store::{email_tokens, sessions, users};
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::UserStatus;
 use tern_schema::write_tx;
 use utoipa::ToSchema;
 
@@ -108,7 +109,7 @@ async fn issue_reset(state: &AppState, email: &str, request_id: &str) -> Result<
         let found = users::find_by_email(&mut pooled.tx(), email).await?;
         found
     };
-    if known.is_none_or(|user| user.status == users::STATUS_DISABLED) {
+    if known.is_none_or(|user| user.status == UserStatus::Disabled) {
         return Ok(());
     }
     let now = utc_now();
@@ -116,7 +117,7 @@ async fn issue_reset(state: &AppState, email: &str, request_id: &str) -> Result<
         let Some(user) = users::find_by_email(tx, email).await? else {
             return Ok(false);
         };
-        if user.status == users::STATUS_DISABLED {
+        if user.status == UserStatus::Disabled {
             return Ok(false);
         }
         let token = email_token::issue(tx, &user.id, Purpose::PasswordReset, now).await?;
@@ -184,7 +185,7 @@ pub async fn confirm(
         let revoked = sessions::revoke_all_for_user(tx, &user.id, now).await?;
         // No second link mailed before this reset may change the password again.
         let tokens_used_up =
-            email_tokens::use_up_others(tx, &user.id, Purpose::PasswordReset.as_str(), now).await?;
+            email_tokens::use_up_others(tx, &user.id, Purpose::PasswordReset, now).await?;
         let event = user_event(
             &user,
             "user.password_reset",

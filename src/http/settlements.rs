@@ -20,6 +20,7 @@ use tern_schema::idempotency::request_digest;
 use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::settlements as store;
 use tern_schema::types::as_utc;
+use tern_schema::vocabulary::Asset;
 use tracing::Instrument;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -146,7 +147,7 @@ pub fn view(row: &SettlementRow) -> Settlement {
         idempotency_key: row.idempotency_key.clone(),
         method: row.method.to_string(),
         amount,
-        asset: row.asset.clone(),
+        asset: row.asset.map(|asset| asset.as_str().to_owned()),
         source: row.source.clone(),
         destination: row.destination.clone(),
         recipient_name: row.recipient_name.clone(),
@@ -262,14 +263,14 @@ fn validate_submit(
         }
     }
     let asset = match (&request.asset, method) {
-        (None, Some(Method::OnChain)) => Some("USDC".to_owned()),
+        (None, Some(Method::OnChain)) => Some(Asset::Usdc),
         (None, _) => None,
-        (Some(asset), Some(Method::OnChain)) if asset == "USDC" || asset == "USDT" => {
-            Some(asset.clone())
-        }
-        (Some(_), Some(Method::OnChain)) => {
-            errors.insert("asset".into(), "must be USDC or USDT".into());
-            None
+        (Some(asset), Some(Method::OnChain)) => {
+            let asset = Asset::parse(asset);
+            if asset.is_none() {
+                errors.insert("asset".into(), "must be USDC or USDT".into());
+            }
+            asset
         }
         (Some(_), _) => {
             errors.insert(

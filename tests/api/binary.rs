@@ -9,6 +9,7 @@ use tern_schema::models::UserRow;
 use tern_schema::store::users;
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::UserStatus;
 use tern_schema::{write_tx, StoreError};
 
 use crate::helpers::{assert_problem, TestApp};
@@ -184,7 +185,7 @@ async fn insert_user(app: &TestApp, merchant_id: &str, email: &str) -> UserRow {
         email: email.to_owned(),
         name: "Ada Lovelace".into(),
         password_hash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHQ$aGFzaGhhc2g".into(),
-        status: users::STATUS_ACTIVE.into(),
+        status: UserStatus::Active,
         email_verified_at: None,
         created_at: now,
         updated_at: now,
@@ -217,7 +218,7 @@ async fn user_disable_and_enable_change_the_status_and_audit_it() {
         .await
         .expect("read")
         .expect("the user");
-    assert_eq!(row.status, users::STATUS_DISABLED);
+    assert_eq!(row.status, UserStatus::Disabled);
     let events =
         tern_schema::store::audit::events_before(&mut pooled.tx(), &merchant.merchant_id, None, 1)
             .await
@@ -242,7 +243,7 @@ async fn user_disable_and_enable_change_the_status_and_audit_it() {
         .await
         .expect("read")
         .expect("the user");
-    assert_eq!(row.status, users::STATUS_ACTIVE);
+    assert_eq!(row.status, UserStatus::Active);
     let events =
         tern_schema::store::audit::events_before(&mut pooled.tx(), &merchant.merchant_id, None, 1)
             .await

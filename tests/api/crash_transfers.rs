@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tern_schema::store::transfers;
+use tern_schema::vocabulary::TransferStatus;
 use tern_schema::Db;
 use uuid::Uuid;
 
@@ -206,7 +207,7 @@ async fn wait_refund_retry_scheduled(db: &Db, id: &str) {
                 .expect("read")
                 .expect("row")
         };
-        if row.status == "compensating" && row.next_attempt_at.is_some() {
+        if row.status == TransferStatus::Compensating && row.next_attempt_at.is_some() {
             assert_eq!(row.compensation_attempt, 1, "{id}");
             return;
         }

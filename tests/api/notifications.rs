@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tern_actors::adapters::sign_payload;
 use tern_schema::models::PushDeliveryRow;
+use tern_schema::vocabulary::PushStatus;
 
 use crate::devices::device;
 use crate::helpers::{assert_problem, TestApp};
@@ -88,7 +89,9 @@ async fn settled(app: &TestApp, dispatch_id: &str) -> Vec<PushDeliveryRow> {
     let started = Instant::now();
     loop {
         let rows = deliveries(app, dispatch_id).await;
-        if rows.iter().all(|row| row.status != "pending") || started.elapsed() > DELIVERY_DEADLINE {
+        if rows.iter().all(|row| row.status != PushStatus::Pending)
+            || started.elapsed() > DELIVERY_DEADLINE
+        {
             return rows;
         }
         actix_web::rt::time::sleep(Duration::from_millis(100)).await;
@@ -264,7 +267,7 @@ async fn each_active_device_gets_the_message_once() {
     assert_eq!(rows.len(), 2);
     assert!(
         rows.iter()
-            .all(|r| r.status == "delivered" && r.attempts == 1),
+            .all(|r| r.status == PushStatus::Delivered && r.attempts == 1),
         "{rows:?}"
     );
 
@@ -300,7 +303,10 @@ async fn transient_gateway_failures_are_retried_and_still_deliver_once() {
     let answer = accepted(&app, &json!({"user_id": user, "title": "t", "body": "b"})).await;
     let dispatch_id = answer["dispatch_id"].as_str().expect("dispatch_id");
     let rows = settled(&app, dispatch_id).await;
-    assert!(rows.iter().all(|r| r.status == "delivered"), "{rows:?}");
+    assert!(
+        rows.iter().all(|r| r.status == PushStatus::Delivered),
+        "{rows:?}"
+    );
     let attempts: i32 = rows.iter().map(|r| r.attempts).sum();
     assert_eq!(
         attempts, 4,
@@ -341,7 +347,7 @@ async fn a_permanent_gateway_failure_is_recorded_as_failed() {
     let answer = accepted(&app, &json!({"user_id": user, "title": "t", "body": "b"})).await;
     let rows = settled(&app, answer["dispatch_id"].as_str().expect("id")).await;
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].status, "failed");
+    assert_eq!(rows[0].status, PushStatus::Failed);
     assert_eq!(rows[0].attempts, 1, "a refusal is not retried");
     assert!(rows[0].last_error.is_some());
     assert!(pushes(&app, &user).await.is_empty());
@@ -369,7 +375,7 @@ async fn deliveries_left_pending_are_sent_at_the_next_start() {
     let delivery = PushDeliveryRow {
         dispatch_id: dispatch.id.clone(),
         device_id,
-        status: "pending".into(),
+        status: PushStatus::Pending,
         attempts: 0,
         last_error: None,
         provider_message_id: None,
@@ -416,7 +422,7 @@ async fn deliveries_left_pending_are_sent_at_the_next_start() {
     assert_eq!(received.len(), 1, "{received:?}");
     assert_eq!(received[0]["title"], "Left behind");
     let rows = settled(&app, &dispatch.id).await;
-    assert_eq!(rows[0].status, "delivered", "{rows:?}");
+    assert_eq!(rows[0].status, PushStatus::Delivered, "{rows:?}");
     handle.stop(false).await;
 }
 
@@ -431,7 +437,7 @@ async fn a_disabled_user_is_not_notified() {
         tern_schema::store::users::set_status_by_email(
             tx,
             &email,
-            tern_schema::store::users::STATUS_DISABLED,
+            tern_schema::vocabulary::UserStatus::Disabled,
             tern_schema::types::utc_now(),
         )
         .await

@@ -13,6 +13,7 @@ use futures_util::StreamExt;
 use tern_schema::models::{DeviceRow, PushDeliveryRow, PushDispatchRow};
 use tern_schema::store::push::{self as store, DeliveryOutcome};
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::PushStatus;
 use tern_schema::{write_tx, Db, StoreResult};
 use tokio::sync::Semaphore;
 
@@ -142,7 +143,7 @@ impl PushDelivery {
             return self
                 .record(
                     &delivery,
-                    store::STATUS_FAILED,
+                    PushStatus::Failed,
                     delivery.attempts,
                     Some(&error),
                     None,
@@ -171,7 +172,7 @@ impl PushDelivery {
                 Ok(receipt) => {
                     let id = Some(receipt.message_id.as_str());
                     return self
-                        .record(&delivery, store::STATUS_DELIVERED, attempts, None, id)
+                        .record(&delivery, PushStatus::Delivered, attempts, None, id)
                         .await;
                 }
                 Err(error) => error,
@@ -183,21 +184,15 @@ impl PushDelivery {
             match (error.is_retryable(), delay) {
                 (true, Some(delay)) => {
                     tracing::warn!(key = %message.idempotency_key, attempts, error = %text, "push send failed; retrying");
-                    self.record(
-                        &delivery,
-                        store::STATUS_PENDING,
-                        attempts,
-                        Some(&text),
-                        None,
-                    )
-                    .await?;
+                    self.record(&delivery, PushStatus::Pending, attempts, Some(&text), None)
+                        .await?;
                     actix::clock::sleep(delay).await;
                     retry += 1;
                 }
                 _ => {
                     tracing::warn!(key = %message.idempotency_key, attempts, error = %text, "push delivery failed");
                     return self
-                        .record(&delivery, store::STATUS_FAILED, attempts, Some(&text), None)
+                        .record(&delivery, PushStatus::Failed, attempts, Some(&text), None)
                         .await;
                 }
             }
@@ -207,7 +202,7 @@ impl PushDelivery {
     async fn record(
         &self,
         delivery: &PushDeliveryRow,
-        status: &'static str,
+        status: PushStatus,
         attempts: i32,
         last_error: Option<&str>,
         provider_message_id: Option<&str>,

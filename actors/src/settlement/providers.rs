@@ -76,7 +76,7 @@ impl Providers {
                     return declined("invalid_destination");
                 };
                 let (asset, amount_minor) =
-                    match payout_amount(&row.currency, row.amount_minor, row.asset.as_deref()) {
+                    match payout_amount(&row.currency, row.amount_minor, row.asset) {
                         Ok(payout) => payout,
                         Err(reason) => return declined(reason),
                     };
@@ -364,14 +364,14 @@ fn nothing_found() -> ReversalAnswer {
 pub fn payout_amount(
     currency: &str,
     amount_minor: i64,
-    asset: Option<&str>,
+    asset: Option<Asset>,
 ) -> Result<(Asset, i64), &'static str> {
     match Currency::find(currency) {
         Some(found) if found.kind == CurrencyKind::Asset => Asset::parse(found.code)
             .map(|asset| (asset, amount_minor))
             .ok_or("unsupported_asset"),
         _ => {
-            let asset = asset.and_then(Asset::parse).unwrap_or(Asset::Usdc);
+            let asset = asset.unwrap_or(Asset::Usdc);
             amount_minor
                 .checked_mul(STABLECOIN_UNITS_PER_CENT)
                 .map(|micro| (asset, micro))
@@ -398,20 +398,16 @@ mod tests {
         );
         // The row's currency names the asset; a stray asset column does not.
         assert_eq!(
-            payout_amount("USDC", 1_000_000, Some("USDT")),
+            payout_amount("USDC", 1_000_000, Some(Asset::Usdt)),
             Ok((Asset::Usdc, 1_000_000))
         );
         assert_eq!(
-            payout_amount("USD", 1_050, Some("USDT")),
+            payout_amount("USD", 1_050, Some(Asset::Usdt)),
             Ok((Asset::Usdt, 10_500_000))
         );
         assert_eq!(
             payout_amount("USD", 1_050, None),
             Ok((Asset::Usdc, 10_500_000))
-        );
-        assert_eq!(
-            payout_amount("USD", 100, Some("DAI")),
-            Ok((Asset::Usdc, 1_000_000))
         );
         assert_eq!(
             payout_amount("USD", ON_CHAIN_USD_MAX_MINOR, None),

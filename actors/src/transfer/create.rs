@@ -84,7 +84,7 @@ impl From<DieselError> for CreateError {
 /// The quote's fields the request must agree with.
 fn check_against_quote(new: &NewTransfer, quote: &QuoteRow) -> Result<(), CreateError> {
     let mut mismatches = Vec::new();
-    if quote.receive_network != new.network.as_str() {
+    if quote.receive_network != new.network {
         mismatches.push((
             "network",
             format!(
@@ -93,7 +93,7 @@ fn check_against_quote(new: &NewTransfer, quote: &QuoteRow) -> Result<(), Create
             ),
         ));
     }
-    if quote.receive_asset != new.asset.as_str() {
+    if quote.receive_asset != new.asset {
         mismatches.push((
             "asset",
             format!(
@@ -125,8 +125,8 @@ fn transfer_of(id: String, new: &NewTransfer, quote: &QuoteRow, now: NaiveDateTi
         wallet: new.wallet.clone(),
         send_currency: quote.send_currency.clone(),
         send_amount_minor: quote.send_amount_minor,
-        receive_asset: quote.receive_asset.clone(),
-        receive_network: quote.receive_network.clone(),
+        receive_asset: quote.receive_asset,
+        receive_network: quote.receive_network,
         receive_amount_minor: quote.receive_amount_minor,
         rate: quote.rate.clone(),
         platform_fee_minor: quote.platform_fee_minor,

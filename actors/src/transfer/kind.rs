@@ -451,7 +451,7 @@ fn leg_intent(row: &TransferRow, leg: u8) -> (SettlementIntent, Method) {
             method,
             currency: currency.to_owned(),
             amount_minor,
-            asset: (method == Method::OnChain).then(|| row.receive_asset.clone()),
+            asset: (method == Method::OnChain).then_some(row.receive_asset),
             source: SystemAccount::TransferClearing.account_id(currency),
             destination,
             recipient_name: format!("transfer {}", row.id),
@@ -474,7 +474,7 @@ fn leg_intent(row: &TransferRow, leg: u8) -> (SettlementIntent, Method) {
             common(
                 &row.leg2_key,
                 Method::OnChain,
-                &row.receive_asset,
+                row.receive_asset.as_str(),
                 row.receive_amount_minor,
                 format!("{}:{}", row.receive_network, row.wallet),
             ),
@@ -557,6 +557,7 @@ fn audit_step(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tern_schema::vocabulary::Asset;
 
     mod settlement_rows {
         use tern_schema::models::{SettlementIntent, SettlementRow};
@@ -653,7 +654,7 @@ mod tests {
         assert_eq!(method, Method::OnChain);
         assert_eq!(payout.source, "sys_transfer_clearing_usdc");
         assert_eq!(payout.currency, "USDC");
-        assert_eq!(payout.asset.as_deref(), Some("USDC"));
+        assert_eq!(payout.asset, Some(Asset::Usdc));
         assert_eq!(payout.amount_minor, row.receive_amount_minor);
         assert_eq!(payout.destination, format!("polygon:{}", row.wallet));
     }

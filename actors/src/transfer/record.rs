@@ -70,6 +70,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::transfer::machine::{LegStatus, Status};
     use tern_schema::types::utc_now;
+    use tern_schema::vocabulary::{Asset, Network};
 
     pub(crate) fn row() -> TransferRow {
         let now = utc_now();
@@ -83,8 +84,8 @@ pub(crate) mod tests {
             wallet: "0x52908400098527886E0F7030069857D2E4169EE7".into(),
             send_currency: "EUR".into(),
             send_amount_minor: 10_000,
-            receive_asset: "USDC".into(),
-            receive_network: "polygon".into(),
+            receive_asset: Asset::Usdc,
+            receive_network: Network::Polygon,
             receive_amount_minor: 105_858_000,
             rate: "1.08".into(),
             platform_fee_minor: 100,

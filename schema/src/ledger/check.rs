@@ -15,10 +15,11 @@
 
 use std::collections::BTreeMap;
 
-use super::{Direction, LedgerError, FUNDING};
+use super::{Direction, LedgerError};
 use crate::balances::Buckets;
 use crate::models::{LedgerAccountRow, LedgerEntryRow};
 use crate::store::ledger::{self as store, Bucket};
+use crate::vocabulary::{AccountKind, LedgerStatus};
 use crate::Tx;
 
 /// Totals of one currency across every account.
@@ -87,7 +88,7 @@ struct Lines {
 }
 
 impl Lines {
-    fn add(&mut self, line: LedgerEntryRow, status: &str, pending_id: Option<String>) {
+    fn add(&mut self, line: LedgerEntryRow, status: LedgerStatus, pending_id: Option<String>) {
         let amount = i128::from(line.amount_minor);
         let debit = line.direction == Direction::Debit;
         let (pending, posted) = match debit {
@@ -97,17 +98,19 @@ impl Lines {
         let sums = self.per_account.entry(line.account_id.clone()).or_default();
         let resolves = pending_id.is_some();
         match (status, resolves) {
-            ("pending", _) => sums[pending] += amount,
-            ("posted", true) => {
+            (LedgerStatus::Pending, _) => sums[pending] += amount,
+            (LedgerStatus::Posted, true) => {
                 sums[pending] -= amount;
                 sums[posted] += amount;
             }
-            ("posted", false) => sums[posted] += amount,
-            ("voided", true) => sums[pending] -= amount,
-            _ => {}
+            (LedgerStatus::Posted, false) => sums[posted] += amount,
+            (LedgerStatus::Voided, true) => sums[pending] -= amount,
+            (LedgerStatus::Voided, false) => {}
         }
         let shape = match (status, pending_id) {
-            ("pending", None) => Some(self.holds.entry(line.transaction_id.clone()).or_default()),
+            (LedgerStatus::Pending, None) => {
+                Some(self.holds.entry(line.transaction_id.clone()).or_default())
+            }
             (_, Some(hold)) => Some(
                 &mut self
                     .resolutions
@@ -143,7 +146,7 @@ async fn check_in_snapshot(tx: &mut Tx<'_>) -> Result<CheckReport, LedgerError> 
         after = last.id.clone();
         for (line, status, pending_id) in page {
             report.entries += 1;
-            lines.add(line, &status, pending_id);
+            lines.add(line, status, pending_id);
         }
     }
     for (transaction, sums) in &lines.per_transaction {
@@ -227,7 +230,7 @@ fn check_account(report: &mut CheckReport, account: &LedgerAccountRow, lines: Su
             ));
         }
     }
-    if account.kind == FUNDING && buckets.available_minor() < 0 {
+    if account.kind == AccountKind::Funding && buckets.available_minor() < 0 {
         report.violations.push(format!(
             "funding account {} is below zero: {}",
             account.id,
@@ -269,12 +272,12 @@ mod tests {
     /// debit of 100 on account `a` leaves in a's buckets.
     #[test]
     fn each_amount_counts_once_whatever_resolved_its_hold() {
-        let cases: [(&str, Option<&str>, Sums); 5] = [
-            ("pending", None, [100, 0, 0, 0]),
-            ("posted", Some("hold"), [-100, 0, 100, 0]),
-            ("voided", Some("hold"), [-100, 0, 0, 0]),
-            ("posted", None, [0, 0, 100, 0]),
-            ("voided", None, [0, 0, 0, 0]),
+        let cases: [(LedgerStatus, Option<&str>, Sums); 5] = [
+            (LedgerStatus::Pending, None, [100, 0, 0, 0]),
+            (LedgerStatus::Posted, Some("hold"), [-100, 0, 100, 0]),
+            (LedgerStatus::Voided, Some("hold"), [-100, 0, 0, 0]),
+            (LedgerStatus::Posted, None, [0, 0, 100, 0]),
+            (LedgerStatus::Voided, None, [0, 0, 0, 0]),
         ];
         for (status, pending_id, sums) in cases {
             let mut lines = Lines::default();
@@ -296,10 +299,18 @@ mod tests {
     #[test]
     fn a_hold_and_its_resolution_leave_only_the_posting() {
         let mut lines = Lines::default();
-        lines.add(line("hold", "a", true, 70), "pending", None);
-        lines.add(line("hold", "b", false, 70), "pending", None);
-        lines.add(line("post", "a", true, 70), "posted", Some("hold".into()));
-        lines.add(line("post", "b", false, 70), "posted", Some("hold".into()));
+        lines.add(line("hold", "a", true, 70), LedgerStatus::Pending, None);
+        lines.add(line("hold", "b", false, 70), LedgerStatus::Pending, None);
+        lines.add(
+            line("post", "a", true, 70),
+            LedgerStatus::Posted,
+            Some("hold".into()),
+        );
+        lines.add(
+            line("post", "b", false, 70),
+            LedgerStatus::Posted,
+            Some("hold".into()),
+        );
         assert_eq!(lines.per_account["a"], [0, 0, 70, 0]);
         assert_eq!(lines.per_account["b"], [0, 0, 0, 70]);
         assert_eq!(lines.holds["hold"], lines.resolutions["post"].1);

@@ -46,6 +46,7 @@ use crate::store::ledger::Bucket;
 use crate::store::transfers as transfer_store;
 use crate::store::{ledger as ledger_store, settlements as settlement_store};
 use crate::types::utc_now;
+use crate::vocabulary::LedgerStatus;
 use crate::{audit, StoreError, StoreResult};
 
 /// Writes `plans` in the open transaction of `tx`; answers each plan's
@@ -337,7 +338,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
 /// The holds the plans post or void: their rows, how they were resolved
 /// if they were, and their lines (remembered by the committer, or read).
 async fn read_holds(tx: &mut Tx<'_>, hold_ids: &[String], world: &mut World) -> StoreResult<()> {
-    type HoldFields = (String, String, Option<String>, Option<String>, String);
+    type HoldFields = (String, LedgerStatus, Option<String>, Option<String>, String);
     let found: Vec<HoldFields> = load!(
         tx,
         (ledger_transactions::table
@@ -350,7 +351,7 @@ async fn read_holds(tx: &mut Tx<'_>, hold_ids: &[String], world: &mut World) -> 
                 ledger_transactions::description,
             )))
     )?;
-    let resolved: Vec<(Option<String>, String)> = load!(
+    let resolved: Vec<(Option<String>, LedgerStatus)> = load!(
         tx,
         (ledger_transactions::table
             .filter(ledger_transactions::pending_id.eq_any(hold_ids))
@@ -391,7 +392,7 @@ async fn read_holds(tx: &mut Tx<'_>, hold_ids: &[String], world: &mut World) -> 
         let how = resolved
             .iter()
             .find(|(pending, _)| pending.as_deref() == Some(id.as_str()))
-            .map(|(_, how)| how.clone());
+            .map(|(_, how)| *how);
         world.holds.insert(
             id,
             Hold {

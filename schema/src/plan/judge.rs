@@ -22,7 +22,7 @@ use crate::audit::AuditRecord;
 use crate::balances::Moves;
 pub(crate) use crate::balances::Sums;
 use crate::known::{AccountFacts, Lines};
-use crate::ledger::{self, Direction, Entry, LedgerError, Phase, SystemAccount, FUNDING};
+use crate::ledger::{self, Direction, Entry, LedgerError, Phase, SystemAccount};
 use crate::models::{
     IdempotencyRow, LedgerAccountRow, LedgerEntryRow, LedgerTransactionRow, SettlementRow,
     TransferRow, WebhookEventRow,
@@ -30,6 +30,7 @@ use crate::models::{
 use crate::store::ledger::Bucket;
 use crate::store::timers::TimerRow;
 use crate::store::webhooks::{PENDING, SKIPPED};
+use crate::vocabulary::{AccountKind, LedgerStatus};
 use crate::{Refusal, StoreError};
 
 /// A settlement's key: (merchant id, Idempotency-Key).
@@ -45,9 +46,9 @@ pub(crate) struct Hold {
     pub description: String,
     /// `pending` for a hold; `posted` or `voided` for a row edited in
     /// place before migration 000015.
-    pub status: String,
+    pub status: LedgerStatus,
     /// How it was resolved (`posted`, `voided`), if it was.
-    pub resolved: Option<String>,
+    pub resolved: Option<LedgerStatus>,
     pub lines: Lines,
 }
 
@@ -127,7 +128,7 @@ struct Draft {
     accounts: BTreeMap<String, Account>,
     moves: BTreeMap<String, Moves>,
     holds_recorded: Vec<(String, Hold)>,
-    holds_resolved: Vec<(String, String)>,
+    holds_resolved: Vec<(String, LedgerStatus)>,
     settlement_versions: Vec<(SettlementKey, i64)>,
     transfer_versions: Vec<(String, i64)>,
     settlement_moves: Vec<(SettlementRow, i64)>,
@@ -194,7 +195,7 @@ fn plan_draft(
         match world.accounts.get(&source.account_id) {
             Some(account)
                 if account.exists
-                    && account.facts.kind == FUNDING
+                    && account.facts.kind == AccountKind::Funding
                     && account.facts.merchant_id.as_deref()
                         == Some(source.merchant_id.as_str()) =>
             {
@@ -379,7 +380,7 @@ fn account<'d>(
                     facts: AccountFacts {
                         id: account_id.to_owned(),
                         merchant_id: None,
-                        kind: system.kind().to_owned(),
+                        kind: system.kind(),
                         currency,
                     },
                     buckets: Sums::default(),
@@ -436,7 +437,7 @@ fn record(
             });
         }
         let amount = i128::from(line.amount_minor);
-        if line.direction == Direction::Debit && account.facts.kind == FUNDING {
+        if line.direction == Direction::Debit && account.facts.kind == AccountKind::Funding {
             // Only its own merchant's entries debit a funding account (and
             // only those lock it): another's is told it does not exist.
             if !account.settled || account.facts.merchant_id != entry.merchant_id {
@@ -456,8 +457,8 @@ fn record(
         moved(draft, &line.account_id, bucket, line.amount_minor);
     }
     let status = match phase {
-        Phase::Pending => "pending",
-        Phase::Posted => "posted",
+        Phase::Pending => LedgerStatus::Pending,
+        Phase::Posted => LedgerStatus::Posted,
     };
     let lines: Vec<LedgerEntryRow> = entry
         .lines
@@ -474,7 +475,7 @@ fn record(
         .collect();
     draft.transactions.push(LedgerTransactionRow {
         id: id.clone(),
-        status: status.to_owned(),
+        status,
         merchant_id: entry.merchant_id.clone(),
         settlement_key: entry.settlement_key.clone(),
         description: entry.description.clone(),
@@ -490,7 +491,7 @@ fn record(
                 merchant_id: entry.merchant_id.clone(),
                 settlement_key: entry.settlement_key.clone(),
                 description: entry.description.clone(),
-                status: "pending".to_owned(),
+                status: LedgerStatus::Pending,
                 resolved: None,
                 lines: Arc::from(lines),
             },
@@ -524,15 +525,19 @@ fn resolve(
         return Err(not_pending("missing"));
     };
     if let Some((_, how)) = draft.holds_resolved.iter().find(|(h, _)| h == hold_id) {
-        return Err(not_pending(how));
+        return Err(not_pending(how.as_str()));
     }
-    if let Some(how) = &hold.resolved {
-        return Err(not_pending(how));
+    if let Some(how) = hold.resolved {
+        return Err(not_pending(how.as_str()));
     }
-    if hold.status != "pending" || hold.lines.is_empty() {
-        return Err(not_pending(&hold.status));
+    if hold.status != LedgerStatus::Pending || hold.lines.is_empty() {
+        return Err(not_pending(hold.status.as_str()));
     }
-    let status = if posting { "posted" } else { "voided" };
+    let status = if posting {
+        LedgerStatus::Posted
+    } else {
+        LedgerStatus::Voided
+    };
     for line in hold.lines.iter() {
         let debit = line.direction == Direction::Debit;
         let (pending, posted) = match debit {
@@ -553,7 +558,7 @@ fn resolve(
     }
     draft.transactions.push(LedgerTransactionRow {
         id: id.to_owned(),
-        status: status.to_owned(),
+        status,
         merchant_id: hold.merchant_id.clone(),
         settlement_key: hold.settlement_key.clone(),
         description: format!("{} {status}", hold.description),
@@ -561,9 +566,7 @@ fn resolve(
         updated_at: now,
         pending_id: Some(hold_id.to_owned()),
     });
-    draft
-        .holds_resolved
-        .push((hold_id.to_owned(), status.to_owned()));
+    draft.holds_resolved.push((hold_id.to_owned(), status));
     Ok(())
 }
 
@@ -642,10 +645,10 @@ fn accept(world: &mut World, rows: &mut Rows, draft: Draft, plan: &Plan, events_
     rows.events
         .extend(plan.events.iter().cloned().map(|mut event| {
             if !events_wait {
-                event.status = SKIPPED.to_owned();
+                event.status = SKIPPED;
                 event.next_attempt_at = None;
             } else {
-                event.status = PENDING.to_owned();
+                event.status = PENDING;
             }
             event
         }));
@@ -656,7 +659,7 @@ fn opened(facts: &AccountFacts) -> LedgerAccountRow {
     LedgerAccountRow {
         id: facts.id.clone(),
         merchant_id: None,
-        kind: facts.kind.clone(),
+        kind: facts.kind,
         currency: facts.currency.clone(),
         posted_debits_minor: 0,
         posted_credits_minor: 0,

@@ -9,10 +9,9 @@ use diesel_async::RunQueryDsl;
 use crate::dispatch;
 use crate::models::DeviceRow;
 use crate::schema::devices;
+use crate::vocabulary::DeviceStatus;
 use crate::{StoreResult, Tx};
 
-pub const STATUS_ACTIVE: &str = "active";
-pub const STATUS_REVOKED: &str = "revoked";
 /// Most active devices one user may hold; a dispatch targets at most these.
 pub const ACTIVE_DEVICES_PER_USER_MAX: i64 = 100;
 
@@ -30,7 +29,7 @@ pub async fn find_active_by_token(
     let row = dispatch!(tx, conn => devices::table
         .filter(devices::user_id.eq(user_id))
         .filter(devices::token_sha256.eq(token_sha256))
-        .filter(devices::status.eq(STATUS_ACTIVE))
+        .filter(devices::status.eq(DeviceStatus::Active))
         .select(DeviceRow::as_select())
         .first(conn)
         .await
@@ -41,7 +40,7 @@ pub async fn find_active_by_token(
 pub async fn count_active_for_user(tx: &mut Tx<'_>, user_id: &str) -> StoreResult<i64> {
     let count = dispatch!(tx, conn => devices::table
         .filter(devices::user_id.eq(user_id))
-        .filter(devices::status.eq(STATUS_ACTIVE))
+        .filter(devices::status.eq(DeviceStatus::Active))
         .count()
         .get_result(conn)
         .await)?;
@@ -69,9 +68,9 @@ pub async fn find_in_merchant(
 /// when it already was), so only the first revocation is audited.
 pub async fn revoke(tx: &mut Tx<'_>, device_id: &str, at: NaiveDateTime) -> StoreResult<bool> {
     let changed = dispatch!(tx, conn => diesel::update(devices::table.find(device_id))
-        .filter(devices::status.eq(STATUS_ACTIVE))
+        .filter(devices::status.eq(DeviceStatus::Active))
         .set((
-            devices::status.eq(STATUS_REVOKED),
+            devices::status.eq(DeviceStatus::Revoked),
             devices::revoked_at.eq(Some(at)),
             devices::updated_at.eq(at),
         ))
@@ -90,7 +89,7 @@ pub async fn list_active(
     let rows = dispatch!(tx, conn => {
         let mut query = devices::table
             .filter(devices::merchant_id.eq(merchant_id))
-            .filter(devices::status.eq(STATUS_ACTIVE))
+            .filter(devices::status.eq(DeviceStatus::Active))
             .into_boxed();
         if let Some(user_id) = user_id {
             query = query.filter(devices::user_id.eq(user_id));
@@ -110,7 +109,7 @@ pub async fn list_active(
 pub async fn active_for_user(tx: &mut Tx<'_>, user_id: &str) -> StoreResult<Vec<DeviceRow>> {
     let rows = dispatch!(tx, conn => devices::table
         .filter(devices::user_id.eq(user_id))
-        .filter(devices::status.eq(STATUS_ACTIVE))
+        .filter(devices::status.eq(DeviceStatus::Active))
         .order((devices::created_at.asc(), devices::id.asc()))
         .limit(ACTIVE_DEVICES_PER_USER_MAX)
         .select(DeviceRow::as_select())

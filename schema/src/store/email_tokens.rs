@@ -7,10 +7,8 @@ use diesel_async::RunQueryDsl;
 use crate::dispatch;
 use crate::models::EmailTokenRow;
 use crate::schema::email_tokens;
+use crate::vocabulary::Purpose;
 use crate::{StoreResult, Tx};
-
-pub const PURPOSE_VERIFY_EMAIL: &str = "verify_email";
-pub const PURPOSE_PASSWORD_RESET: &str = "password_reset";
 
 pub async fn insert(tx: &mut Tx<'_>, row: &EmailTokenRow) -> StoreResult<()> {
     dispatch!(tx, conn => diesel::insert_into(email_tokens::table).values(row).execute(conn).await)?;
@@ -23,7 +21,7 @@ pub async fn insert(tx: &mut Tx<'_>, row: &EmailTokenRow) -> StoreResult<()> {
 pub async fn consume(
     tx: &mut Tx<'_>,
     token_sha256: &str,
-    purpose: &str,
+    purpose: Purpose,
     at: NaiveDateTime,
 ) -> StoreResult<Option<String>> {
     let user_id = dispatch!(tx, conn => diesel::update(email_tokens::table)
@@ -44,7 +42,7 @@ pub async fn consume(
 pub async fn is_live(
     tx: &mut Tx<'_>,
     token_sha256: &str,
-    purpose: &str,
+    purpose: Purpose,
     at: NaiveDateTime,
 ) -> StoreResult<bool> {
     let count: i64 = dispatch!(tx, conn => email_tokens::table
@@ -79,7 +77,7 @@ pub async fn expire_all_for_user(
 pub async fn use_up_others(
     tx: &mut Tx<'_>,
     user_id: &str,
-    purpose: &str,
+    purpose: Purpose,
     at: NaiveDateTime,
 ) -> StoreResult<usize> {
     let changed = dispatch!(tx, conn => diesel::update(email_tokens::table)

@@ -15,6 +15,7 @@ use crate::models::{LedgerAccountRow, LedgerEntryRow, LedgerTransactionRow};
 use crate::schema::{ledger_accounts, ledger_entries, ledger_transactions};
 use crate::store::cached::Cached;
 use crate::types::utc_now;
+use crate::vocabulary::LedgerStatus;
 use crate::{dispatch, write_behind};
 use crate::{Conn, StoreResult, Tx};
 
@@ -128,7 +129,7 @@ pub async fn transaction_entries(
 
 /// One line of an account's listing: the line, and its transaction's
 /// status, settlement key and the hold it resolves (if it does).
-pub type ListedEntry = (LedgerEntryRow, String, Option<String>, Option<String>);
+pub type ListedEntry = (LedgerEntryRow, LedgerStatus, Option<String>, Option<String>);
 
 /// An account's lines with their transaction's status, settlement key and
 /// resolved hold, newest first, strictly before the entry `before` when given.
@@ -180,7 +181,7 @@ pub async fn find_entry(tx: &mut Tx<'_>, entry_id: &str) -> StoreResult<Option<L
 pub async fn entries_page(
     tx: &mut Tx<'_>,
     after: &str,
-) -> StoreResult<Vec<(LedgerEntryRow, String, Option<String>)>> {
+) -> StoreResult<Vec<(LedgerEntryRow, LedgerStatus, Option<String>)>> {
     let rows = dispatch!(tx, conn => ledger_entries::table
         .inner_join(ledger_transactions::table)
         .filter(ledger_entries::id.gt(after))

@@ -11,11 +11,9 @@ use crate::dispatch;
 use crate::models::{DeviceRow, PushDeliveryRow, PushDispatchRow};
 use crate::schema::{devices, push_deliveries, push_dispatches};
 use crate::store::cached::Cached;
+use crate::vocabulary::PushStatus;
 use crate::{StoreResult, Tx};
 
-pub const STATUS_PENDING: &str = "pending";
-pub const STATUS_DELIVERED: &str = "delivered";
-pub const STATUS_FAILED: &str = "failed";
 /// Dispatches with pending deliveries picked up per query at start.
 pub const PENDING_DISPATCHES_PAGE: i64 = 500;
 
@@ -66,7 +64,7 @@ pub async fn pending_deliveries(
     let rows = dispatch!(tx, conn => push_deliveries::table
         .inner_join(devices::table)
         .filter(push_deliveries::dispatch_id.eq(dispatch_id))
-        .filter(push_deliveries::status.eq(STATUS_PENDING))
+        .filter(push_deliveries::status.eq(PushStatus::Pending))
         .order(push_deliveries::device_id.asc())
         .select((PushDeliveryRow::as_select(), DeviceRow::as_select()))
         .load(conn)
@@ -94,7 +92,7 @@ pub async fn pending_dispatch_ids(
 ) -> StoreResult<Vec<String>> {
     let after = after.unwrap_or("");
     let ids = dispatch!(tx, conn => push_deliveries::table
-        .filter(push_deliveries::status.eq(STATUS_PENDING))
+        .filter(push_deliveries::status.eq(PushStatus::Pending))
         .filter(push_deliveries::dispatch_id.gt(after))
         .select(push_deliveries::dispatch_id)
         .distinct()
@@ -108,7 +106,7 @@ pub async fn pending_dispatch_ids(
 /// What one attempt (or the last one) left of a delivery.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeliveryOutcome<'a> {
-    pub status: &'static str,
+    pub status: PushStatus,
     pub attempts: i32,
     pub last_error: Option<&'a str>,
     pub provider_message_id: Option<&'a str>,
@@ -124,9 +122,9 @@ pub async fn record(
     device_id: &str,
     outcome: &DeliveryOutcome<'_>,
 ) -> StoreResult<()> {
-    let delivered_at = (outcome.status == STATUS_DELIVERED).then_some(outcome.at);
+    let delivered_at = (outcome.status == PushStatus::Delivered).then_some(outcome.at);
     dispatch!(tx, conn => diesel::update(push_deliveries::table.find((dispatch_id, device_id)))
-        .filter(push_deliveries::status.eq(STATUS_PENDING))
+        .filter(push_deliveries::status.eq(PushStatus::Pending))
         .set((
             push_deliveries::status.eq(outcome.status),
             push_deliveries::attempts.eq(outcome.attempts),

@@ -7,10 +7,12 @@ use diesel_async::RunQueryDsl;
 use crate::dispatch;
 use crate::models::UserRow;
 use crate::schema::{merchants, users};
+use crate::vocabulary::UserStatus;
 use crate::{StoreResult, Tx};
 
-pub const STATUS_ACTIVE: &str = "active";
-pub const STATUS_DISABLED: &str = "disabled";
+/// The code of an active user, for readers that get the status as text
+/// (the card standing check reads it beside its merchant's).
+pub const STATUS_ACTIVE: &str = UserStatus::Active.as_str();
 
 pub async fn insert(tx: &mut Tx<'_>, row: &UserRow) -> StoreResult<()> {
     dispatch!(tx, conn => diesel::insert_into(users::table).values(row).execute(conn).await)?;
@@ -114,7 +116,7 @@ pub async fn mark_email_verified(
 pub async fn set_status_by_email(
     tx: &mut Tx<'_>,
     email: &str,
-    status: &str,
+    status: UserStatus,
     at: NaiveDateTime,
 ) -> StoreResult<Option<UserRow>> {
     let Some(before) = find_by_email(tx, email).await? else {

@@ -8,6 +8,7 @@ use tern_schema::models::{CardRow, LedgerAccountRow, MerchantRow, UserRow};
 use tern_schema::store::{ledger as store, merchants};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::UserStatus;
 use tern_schema::{migrate, write_tx, Db};
 
 pub async fn setup() -> (TestDatabase, Db) {
@@ -94,7 +95,7 @@ pub fn user_row(id: &str, merchant_id: &str) -> UserRow {
         email: "ada@example.com".into(),
         name: "Ada".into(),
         password_hash: "x".into(),
-        status: "active".into(),
+        status: UserStatus::Active,
         email_verified_at: None,
         created_at: now,
         updated_at: now,

@@ -70,7 +70,7 @@ async fn a_disabled_account_is_403_with_the_right_password_only() {
         users::set_status_by_email(
             tx,
             &human.email,
-            users::STATUS_DISABLED,
+            tern_schema::vocabulary::UserStatus::Disabled,
             tern_schema::types::utc_now(),
         )
         .await

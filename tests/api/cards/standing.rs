@@ -12,6 +12,7 @@ use reqwest::Response;
 use serde_json::{json, Value};
 use tern_schema::store::users;
 use tern_schema::types::{utc_now, MerchantStatus};
+use tern_schema::vocabulary::UserStatus;
 use tern_schema::{write_tx, StoreError};
 
 use crate::helpers::cards::{authorize, get_card, json_of, operate, send};
@@ -243,7 +244,7 @@ async fn a_disabled_merchant_may_still_freeze_and_close_its_cards() {
 }
 
 /// Writes the user's status as `tern user disable|enable` does.
-async fn set_user_status(app: &TestApp, user_id: &str, status: &'static str) {
+async fn set_user_status(app: &TestApp, user_id: &str, status: UserStatus) {
     let email = {
         let mut pooled = app.state.db.get().await.expect("connection");
         let found = users::find(&mut pooled.tx(), user_id).await;
@@ -263,7 +264,7 @@ async fn a_disabled_users_cards_are_declined_until_the_user_is_enabled() {
         .as_str()
         .expect("user_id")
         .to_owned();
-    set_user_status(&app, &user, users::STATUS_DISABLED).await;
+    set_user_status(&app, &user, UserStatus::Disabled).await;
     let decision = authorize(&app, &card, 2_500).await;
     assert_eq!(decision["approved"], false, "{decision}");
     assert_eq!(decision["reason"], "user_disabled");
@@ -273,7 +274,7 @@ async fn a_disabled_users_cards_are_declined_until_the_user_is_enabled() {
         "no hold"
     );
 
-    set_user_status(&app, &user, users::STATUS_ACTIVE).await;
+    set_user_status(&app, &user, UserStatus::Active).await;
     let since = Instant::now();
     let (approved, _) = authorize_until(&app, &card, 2_500, None, since).await;
     assert_eq!(approved["approved"], true);

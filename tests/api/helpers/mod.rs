@@ -270,7 +270,7 @@ impl TestApp {
             email: format!("{id}@users.tern.test"),
             name: "Test User".into(),
             password_hash: "not-a-real-hash".into(),
-            status: tern_schema::store::users::STATUS_ACTIVE.into(),
+            status: tern_schema::vocabulary::UserStatus::Active,
             email_verified_at: None,
             created_at: now,
             updated_at: now,

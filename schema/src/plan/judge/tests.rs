@@ -18,7 +18,7 @@ fn world(available: i64) -> World {
             facts: AccountFacts {
                 id: FUNDING_ID.into(),
                 merchant_id: Some("m".into()),
-                kind: FUNDING.into(),
+                kind: AccountKind::Funding,
                 currency: "USD".into(),
             },
             buckets: Sums {
