@@ -249,8 +249,9 @@ pub fn transition(state: &State, event: Event) -> Outcome {
                 return Ok((next, vec![Effect::Ignore]));
             };
             // A clearing never takes more than was held: the network settles
-            // any excess as a new authorization.
-            let amount_minor = asked_minor.unwrap_or(held).clamp(0, held);
+            // any excess as a new authorization. `min` then `max`, not
+            // `clamp`: clamp panics when the bounds cross (a negative hold).
+            let amount_minor = asked_minor.unwrap_or(held).min(held).max(0);
             let effects = if amount_minor == held {
                 vec![Effect::PostHold]
             } else if amount_minor > 0 {

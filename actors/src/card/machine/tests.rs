@@ -437,6 +437,13 @@ fn clearings() {
             clear(None, Some(40)),
             Ok((S::Active, vec![E::Ignore])),
         ),
+        // A negative hold cannot be approved; were one read, the clearing
+        // voids it rather than panicking inside the actor.
+        (
+            active(),
+            clear(Some(-5), Some(40)),
+            Ok((S::Active, vec![E::VoidHold])),
+        ),
         // A card closed since still clears what it authorized.
         (
             card(S::Closed),
