@@ -16,18 +16,7 @@ pub async fn send(
     path: &str,
     body: Option<Value>,
 ) -> Response {
-    let url = app.url(path);
-    let request = match method {
-        "GET" => app.client.get(url),
-        "PATCH" => app.client.patch(url),
-        _ => app.client.post(url),
-    }
-    .bearer_auth(key);
-    let request = match body {
-        Some(body) => request.json(&body),
-        None => request,
-    };
-    request.send().await.expect("request")
+    request(app, method, path, body, |request| request.bearer_auth(key)).await
 }
 
 /// Sends a request with a session cookie (no Origin header, as a
@@ -39,25 +28,33 @@ pub async fn with_cookie(
     path: &str,
     body: Option<Value>,
 ) -> Response {
+    request(app, method, path, body, |request| {
+        request.header("cookie", cookie)
+    })
+    .await
+}
+
+pub use super::json_of;
+
+/// Sends `method path` with `body`, authenticated by `authenticate`.
+async fn request(
+    app: &TestApp,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    authenticate: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+) -> Response {
     let url = app.url(path);
-    let request = match method {
+    let request = authenticate(match method {
         "GET" => app.client.get(url),
         "PATCH" => app.client.patch(url),
         _ => app.client.post(url),
-    }
-    .header("cookie", cookie);
+    });
     let request = match body {
         Some(body) => request.json(&body),
         None => request,
     };
     request.send().await.expect("request")
-}
-
-pub async fn json_of(response: Response, status: u16) -> Value {
-    let got = response.status().as_u16();
-    let body: Value = response.json().await.expect("json");
-    assert_eq!(got, status, "{body}");
-    body
 }
 
 /// Issues a card for `user_id` with the merchant's key; answers the card.

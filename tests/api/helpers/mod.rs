@@ -297,3 +297,12 @@ impl TestApp {
         self.sandbox_address.as_deref().expect("the sandbox runs")
     }
 }
+
+/// The response's JSON body, after checking its status (the body is in
+/// the failure message).
+pub async fn json_of(response: Response, status: u16) -> Value {
+    let got = response.status().as_u16();
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(got, status, "{body}");
+    body
+}

@@ -166,8 +166,5 @@ pub(crate) async fn settlement_response(
 /// GET /v1/settlements/{key} as `merchant`: its 200 body.
 pub(crate) async fn settlement(app: &TestApp, merchant: &Merchant, key: &str) -> Value {
     let response = settlement_response(app, merchant, key).await;
-    let status = response.status();
-    let body: Value = response.json().await.expect("json");
-    assert_eq!(status, 200, "{body}");
-    body
+    super::json_of(response, 200).await
 }

@@ -43,10 +43,7 @@ pub(crate) async fn quote(
         .send()
         .await
         .expect("request");
-    let status = response.status();
-    let body: Value = response.json().await.expect("json");
-    assert_eq!(status, 201, "{body}");
-    body
+    super::json_of(response, 201).await
 }
 
 /// 100.00 EUR paid out as USDC on polygon: fiat and asset differ, so the
@@ -86,10 +83,7 @@ pub(crate) async fn post_with_key(
 pub(crate) async fn create_with(app: &TestApp, merchant: &Merchant, body: &Value) -> Value {
     let key = Uuid::new_v4().to_string();
     let response = post_with_key(app, &merchant.api_key, &key, body).await;
-    let status = response.status();
-    let created: Value = response.json().await.expect("json");
-    assert_eq!(status, 201, "{created}");
-    created
+    super::json_of(response, 201).await
 }
 
 /// A fresh EUR -> USDC polygon quote and a transfer on it paid by `card_pm`.
@@ -121,10 +115,7 @@ pub(crate) async fn get(app: &TestApp, merchant: &Merchant, id: &str) -> Value {
         .send()
         .await
         .expect("request");
-    let status = response.status();
-    let body: Value = response.json().await.expect("json");
-    assert_eq!(status, 200, "{body}");
-    body
+    super::json_of(response, 200).await
 }
 
 /// Polls GET /v1/transfers/{id} until `done` holds.
@@ -160,10 +151,7 @@ pub(crate) async fn list(app: &TestApp, merchant: &Merchant, query: &str) -> Val
         .send()
         .await
         .expect("request");
-    let status = response.status();
-    let body: Value = response.json().await.expect("json");
-    assert_eq!(status, 200, "{body}");
-    body
+    super::json_of(response, 200).await
 }
 
 /// How many transfers the merchant has.

@@ -60,9 +60,7 @@ pub(crate) async fn deliveries(app: &TestApp, merchant: &Merchant, query: &str) 
         .send()
         .await
         .expect("request");
-    let status = response.status();
-    let body: Value = response.json().await.expect("json");
-    assert_eq!(status, 200, "{body}");
+    let body = super::json_of(response, 200).await;
     body["items"].as_array().cloned().unwrap_or_default()
 }
 
