@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_problem, TestApp};
+use crate::helpers::{assert_problem, RequestExt, TestApp};
 
 #[actix_web::test]
 async fn create_list_and_revoke() {
@@ -25,12 +25,8 @@ async fn create_list_and_revoke() {
     let listed: Value = app
         .get("/v1/api-keys")
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let data = listed["data"].as_array().expect("data");
     assert_eq!(data.len(), 2);
     assert_eq!(data[0]["name"], "reporting", "newest first");
@@ -72,12 +68,8 @@ async fn create_list_and_revoke() {
     let listed: Value = app
         .get("/v1/api-keys")
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     assert!(listed["data"][0]["revoked_at"].is_string());
 }
 
@@ -184,12 +176,8 @@ async fn missing_unknown_malformed_and_expired_keys_are_401() {
         .post("/v1/api-keys")
         .bearer_auth(&merchant.api_key)
         .json(&json!({"expires_at": expires_at}))
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let short_lived = created["api_key"].as_str().expect("key").to_owned();
     assert_eq!(
         app.get("/v1/api-keys")
@@ -282,12 +270,8 @@ async fn a_key_cannot_grant_more_than_its_creator_has() {
     let inherited: Value = app
         .post("/v1/api-keys")
         .bearer_auth(&limited)
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     assert_eq!(
         inherited["scopes"],
         json!(["quotes:read", "api_keys:write"])
@@ -321,12 +305,8 @@ async fn invalid_key_requests_are_422() {
     let listed: Value = app
         .get("/v1/api-keys")
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     assert_eq!(
         listed["data"].as_array().map(Vec::len),
         Some(1),
@@ -394,12 +374,8 @@ async fn a_key_created_by_an_expiring_key_expires_no_later_than_it() {
     let listed: Value = app
         .get("/v1/api-keys")
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let row = listed["data"]
         .as_array()
         .expect("data")

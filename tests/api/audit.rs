@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::helpers::{assert_problem, TestApp};
+use crate::helpers::{assert_problem, RequestExt, TestApp};
 
 #[actix_web::test]
 async fn credential_changes_are_audited_with_request_ids() {
@@ -13,12 +13,8 @@ async fn credential_changes_are_audited_with_request_ids() {
         .bearer_auth(&merchant.api_key)
         .header("X-Request-ID", "create-1")
         .json(&serde_json::json!({"name": "ci"}))
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let id = created["api_key_id"].as_str().expect("id");
     let revoked = app
         .delete(&format!("/v1/api-keys/{id}"))
@@ -32,12 +28,8 @@ async fn credential_changes_are_audited_with_request_ids() {
     let events: Value = app
         .get("/v1/audit/events")
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let data = events["data"].as_array().expect("data");
     let actions: Vec<&str> = data.iter().filter_map(|e| e["action"].as_str()).collect();
     assert_eq!(
@@ -64,12 +56,8 @@ async fn credential_changes_are_audited_with_request_ids() {
     let page: Value = app
         .get("/v1/audit/events?limit=2&before_seq=3")
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let seqs: Vec<i64> = page["data"]
         .as_array()
         .expect("data")
@@ -84,12 +72,8 @@ async fn credential_changes_are_audited_with_request_ids() {
     let verified: Value = app
         .get("/v1/audit/verify")
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     assert_eq!(verified["valid"], true, "{verified}");
     assert_eq!(verified["checked"], 4);
     assert_eq!(verified["head_hash"], data[0]["hash"]);
@@ -111,23 +95,15 @@ async fn an_edited_row_makes_verify_false() {
     let verified: Value = app
         .get("/v1/audit/verify")
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     assert_eq!(verified["valid"], false);
     assert_eq!(verified["first_invalid_seq"], 1);
     let untouched: Value = app
         .get("/v1/audit/verify")
         .bearer_auth(&other.api_key)
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     assert_eq!(untouched["valid"], true, "chains are per merchant");
 }
 

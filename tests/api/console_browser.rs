@@ -20,6 +20,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{json, Value};
 
 use crate::helpers::webhooks::{SUCCEEDED_TYPES, WAIT_MAX, WHSEC_SECRET};
+use crate::helpers::RequestExt;
 use crate::processes::{free_port, put_endpoint_at, quote_at, transfer_at, Cluster, Process};
 use crate::webhook_receiver::{verify, Receiver};
 
@@ -135,12 +136,8 @@ async fn dead_lettered_transfer(cluster: &Cluster, receiver: &Receiver) -> Strin
     .await;
     let quote = quote_at(client, base, &api_key).await;
     let created: Value = transfer_at(client, base, &api_key, &quote)
-        .send()
-        .await
-        .expect("transfer")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let transfer_id = created["id"].as_str().expect("id").to_owned();
     let started = Instant::now();
     loop {
@@ -150,12 +147,8 @@ async fn dead_lettered_transfer(cluster: &Cluster, receiver: &Receiver) -> Strin
                 "/v1/webhooks/deliveries?status=dead&transfer_id={transfer_id}"
             )))
             .bearer_auth(&api_key)
-            .send()
-            .await
-            .expect("deliveries")
-            .json()
-            .await
-            .expect("json");
+            .read_json()
+            .await;
         if listed["count"] == SUCCEEDED_TYPES.len() {
             return transfer_id;
         }

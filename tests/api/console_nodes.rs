@@ -11,6 +11,7 @@ use serde_json::Value;
 use tern::http::console::auth::COOKIE_NAME;
 
 use crate::helpers::webhooks::{SUCCEEDED_TYPES, WAIT_MAX, WHSEC_SECRET};
+use crate::helpers::RequestExt;
 use crate::nodes::{Nodes, OPERATOR_TOKEN};
 use crate::processes::{put_endpoint_at, quote_at, transfer_at};
 use crate::webhook_receiver::{verify, Receiver};
@@ -53,12 +54,8 @@ async fn a_sign_in_holds_on_every_node_and_a_replay_reaches_the_owner() {
     .await;
     let quote = quote_at(&client, base, &api_key).await;
     let created: Value = transfer_at(&client, base, &api_key, &quote)
-        .send()
-        .await
-        .expect("transfer")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let transfer_id = created["id"].as_str().expect("id").to_owned();
     let started = Instant::now();
     loop {
@@ -68,12 +65,8 @@ async fn a_sign_in_holds_on_every_node_and_a_replay_reaches_the_owner() {
                 nodes.bases[0]
             ))
             .bearer_auth(&api_key)
-            .send()
-            .await
-            .expect("deliveries")
-            .json()
-            .await
-            .expect("json");
+            .read_json()
+            .await;
         if dead["count"] == SUCCEEDED_TYPES.len() {
             break;
         }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use crate::helpers::RequestExt;
 use crate::processes::Cluster;
 
 const WAIT_MAX: Duration = Duration::from_secs(60);
@@ -40,12 +41,8 @@ impl Api {
             .client
             .get(format!("{}/v1/settlements/{key}", self.base))
             .bearer_auth(&self.key)
-            .send()
-            .await
-            .expect("request")
-            .json()
-            .await
-            .expect("json");
+            .read_json()
+            .await;
         body["status"].as_str().unwrap_or_default().to_owned()
     }
 
@@ -55,12 +52,8 @@ impl Api {
             .client
             .get(format!("{}/v1/ledger/accounts", self.base))
             .bearer_auth(&self.key)
-            .send()
-            .await
-            .expect("accounts")
-            .json()
-            .await
-            .expect("json");
+            .read_json()
+            .await;
         accounts["data"]
             .as_array()
             .and_then(|a| a.iter().find(|a| a["currency"] == "USD"))

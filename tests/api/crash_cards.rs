@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::helpers::humans::sign_up_at;
+use crate::helpers::RequestExt;
 use crate::processes::Cluster;
 
 const WAIT_MAX: Duration = Duration::from_secs(60);
@@ -16,12 +17,8 @@ async fn issues(cluster: &Cluster) -> Vec<Value> {
     let executions: Value = cluster
         .client
         .get(format!("{}/control/executions", cluster.sandbox_url))
-        .send()
-        .await
-        .expect("executions")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     executions["data"]
         .as_array()
         .expect("data")
@@ -32,16 +29,7 @@ async fn issues(cluster: &Cluster) -> Vec<Value> {
 }
 
 async fn cards(cluster: &Cluster, cookie: &str) -> Value {
-    cluster
-        .client
-        .get(format!("{}/v1/cards", cluster.base))
-        .header("cookie", cookie)
-        .send()
-        .await
-        .expect("cards")
-        .json()
-        .await
-        .expect("json")
+    get_json(cluster, cookie, "/v1/cards").await
 }
 
 #[actix_web::test]
@@ -110,12 +98,8 @@ async fn get_json(cluster: &Cluster, cookie: &str, path: &str) -> Value {
         .client
         .get(format!("{}{path}", cluster.base))
         .header("cookie", cookie)
-        .send()
+        .read_json()
         .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json")
 }
 
 /// Funds the person's merchant with a 50.00 USD card charge.
@@ -171,12 +155,8 @@ async fn a_hold_that_fell_due_while_the_process_was_down_expires_after_restart()
         .client
         .post(format!("{}/control/authorizations", cluster.sandbox_url))
         .json(&json!({"card_id": card_id, "amount_minor": 2_000, "currency": "USD"}))
-        .send()
-        .await
-        .expect("swipe")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     assert_eq!(swiped["decision"]["approved"], true, "{swiped}");
     let balance_path = format!("/v1/cards/{card_id}/balance");
     assert_eq!(

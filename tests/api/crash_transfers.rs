@@ -19,6 +19,7 @@ use tern_schema::vocabulary::TransferStatus;
 use tern_schema::Db;
 use uuid::Uuid;
 
+use crate::helpers::RequestExt;
 use crate::processes::Cluster;
 
 /// How long any one awaited state may take to show.
@@ -66,15 +67,11 @@ struct Api {
 
 impl Api {
     async fn get(&self, path: &str) -> Value {
-        let response = self
-            .client
+        self.client
             .get(format!("{}{path}", self.base))
             .bearer_auth(&self.key)
-            .send()
+            .json_at(200)
             .await
-            .expect("request");
-        assert_eq!(response.status(), 200, "GET {path}");
-        response.json().await.expect("json")
     }
 
     async fn post(&self, path: &str, body: &Value, idempotency_key: Option<&str>) -> Value {

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_problem, Merchant, TestApp};
+use crate::helpers::{assert_problem, Merchant, RequestExt, TestApp};
 
 const TOKEN: &str = "9f2c4e1a7b3d5f60e8a1c2b3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d";
 
@@ -253,12 +253,8 @@ async fn revoking_is_idempotent_and_lists_show_active_devices_newest_first() {
     let events: Value = app
         .get("/v1/audit/events")
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let data = events["data"].as_array().expect("data");
     let revoked: Vec<&Value> = data
         .iter()

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::helpers::humans::Human;
-use crate::helpers::{assert_problem, Merchant, TestApp};
+use crate::helpers::{assert_problem, Merchant, RequestExt, TestApp};
 
 const TOKEN: &str = "fcm-token-of-adas-phone-0123456789abcdef";
 
@@ -19,28 +19,22 @@ async fn register(app: &TestApp, human: &Human, body: Value) -> reqwest::Respons
 }
 
 async fn listed(app: &TestApp, human: &Human) -> Vec<Value> {
-    let response = app
+    let body = app
         .get("/v1/devices")
         .header("cookie", &human.cookie)
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(response.status(), 200);
-    let body: Value = response.json().await.expect("json");
+        .json_at(200)
+        .await;
     body["data"].as_array().expect("data").clone()
 }
 
 /// A machine key of the human's own merchant, made through the session.
 async fn own_key(app: &TestApp, human: &Human) -> Merchant {
-    let response = app
+    let body = app
         .post("/v1/api-keys")
         .header("cookie", &human.cookie)
         .json(&json!({"name": "backend"}))
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(response.status(), 201);
-    let body: Value = response.json().await.expect("json");
+        .json_at(201)
+        .await;
     Merchant {
         merchant_id: human.merchant_id.clone(),
         api_key: body["api_key"].as_str().expect("key").to_owned(),
@@ -109,12 +103,8 @@ async fn a_person_never_reaches_another_users_devices() {
     let all: Value = app
         .get(&format!("/v1/devices?user_id={colleague}"))
         .bearer_auth(&machine.api_key)
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     assert_eq!(all["data"][0]["id"], theirs.as_str());
 
     let mine = register(&app, &human, json!({"platform": "android", "token": TOKEN})).await;

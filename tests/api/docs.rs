@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::helpers::TestApp;
+use crate::helpers::{RequestExt, TestApp};
 
 #[actix_web::test]
 async fn every_document_is_served_as_3_0() {
@@ -28,14 +28,7 @@ async fn every_document_is_served_as_3_0() {
         assert_eq!(doc["openapi"], "3.0.3", "{path}");
         assert_eq!(doc["info"]["version"], "1.0.0", "{path}");
     }
-    let doc: Value = app
-        .get("/openapi.json")
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+    let doc: Value = app.get("/openapi.json").read_json().await;
     let register = &doc["paths"]["/v1/auth/m2m/register"]["post"];
     for status in ["201", "400", "422", "429", "503"] {
         assert!(
@@ -141,14 +134,7 @@ async fn an_on_chain_leg_matches_the_documented_settlement_amount() {
             .await;
     assert_eq!(leg["amount"]["currency"], "USDC", "{leg}");
 
-    let doc: Value = app
-        .get("/openapi.json")
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+    let doc: Value = app.get("/openapi.json").read_json().await;
     let settlement = resolve(&doc, &doc["components"]["schemas"]["Settlement"]);
     let amount = resolve(&doc, &settlement["properties"]["amount"]);
     let pattern = amount["properties"]["currency"]["pattern"]
@@ -158,12 +144,8 @@ async fn an_on_chain_leg_matches_the_documented_settlement_amount() {
     let listed: Value = app
         .get("/v1/settlements")
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let items = listed["items"].as_array().expect("items");
     assert_eq!(items.len(), 2, "{listed}");
     for settlement in items.iter().chain([&leg]) {

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_problem, TestApp};
+use crate::helpers::{assert_problem, header, TestApp};
 
 const REGISTER: &str = "/v1/auth/m2m/register";
 
@@ -27,12 +27,7 @@ async fn wrong_method_is_405_with_allow() {
         .send()
         .await
         .expect("req");
-    let allow = response
-        .headers()
-        .get("allow")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let allow = header(&response, "allow");
     assert!(
         allow.contains("GET") && allow.contains("POST"),
         "allow: {allow}"
@@ -40,12 +35,7 @@ async fn wrong_method_is_405_with_allow() {
     assert_problem(response, 405, "method-not-allowed").await;
 
     let response = app.get(REGISTER).send().await.expect("req");
-    let allow = response
-        .headers()
-        .get("allow")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let allow = header(&response, "allow");
     assert_eq!(allow, "POST");
     assert_problem(response, 405, "method-not-allowed").await;
 }

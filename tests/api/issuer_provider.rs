@@ -18,6 +18,8 @@ use tern_actors::ports::{
     WalletOutcome, WalletRequest,
 };
 
+use crate::helpers::sandbox_signature;
+
 const ADAPTER_TIMEOUT: Duration = Duration::from_millis(800);
 const HANG: Duration = Duration::from_secs(3);
 const PENDING: Duration = Duration::from_millis(200);
@@ -35,12 +37,7 @@ struct Tern {
 }
 
 async fn receive(seen: web::Data<Deliveries>, request: HttpRequest, body: String) -> HttpResponse {
-    let signature = request
-        .headers()
-        .get("X-Sandbox-Signature")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let signature = sandbox_signature(&request);
     let event: Value = serde_json::from_str(&body).unwrap_or_default();
     seen.lock().expect("lock").push((signature, body));
     if event["type"] == "authorization.request" {

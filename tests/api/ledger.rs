@@ -4,7 +4,7 @@ use serde_json::Value;
 use tern_schema::ledger::{self, Direction, Entry, Line, Phase, SystemAccount};
 
 use crate::helpers::settlements::accounts;
-use crate::helpers::{assert_problem, Merchant, TestApp};
+use crate::helpers::{assert_problem, Merchant, RequestExt, TestApp};
 
 /// Posts `count` card collections of 1.00 into the account, as the
 /// settlement actor will; the API under test only reads them.
@@ -86,12 +86,8 @@ async fn entries_page_newest_first_and_balances_follow() {
     let first: Value = app
         .get(&path)
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let data = first["data"].as_array().expect("data");
     assert_eq!((data.len(), first["has_more"].as_bool()), (3, Some(true)));
     assert_eq!(data[0]["settlement_key"], "key-4", "newest first");
@@ -109,12 +105,8 @@ async fn entries_page_newest_first_and_balances_follow() {
             "/v1/ledger/accounts/{usd_id}/entries?limit=3&starting_after={cursor}"
         ))
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let keys: Vec<&str> = next["data"]
         .as_array()
         .expect("data")

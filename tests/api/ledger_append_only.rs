@@ -10,19 +10,15 @@ use crate::helpers::cards::{authorization, issue, json_of, provider_event};
 use crate::helpers::settlements::{
     account, app, charge, create, executions, fault, funded, post_with_key, push, settled,
 };
-use crate::helpers::{assert_problem, Merchant, TestApp};
+use crate::helpers::{assert_problem, Merchant, RequestExt, TestApp};
 
 /// Every entry of the account, newest first.
 async fn entries(app: &TestApp, merchant: &Merchant, account: &str) -> Vec<Value> {
     let body: Value = app
         .get(&format!("/v1/ledger/accounts/{account}/entries?limit=200"))
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     assert_eq!(body["has_more"], false);
     body["data"].as_array().expect("data").clone()
 }
@@ -174,12 +170,8 @@ async fn account_id(app: &TestApp, merchant: &Merchant, currency: &str) -> Strin
     let body: Value = app
         .get("/v1/ledger/accounts")
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     body["data"]
         .as_array()
         .expect("data")

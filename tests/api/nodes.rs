@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use tern_schema::testing::TestDatabase;
 
 use crate::helpers::invariants;
+use crate::helpers::RequestExt;
 use crate::processes::{
     arm, free_port, operations, spawn_sandbox, wait_ready, Process, PROVIDER_TIMEOUT, SECRET, TERN,
 };
@@ -156,12 +157,8 @@ impl Nodes {
             .get(format!("{}/health/actors", self.bases[index]))
             .bearer_auth(OPERATOR_TOKEN)
             .timeout(Duration::from_secs(2))
-            .send()
-            .await
-            .expect("health")
-            .json()
-            .await
-            .expect("json");
+            .read_json()
+            .await;
         figures["cluster"].clone()
     }
 
@@ -210,12 +207,8 @@ impl Nodes {
             .client
             .post(format!("{}/v1/auth/m2m/register", self.bases[0]))
             .json(&json!({"organization_name": name, "email": "ops@nodes.example"}))
-            .send()
-            .await
-            .expect("register")
-            .json()
-            .await
-            .expect("json");
+            .read_json()
+            .await;
         let text = |field: &str| registered[field].as_str().expect(field).to_owned();
         (text("api_key"), text("merchant_id"))
     }

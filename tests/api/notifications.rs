@@ -10,7 +10,7 @@ use tern_schema::models::PushDeliveryRow;
 use tern_schema::vocabulary::PushStatus;
 
 use crate::devices::device;
-use crate::helpers::{assert_problem, TestApp};
+use crate::helpers::{assert_problem, RequestExt, TestApp};
 
 const SECRET: &str = "dispatch-secret-for-tests-0123456789";
 /// How long a test waits for background deliveries.
@@ -55,12 +55,8 @@ async fn pushes(app: &TestApp, user_id: &str) -> Vec<Value> {
             "{}/control/pushes?user_id={user_id}",
             app.sandbox()
         ))
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     body["data"].as_array().expect("data").clone()
 }
 
@@ -102,12 +98,8 @@ async fn audit_events(app: &TestApp, api_key: &str) -> Vec<Value> {
     let body: Value = app
         .get("/v1/audit/events")
         .bearer_auth(api_key)
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     body["data"].as_array().expect("data").clone()
 }
 
@@ -318,12 +310,8 @@ async fn transient_gateway_failures_are_retried_and_still_deliver_once() {
     let executions: Value = app
         .client
         .get(format!("{}/control/executions", app.sandbox()))
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let push_executions = executions["data"]
         .as_array()
         .expect("data")
@@ -407,12 +395,8 @@ async fn deliveries_left_pending_are_sent_at_the_next_start() {
         let body: Value = app
             .client
             .get(format!("{sandbox}/control/pushes?user_id={user}"))
-            .send()
-            .await
-            .expect("request")
-            .json()
-            .await
-            .expect("json");
+            .read_json()
+            .await;
         let data = body["data"].as_array().cloned().unwrap_or_default();
         if !data.is_empty() || started.elapsed() > DELIVERY_DEADLINE {
             break data;
@@ -589,12 +573,8 @@ async fn pushes_on_both(app: &TestApp, second_sandbox: &str, user: &str) -> usiz
     let body: Value = app
         .client
         .get(format!("{second_sandbox}/control/pushes?user_id={user}"))
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let second = body["data"].as_array().map_or(0, Vec::len);
     pushes(app, user).await.len() + second
 }

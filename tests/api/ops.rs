@@ -1,18 +1,11 @@
 use serde_json::Value;
 
-use crate::helpers::{assert_problem, TestApp};
+use crate::helpers::{assert_problem, RequestExt, TestApp};
 
 #[actix_web::test]
 async fn identity_liveness_and_version() {
     let app = TestApp::spawn().await;
-    let root: Value = app
-        .get("/")
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+    let root: Value = app.get("/").read_json().await;
     assert_eq!(root["service"], "tern");
     assert_eq!(root["version"], "1.0.0");
     assert_eq!(root["docs"], "/docs");
@@ -22,14 +15,7 @@ async fn identity_liveness_and_version() {
     assert_eq!(live.status(), 200);
     assert_eq!(live.json::<Value>().await.expect("json")["status"], "alive");
 
-    let version: Value = app
-        .get("/version")
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+    let version: Value = app.get("/version").read_json().await;
     for field in ["service", "version", "environment", "build", "timestamp"] {
         assert!(
             version[field].as_str().is_some_and(|v| !v.is_empty()),
@@ -49,14 +35,7 @@ async fn ready_and_health_report_the_database() {
         "ready"
     );
 
-    let health: Value = app
-        .get("/health")
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+    let health: Value = app.get("/health").read_json().await;
     assert_eq!(health["status"], "ok", "{health}");
     assert_eq!(health["components"]["database"]["status"], "ok");
     assert!(health["components"]["actors"].is_object(), "{health}");
@@ -83,14 +62,7 @@ async fn ready_is_503_naming_the_database_when_it_is_unreachable() {
         "{body}"
     );
 
-    let health: Value = app
-        .get("/health")
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+    let health: Value = app.get("/health").read_json().await;
     assert_eq!(health["status"], "down");
     assert_eq!(health["components"]["database"]["status"], "down");
     // The database's own words are for the operator only.
@@ -150,15 +122,7 @@ async fn request_ids_are_echoed_when_sane_and_generated_otherwise() {
 async fn the_sandbox_listener_runs_beside_the_api() {
     let app = TestApp::spawn().await;
     let sandbox = app.sandbox_address.clone().expect("sandbox listener");
-    let identity: Value = app
-        .client
-        .get(format!("{sandbox}/"))
-        .send()
-        .await
-        .expect("req")
-        .json()
-        .await
-        .expect("json");
+    let identity: Value = app.client.get(format!("{sandbox}/")).read_json().await;
     assert_eq!(identity["service"], "tern-sandbox");
 }
 

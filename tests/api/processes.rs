@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use tern_schema::testing::TestDatabase;
 
 use crate::helpers::invariants;
+use crate::helpers::RequestExt;
 
 pub(crate) const TERN: &str = env!("CARGO_BIN_EXE_tern");
 pub(crate) const SECRET: &str = "crash-test-webhook-secret";
@@ -145,12 +146,8 @@ impl Cluster {
             .client
             .post(format!("{}/v1/auth/m2m/register", self.base))
             .json(&json!({"organization_name": name, "email": "ops@crash.example"}))
-            .send()
-            .await
-            .expect("register")
-            .json()
-            .await
-            .expect("json");
+            .read_json()
+            .await;
         registered["api_key"].as_str().expect("key").to_owned()
     }
 
@@ -201,12 +198,8 @@ pub(crate) async fn operations(
         .get(format!(
             "{sandbox_url}/control/executions?settlement_key={settlement_key}"
         ))
-        .send()
-        .await
-        .expect("executions")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let mut operations: Vec<String> = executions["data"]
         .as_array()
         .expect("data")
@@ -270,12 +263,8 @@ pub(crate) async fn quote_at(client: &reqwest::Client, base: &str, api_key: &str
         .bearer_auth(api_key)
         .json(&json!({"send_currency": "EUR", "send_amount": "100.00",
             "receive_asset": "USDC", "receive_network": "polygon"}))
-        .send()
+        .read_json()
         .await
-        .expect("quote")
-        .json()
-        .await
-        .expect("json")
 }
 
 /// A transfer of `quote` from a card that succeeds to an EVM wallet,

@@ -8,17 +8,10 @@ use tern_actors::adapters::sign_payload;
 use tern_actors::ports::{CardAcquirer, ChargeOutcome, ChargeRequest, RequestKeys};
 use tern_schema::store::inbound_events;
 
+use crate::helpers::cards::secret;
 use crate::helpers::{assert_problem, TestApp};
 
 const PATH: &str = "/v1/webhooks/sandbox";
-
-fn secret(app: &TestApp) -> String {
-    app.state
-        .config
-        .card_provider_webhook_secret
-        .clone()
-        .expect("a secret is always resolved at start")
-}
 
 async fn deliver(app: &TestApp, body: &str, signature: Option<String>) -> reqwest::Response {
     let mut request = app

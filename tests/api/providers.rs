@@ -19,6 +19,8 @@ use tern_actors::ports::{
     RequestKeys, ReversalOutcome, ReversalRequest,
 };
 
+use crate::helpers::sandbox_signature;
+
 /// The adapters' request timeout in these tests; the simulator's
 /// `timeout_after_success` hangs longer than this.
 const ADAPTER_TIMEOUT: Duration = Duration::from_millis(800);
@@ -57,12 +59,7 @@ impl Receiver {
                 "/v1/webhooks/sandbox",
                 web::post().to(
                     |seen: web::Data<Deliveries>, request: HttpRequest, body: String| async move {
-                        let signature = request
-                            .headers()
-                            .get("X-Sandbox-Signature")
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or_default()
-                            .to_owned();
+                        let signature = sandbox_signature(&request);
                         seen.lock().expect("lock").push((signature, body));
                         HttpResponse::Ok().finish()
                     },

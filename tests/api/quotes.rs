@@ -12,7 +12,7 @@ use tern_schema::store::{merchants, quotes};
 use tern_schema::types::MerchantStatus;
 use tern_schema::{write_tx, StoreError};
 
-use crate::helpers::{assert_problem, Merchant, TestApp};
+use crate::helpers::{assert_problem, Merchant, RequestExt, TestApp};
 
 /// The defaults, and one rate with more digits than its product keeps, so
 /// that flooring the receive amount shows.
@@ -479,14 +479,7 @@ async fn a_suspended_merchant_cannot_quote_but_can_read() {
 async fn the_quotes_context_documents_both_operations() {
     let app = TestApp::spawn().await;
     for path in ["/v1/quotes/openapi.json", "/openapi.json"] {
-        let doc: Value = app
-            .get(path)
-            .send()
-            .await
-            .expect("request")
-            .json()
-            .await
-            .expect("json");
+        let doc: Value = app.get(path).read_json().await;
         let create = &doc["paths"]["/v1/quotes"]["post"];
         let get = &doc["paths"]["/v1/quotes/{id}"]["get"];
         assert_eq!(create["operationId"], "create_quote", "{path}");

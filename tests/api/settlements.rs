@@ -11,7 +11,7 @@ use crate::helpers::settlements::{
     account, app, assert_ledger_balanced, charge, create, executions, fault, funded,
     funding_account, post_with_key, push, settled, settlement, WAIT_MAX,
 };
-use crate::helpers::{assert_problem, Merchant, TestApp};
+use crate::helpers::{assert_problem, Merchant, RequestExt, TestApp};
 
 async fn list(app: &TestApp, merchant: &Merchant, query: &str) -> Value {
     let response = app
@@ -95,12 +95,8 @@ async fn a_charge_funds_the_merchant_and_a_push_pays_out_once() {
     let events: Value = app
         .get("/v1/audit/events?limit=200")
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let actions: Vec<String> = events["data"]
         .as_array()
         .expect("events")
@@ -123,12 +119,8 @@ async fn a_charge_funds_the_merchant_and_a_push_pays_out_once() {
     let verify: Value = app
         .get("/v1/audit/verify")
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     assert_eq!(verify["valid"], true, "{verify}");
 }
 

@@ -15,7 +15,8 @@ use tern_schema::types::utc_now;
 use tern_schema::{write_tx, StoreError};
 use uuid::Uuid;
 
-use crate::helpers::settlements::{funded, sandbox, settlement};
+use crate::helpers::settlements::{funded, settlement};
+use crate::helpers::transfers::answer_challenge;
 use crate::helpers::{assert_problem, Merchant, TestApp};
 
 const WAIT_MAX: Duration = Duration::from_secs(20);
@@ -88,16 +89,6 @@ async fn challenge(app: &TestApp, merchant: &Merchant, key: &str) -> String {
         .as_str()
         .expect("a client_secret with the challenge")
         .to_owned()
-}
-
-async fn answer_challenge(app: &TestApp, secret: &str, decision: &str) {
-    let response = app
-        .client
-        .post(sandbox(app, &format!("/3ds/{secret}/{decision}")))
-        .send()
-        .await
-        .expect("challenge answer");
-    assert!(response.status().is_success(), "{}", response.status());
 }
 
 #[actix_web::test]

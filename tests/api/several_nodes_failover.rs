@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use crate::helpers::transfers::{body, EVM_WALLET};
 use crate::helpers::webhooks::{SUCCEEDED_TYPES, WHSEC_SECRET};
+use crate::helpers::RequestExt;
 use crate::nodes::{Nodes, LEASE_TTL};
 use crate::webhook_receiver::{verify, Receiver};
 
@@ -77,12 +78,8 @@ async fn wait_succeeded(nodes: &Nodes, key: &str, id: &str) {
             .client
             .get(format!("{}/v1/transfers/{id}", nodes.bases[0]))
             .bearer_auth(key)
-            .send()
-            .await
-            .expect("transfer")
-            .json()
-            .await
-            .expect("json");
+            .read_json()
+            .await;
         match body["status"].as_str() {
             Some("succeeded") => return,
             Some("failed") => panic!("{id} failed: {body}"),

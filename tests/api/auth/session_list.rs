@@ -6,17 +6,14 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::helpers::humans::{session_cookie, PASSWORD};
-use crate::helpers::{assert_problem, TestApp};
+use crate::helpers::{assert_problem, RequestExt, TestApp};
 
 async fn listed(app: &TestApp, cookie: &str) -> Vec<Value> {
-    let response = app
+    let body = app
         .get("/v1/auth/sessions")
         .header("cookie", cookie)
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(response.status(), 200);
-    let body: Value = response.json().await.expect("json");
+        .json_at(200)
+        .await;
     body["data"].as_array().expect("data").clone()
 }
 

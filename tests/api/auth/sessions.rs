@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::humans::{attributes, set_cookie, PASSWORD};
-use crate::helpers::{assert_problem, TestApp};
+use crate::helpers::{assert_problem, RequestExt, TestApp};
 
 #[actix_web::test]
 async fn logout_revokes_clears_and_is_idempotent() {
@@ -105,12 +105,8 @@ async fn the_profile_reads_and_renames() {
         let me: Value = app
             .get(path)
             .header("cookie", &human.cookie)
-            .send()
-            .await
-            .expect("request")
-            .json()
-            .await
-            .expect("json");
+            .read_json()
+            .await;
         assert_eq!(me["name"], "Ada Lovelace", "{path}");
     }
     let patch = |path: &'static str, body: Value| {
@@ -181,12 +177,8 @@ async fn a_session_is_a_merchant_credential_with_every_scope() {
     let keys: Value = app
         .get("/v1/api-keys")
         .bearer_auth(key["api_key"].as_str().expect("key"))
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     assert_eq!(
         keys["data"][0]["api_key_id"], key["api_key_id"],
         "the key made with the session belongs to the session's merchant"
@@ -197,12 +189,8 @@ async fn a_session_is_a_merchant_credential_with_every_scope() {
         .post("/v1/quotes")
         .bearer_auth(&other.api_key)
         .json(&quote_body)
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let id = foreign["quote_id"].as_str().expect("quote id");
     let read = app
         .get(&format!("/v1/quotes/{id}"))

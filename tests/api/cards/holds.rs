@@ -11,8 +11,8 @@ use tern_actors::adapters::sign_payload;
 use tern_schema::store::timers::{self, TimerRow};
 use tern_schema::types::utc_now;
 
-use crate::helpers::cards::{balance, funded_card, transactions};
-use crate::helpers::cards::{json_of, provider_event, send};
+use crate::helpers::cards::{balance, funded_card, list_data, transactions};
+use crate::helpers::cards::{json_of, provider_event};
 use crate::helpers::{assert_problem, Merchant, TestApp};
 
 /// Short enough to watch a hold expire, long enough that a test acts on an
@@ -53,19 +53,7 @@ async fn swipe(app: &TestApp, card: &str, amount_minor: i64) -> String {
 }
 
 async fn events(app: &TestApp, merchant: &Merchant, card: &str) -> Vec<Value> {
-    let body = json_of(
-        send(
-            app,
-            &merchant.api_key,
-            "GET",
-            &format!("/v1/cards/{card}/events"),
-            None,
-        )
-        .await,
-        200,
-    )
-    .await;
-    body["data"].as_array().cloned().unwrap_or_default()
+    list_data(app, merchant, &format!("/v1/cards/{card}/events")).await
 }
 
 /// (balance, available, hold) of the card.

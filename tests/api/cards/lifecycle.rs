@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use crate::helpers::cards::{get_card, issue, json_of, operate, patch_limits, send};
 use crate::helpers::settlements::fault;
-use crate::helpers::{assert_problem, TestApp};
+use crate::helpers::{assert_problem, RequestExt, TestApp};
 
 #[actix_web::test]
 async fn a_machine_caller_issues_a_card_for_a_user_of_its_merchant() {
@@ -99,12 +99,8 @@ async fn a_machine_caller_issues_a_card_for_a_user_of_its_merchant() {
     let executions: Value = app
         .client
         .get(format!("{}/control/executions", app.sandbox()))
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     let issues = executions["data"]
         .as_array()
         .expect("data")

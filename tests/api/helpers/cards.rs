@@ -113,7 +113,8 @@ pub async fn patch_limits(
     .await
 }
 
-fn secret(app: &TestApp) -> String {
+/// The secret the app checks provider webhooks against.
+pub fn secret(app: &TestApp) -> String {
     app.state
         .config
         .card_provider_webhook_secret
@@ -177,17 +178,11 @@ pub(crate) async fn balance(app: &TestApp, merchant: &Merchant, card: &str) -> V
 }
 
 pub(crate) async fn transactions(app: &TestApp, merchant: &Merchant, card: &str) -> Vec<Value> {
-    let body = json_of(
-        send(
-            app,
-            &merchant.api_key,
-            "GET",
-            &format!("/v1/cards/{card}/transactions"),
-            None,
-        )
-        .await,
-        200,
-    )
-    .await;
+    list_data(app, merchant, &format!("/v1/cards/{card}/transactions")).await
+}
+
+/// The `data` of a 200 list at `path`, as `merchant`.
+pub(crate) async fn list_data(app: &TestApp, merchant: &Merchant, path: &str) -> Vec<Value> {
+    let body = json_of(send(app, &merchant.api_key, "GET", path, None).await, 200).await;
     body["data"].as_array().cloned().unwrap_or_default()
 }

@@ -7,7 +7,7 @@ use reqwest::Response;
 use serde_json::{json, Value};
 use tern_schema::models::UserRow;
 
-use crate::helpers::TestApp;
+use crate::helpers::{RequestExt, TestApp};
 
 pub const PASSWORD: &str = "correct horse battery";
 
@@ -74,12 +74,8 @@ impl TestApp {
         let body: Value = self
             .get("/v1/audit/events")
             .header("cookie", cookie)
-            .send()
-            .await
-            .expect("request")
-            .json()
-            .await
-            .expect("json");
+            .read_json()
+            .await;
         body["data"].as_array().expect("data").clone()
     }
 

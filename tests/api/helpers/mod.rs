@@ -153,17 +153,35 @@ impl TestApp {
 }
 
 impl TestApp {
+    /// GET `path` with `merchant`'s key: the response.
+    pub async fn get_as(&self, merchant: &Merchant, path: &str) -> Response {
+        self.get(path).bearer_auth(&merchant.api_key).sent().await
+    }
+
+    /// POST `body` to `path` with `api_key`, under this Idempotency-Key.
+    pub async fn post_with_key(
+        &self,
+        path: &str,
+        api_key: &str,
+        key: &str,
+        body: &Value,
+    ) -> Response {
+        self.post(path)
+            .bearer_auth(api_key)
+            .header("Idempotency-Key", key)
+            .json(body)
+            .sent()
+            .await
+    }
+
     /// A new key of `merchant` with only these scopes.
     pub async fn key_with_scopes(&self, merchant: &Merchant, scopes: &[&str]) -> String {
-        let response = self
+        let body = self
             .post("/v1/api-keys")
             .bearer_auth(&merchant.api_key)
             .json(&json!({"scopes": scopes}))
-            .send()
-            .await
-            .expect("request");
-        assert_eq!(response.status(), 201);
-        let body: Value = response.json().await.expect("json");
+            .json_at(201)
+            .await;
         body["api_key"].as_str().expect("api_key").to_owned()
     }
 }
@@ -221,16 +239,48 @@ impl Drop for TestApp {
     }
 }
 
+/// The response's header as text; empty when absent or not text.
+pub fn header(response: &Response, name: &str) -> String {
+    text_of(response.headers().get(name))
+}
+
+/// The X-Sandbox-Signature a stand-in for Tern's provider webhook
+/// endpoint received; empty when none.
+pub fn sandbox_signature(request: &actix_web::HttpRequest) -> String {
+    text_of(request.headers().get("X-Sandbox-Signature"))
+}
+
+fn text_of<V: HeaderText>(value: Option<&V>) -> String {
+    value
+        .and_then(HeaderText::text)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// reqwest and actix-web name the same header value with two types.
+trait HeaderText {
+    fn text(&self) -> Option<&str>;
+}
+
+impl HeaderText for reqwest::header::HeaderValue {
+    fn text(&self) -> Option<&str> {
+        self.to_str().ok()
+    }
+}
+
+impl HeaderText for actix_web::http::header::HeaderValue {
+    fn text(&self) -> Option<&str> {
+        self.to_str().ok()
+    }
+}
+
 /// Asserts a problem document with this status and slug; answers its body.
 pub async fn assert_problem(response: Response, status: u16, slug: &str) -> Value {
     assert_eq!(response.status(), status, "status of {}", response.url());
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    assert_eq!(content_type, "application/problem+json");
+    assert_eq!(
+        header(&response, "content-type"),
+        "application/problem+json"
+    );
     let request_id = response
         .headers()
         .get("x-request-id")
@@ -295,6 +345,32 @@ impl TestApp {
     /// The simulator's address; tests that reach it need the sandbox on.
     pub fn sandbox(&self) -> &str {
         self.sandbox_address.as_deref().expect("the sandbox runs")
+    }
+}
+
+/// Sending and reading, in one place: a transport failure or a body that
+/// is not JSON fails the test.
+pub(crate) trait RequestExt {
+    /// Sends the request; answers the response.
+    async fn sent(self) -> Response;
+    /// Sends the request; answers its JSON body whatever the status (a test
+    /// that cares about the status reads through [`json_of`]).
+    async fn read_json(self) -> Value;
+    /// Sends the request; answers its JSON body after checking the status.
+    async fn json_at(self, status: u16) -> Value;
+}
+
+impl RequestExt for RequestBuilder {
+    async fn sent(self) -> Response {
+        self.send().await.expect("request")
+    }
+
+    async fn read_json(self) -> Value {
+        self.sent().await.json().await.expect("json")
+    }
+
+    async fn json_at(self, status: u16) -> Value {
+        json_of(self.sent().await, status).await
     }
 }
 

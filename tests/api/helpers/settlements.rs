@@ -8,7 +8,7 @@ use tern::config::Config;
 use tern_schema::ledger;
 use uuid::Uuid;
 
-use super::{Merchant, TestApp};
+use super::{Merchant, RequestExt, TestApp};
 
 pub(crate) const WAIT_MAX: Duration = Duration::from_secs(20);
 
@@ -26,12 +26,8 @@ pub(crate) async fn accounts(app: &TestApp, merchant: &Merchant) -> Vec<Value> {
     let body: Value = app
         .get("/v1/ledger/accounts")
         .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     body["data"].as_array().expect("accounts").clone()
 }
 
@@ -59,13 +55,8 @@ pub(crate) async fn post_with_key(
     key: &str,
     body: &Value,
 ) -> reqwest::Response {
-    app.post("/v1/settlements")
-        .bearer_auth(api_key)
-        .header("Idempotency-Key", key)
-        .json(body)
-        .send()
+    app.post_with_key("/v1/settlements", api_key, key, body)
         .await
-        .expect("request")
 }
 
 /// Creates a settlement; answers its key.
@@ -135,12 +126,8 @@ pub(crate) async fn executions(app: &TestApp, settlement_key: &str) -> Vec<Value
             app,
             &format!("/control/executions?settlement_key={settlement_key}"),
         ))
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     body["data"].as_array().cloned().unwrap_or_default()
 }
 
@@ -156,11 +143,8 @@ pub(crate) async fn settlement_response(
     merchant: &Merchant,
     key: &str,
 ) -> reqwest::Response {
-    app.get(&format!("/v1/settlements/{key}"))
-        .bearer_auth(&merchant.api_key)
-        .send()
+    app.get_as(merchant, &format!("/v1/settlements/{key}"))
         .await
-        .expect("request")
 }
 
 /// GET /v1/settlements/{key} as `merchant`: its 200 body.

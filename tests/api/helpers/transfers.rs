@@ -70,13 +70,7 @@ pub(crate) async fn post_with_key(
     key: &str,
     body: &Value,
 ) -> reqwest::Response {
-    app.post("/v1/transfers")
-        .bearer_auth(api_key)
-        .header("Idempotency-Key", key)
-        .json(body)
-        .send()
-        .await
-        .expect("request")
+    app.post_with_key("/v1/transfers", api_key, key, body).await
 }
 
 /// Creates a transfer under a fresh key; answers its 201 body.
@@ -109,13 +103,7 @@ pub(crate) fn leg(transfer: &Value, index: usize) -> &Value {
 }
 
 pub(crate) async fn get(app: &TestApp, merchant: &Merchant, id: &str) -> Value {
-    let response = app
-        .get(&format!("/v1/transfers/{id}"))
-        .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("request");
-    super::json_of(response, 200).await
+    json_of(app, merchant, &format!("/v1/transfers/{id}")).await
 }
 
 /// Polls GET /v1/transfers/{id} until `done` holds.
@@ -145,13 +133,7 @@ pub(crate) async fn finished(app: &TestApp, merchant: &Merchant, id: &str) -> Va
 }
 
 pub(crate) async fn list(app: &TestApp, merchant: &Merchant, query: &str) -> Value {
-    let response = app
-        .get(&format!("/v1/transfers{query}"))
-        .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("request");
-    super::json_of(response, 200).await
+    json_of(app, merchant, &format!("/v1/transfers{query}")).await
 }
 
 /// How many transfers the merchant has.
@@ -234,13 +216,7 @@ pub(crate) async fn answer_challenge(app: &TestApp, secret: &str, decision: &str
     assert!(response.status().is_success(), "{}", response.status());
 }
 
+/// GET `path` as `merchant`: its 200 body.
 pub(crate) async fn json_of(app: &TestApp, merchant: &Merchant, path: &str) -> Value {
-    let response = app
-        .get(path)
-        .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(response.status(), 200, "{path}");
-    response.json().await.expect("json")
+    super::json_of(app.get_as(merchant, path).await, 200).await
 }

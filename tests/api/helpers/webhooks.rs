@@ -55,11 +55,8 @@ pub(crate) async fn replay(app: &TestApp, api_key: &str, body: &Value) -> reqwes
 /// GET /v1/webhooks/deliveries with `query`; answers the items.
 pub(crate) async fn deliveries(app: &TestApp, merchant: &Merchant, query: &str) -> Vec<Value> {
     let response = app
-        .get(&format!("/v1/webhooks/deliveries{query}"))
-        .bearer_auth(&merchant.api_key)
-        .send()
-        .await
-        .expect("request");
+        .get_as(merchant, &format!("/v1/webhooks/deliveries{query}"))
+        .await;
     let body = super::json_of(response, 200).await;
     body["items"].as_array().cloned().unwrap_or_default()
 }

@@ -21,7 +21,7 @@ use crate::helpers::transfers::{answer_challenge, audited_statuses, challenged, 
 use crate::helpers::transfers::{
     app, assert_executions, eur_quote, finished, get, id, leg, leg_key, EVM_WALLET,
 };
-use crate::helpers::{assert_problem, Merchant, TestApp};
+use crate::helpers::{assert_problem, Merchant, RequestExt, TestApp};
 
 /// A card charge of the merchant's, as its own integration would send it.
 async fn own_charge(app: &TestApp, merchant: &Merchant) -> Value {
@@ -52,12 +52,8 @@ async fn all_executions(app: &TestApp) -> Vec<Value> {
     let body: Value = app
         .client
         .get(sandbox(app, "/control/executions"))
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json");
+        .read_json()
+        .await;
     body["data"].as_array().cloned().unwrap_or_default()
 }
 

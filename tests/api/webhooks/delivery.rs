@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::helpers::transfers::{self, body, eur_quote, finished, id, EVM_WALLET};
 use crate::helpers::webhooks::*;
-use crate::helpers::TestApp;
+use crate::helpers::{RequestExt, TestApp};
 use crate::processes::{put_endpoint_at, quote_at, transfer_at, Cluster};
 use crate::webhook_receiver::{verify, Received, Receiver};
 
@@ -61,17 +61,14 @@ async fn a_succeeding_transfer_delivers_its_events_signed_and_in_order() {
         configure(&app, &merchant, &receiver.url(path), secret).await;
         let quote = eur_quote(&app, &merchant).await;
         let request_id = format!("req-{}", Uuid::new_v4());
-        let response = app
+        let transfer = app
             .post("/v1/transfers")
             .bearer_auth(&merchant.api_key)
             .header("Idempotency-Key", Uuid::new_v4().to_string())
             .header("X-Request-ID", &request_id)
             .json(&body(&quote, "pm_card_visa", EVM_WALLET))
-            .send()
-            .await
-            .expect("request");
-        assert_eq!(response.status(), 201);
-        let transfer: Value = response.json().await.expect("json");
+            .json_at(201)
+            .await;
         let transfer_id = id(&transfer);
         let done = finished(&app, &merchant, &transfer_id).await;
         assert_eq!(done["status"], "succeeded");

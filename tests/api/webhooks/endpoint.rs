@@ -270,11 +270,8 @@ async fn deliveries_queries_are_checked() {
         "?since=1",
     ] {
         let response = app
-            .get(&format!("/v1/webhooks/deliveries{query}"))
-            .bearer_auth(&merchant.api_key)
-            .send()
-            .await
-            .expect("request");
+            .get_as(&merchant, &format!("/v1/webhooks/deliveries{query}"))
+            .await;
         assert_problem(response, 422, "validation-error").await;
     }
 }

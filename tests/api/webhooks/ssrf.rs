@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
 use crate::helpers::webhooks::*;
+use crate::helpers::RequestExt;
 use crate::processes::{put_endpoint_at, quote_at, transfer_at, Cluster};
 
 /// A TCP listener standing in for a forward proxy: it counts connections
@@ -73,12 +74,8 @@ async fn a_proxy_in_the_environment_is_not_used_and_the_guard_still_refuses() {
             .client
             .get(format!("{}/v1/webhooks/deliveries?limit=100", cluster.base))
             .bearer_auth(&api_key)
-            .send()
-            .await
-            .expect("deliveries")
-            .json()
-            .await
-            .expect("json");
+            .read_json()
+            .await;
         let dead: Vec<Value> = listed["items"]
             .as_array()
             .cloned()
