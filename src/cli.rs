@@ -702,41 +702,28 @@ async fn nodes(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Chains verified per query while listing merchants.
-const AUDIT_CHAINS_PAGE: i64 = 500;
-
 async fn audit_verify(config: &Config, merchant: Option<String>) -> anyhow::Result<()> {
     let db = Db::connect(&config.database_url).await?;
     let mut pooled = db.get().await?;
     let tx = &mut pooled.tx();
-    let mut merchants = match merchant {
+    let merchants = match merchant {
         Some(id) => vec![id],
-        None => Vec::new(),
+        None => audit::all_chains(tx).await?,
     };
-    if merchants.is_empty() {
-        let mut after = String::new();
-        loop {
-            let page =
-                tern_schema::store::audit::chains_after(tx, &after, AUDIT_CHAINS_PAGE).await?;
-            let Some(last) = page.last() else { break };
-            after = last.clone();
-            merchants.extend(page);
-        }
+    let broken = audit::broken_chains(tx, &merchants).await?;
+    for (merchant_id, result) in &broken {
+        println!(
+            "BROKEN {merchant_id}: first invalid seq {:?} ({} checked)",
+            result.first_invalid_seq, result.checked
+        );
     }
-    let mut broken = 0;
-    for merchant_id in &merchants {
-        let result = audit::verify_full(tx, merchant_id).await?;
-        if !result.valid {
-            broken += 1;
-            println!(
-                "BROKEN {merchant_id}: first invalid seq {:?} ({} checked)",
-                result.first_invalid_seq, result.checked
-            );
-        }
-    }
-    println!("verified {} chain(s), {broken} broken", merchants.len());
-    if broken > 0 {
-        anyhow::bail!("{broken} broken audit chain(s)");
+    println!(
+        "verified {} chain(s), {} broken",
+        merchants.len(),
+        broken.len()
+    );
+    if !broken.is_empty() {
+        anyhow::bail!("{} broken audit chain(s)", broken.len());
     }
     Ok(())
 }

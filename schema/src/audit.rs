@@ -17,7 +17,10 @@ use crate::{StoreError, StoreResult, Tx};
 mod verify;
 mod walk;
 
-pub use verify::{verify, verify_full, Verification, RESCAN_ROWS_PER_CALL, VERIFY_PAGE_ROWS};
+pub use verify::{
+    all_chains, broken_chains, verify, verify_full, Verification, RESCAN_ROWS_PER_CALL,
+    VERIFY_PAGE_ROWS,
+};
 
 /// The `prev_hash` of a chain's first event.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";

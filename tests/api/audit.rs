@@ -83,9 +83,9 @@ async fn credential_changes_are_audited_with_request_ids() {
 #[actix_web::test]
 async fn an_edited_row_makes_verify_false() {
     let app = TestApp::spawn().await;
-    // The edit is the test: verify must report it.
-    app.allow_broken_audit_chain();
     let merchant = app.merchant().await;
+    // The edit is the test: verify must report it.
+    app.allow_broken_audit_chain(&merchant);
     let other = app.merchant().await;
     let sql = format!(
         "UPDATE audit_events SET action = 'merchant.forgotten' WHERE merchant_id = '{}' AND seq = 1",

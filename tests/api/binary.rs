@@ -327,10 +327,10 @@ async fn serve_becomes_ready_and_stops_on_sigterm() {
 #[actix_web::test]
 async fn ledger_check_and_audit_verify_report_tampering() {
     let app = TestApp::spawn().await;
+    let merchant = app.merchant().await;
     // The test breaks both on purpose, to see the commands report it.
     app.allow_broken_ledger();
-    app.allow_broken_audit_chain();
-    let merchant = app.merchant().await;
+    app.allow_broken_audit_chain(&merchant);
     let url = app.database.url().to_owned();
     let env = [("TERN_DATABASE_URL", url.as_str())];
     let check = tern_beside_app(&["ledger", "check"], &env).await;

@@ -7,7 +7,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use tern_actors::runtime::{KindFigures, RuntimeFigures, StuckEntity};
 
 use crate::helpers::invariants::{check_stuck, Broken};
-use crate::helpers::TestApp;
+use crate::helpers::{Merchant, TestApp};
 
 /// Raises the merchant's USD funding account's posted debits behind the
 /// store: the account goes below zero and USD no longer sums to zero.
@@ -18,6 +18,25 @@ async fn overdraw(app: &TestApp, merchant_id: &str) {
     ))
     .await
     .expect("tamper");
+}
+
+/// Edits the merchant's first audit event behind the store: its chain no
+/// longer verifies from seq 1.
+async fn tamper_audit(app: &TestApp, merchant_id: &str) {
+    app.sql(&format!(
+        "UPDATE audit_events SET action = 'merchant.forgotten' \
+         WHERE merchant_id = '{merchant_id}' AND seq = 1"
+    ))
+    .await
+    .expect("tamper");
+}
+
+/// What the guard reports for a chain [`tamper_audit`] broke.
+fn tampered_chain(merchant: &Merchant) -> Broken {
+    Broken::AuditChain {
+        merchant_id: merchant.merchant_id.clone(),
+        first_invalid_seq: Some(1),
+    }
 }
 
 #[actix_web::test]
@@ -55,31 +74,40 @@ async fn a_balance_corrupted_in_the_database_is_found() {
     assert_eq!(app.broken_invariants(), Vec::new());
 }
 
+/// An edited chain is found and named. The opt-out names a merchant: a
+/// chain broken beside the one a test breaks on purpose is still reported,
+/// and still fails teardown.
 #[actix_web::test]
 async fn an_audit_event_edited_in_the_database_is_found() {
     let app = TestApp::spawn().await;
     let merchant = app.merchant().await;
     let other = app.merchant().await;
-    app.sql(&format!(
-        "UPDATE audit_events SET action = 'merchant.forgotten' \
-         WHERE merchant_id = '{}' AND seq = 1",
-        merchant.merchant_id
-    ))
-    .await
-    .expect("tamper");
+    tamper_audit(&app, &merchant.merchant_id).await;
 
     assert_eq!(
         app.broken_invariants(),
-        vec![Broken::AuditChain {
-            merchant_id: merchant.merchant_id.clone(),
-            first_invalid_seq: Some(1),
-        }],
+        vec![tampered_chain(&merchant)],
         "only the edited chain, not {}'s",
         other.merchant_id
     );
     // Broken on purpose above; teardown would fail the test otherwise.
-    app.allow_broken_audit_chain();
+    app.allow_broken_audit_chain(&merchant);
     assert_eq!(app.broken_invariants(), Vec::new());
+
+    tamper_audit(&app, &other.merchant_id).await;
+    assert_eq!(
+        app.broken_invariants(),
+        vec![tampered_chain(&other)],
+        "the allowed chain stays quiet, the other is reported"
+    );
+    let dropped = catch_unwind(AssertUnwindSafe(move || drop(app)));
+    let panic = dropped.expect_err("teardown must fail");
+    let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        message.contains(&format!("audit chain of merchant {}", other.merchant_id))
+            && !message.contains(&merchant.merchant_id),
+        "{message}"
+    );
 }
 
 /// Teardown is where the guard bites: dropping the app panics, naming

@@ -43,6 +43,8 @@ use crate::{snapshot, StoreResult};
 pub const VERIFY_PAGE_ROWS: i64 = 1_000;
 /// Older events (before the checkpoint) each call re-verifies.
 pub const RESCAN_ROWS_PER_CALL: i64 = 2_000;
+/// Merchants listed per query by [`all_chains`].
+const CHAINS_PAGE: i64 = 500;
 
 /// The outcome of verifying one chain.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -106,6 +108,37 @@ pub async fn verify_full(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Veri
     snapshot::begin(tx).await?;
     let read = from_genesis(tx, merchant_id).await;
     snapshot::end(tx, read).await
+}
+
+/// Every merchant with an audit chain, in id order, listed
+/// [`CHAINS_PAGE`] at a time.
+pub async fn all_chains(tx: &mut Tx<'_>) -> StoreResult<Vec<String>> {
+    let mut merchants: Vec<String> = Vec::new();
+    loop {
+        let after = merchants.last().cloned().unwrap_or_default();
+        let page = events::chains_after(tx, &after, CHAINS_PAGE).await?;
+        if page.is_empty() {
+            return Ok(merchants);
+        }
+        merchants.extend(page);
+    }
+}
+
+/// The chains of `merchants` that do not verify from their first event
+/// ([`verify_full`]), with what was found: what `tern audit verify` reports
+/// and the tests' teardown asserts away.
+pub async fn broken_chains(
+    tx: &mut Tx<'_>,
+    merchants: &[String],
+) -> StoreResult<Vec<(String, Verification)>> {
+    let mut broken = Vec::new();
+    for merchant_id in merchants {
+        let verification = verify_full(tx, merchant_id).await?;
+        if !verification.valid {
+            broken.push((merchant_id.clone(), verification));
+        }
+    }
+    Ok(broken)
 }
 
 async fn from_genesis(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Verification> {

@@ -8,7 +8,7 @@ pub mod settlements;
 pub mod transfers;
 pub mod webhooks;
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::time::Duration;
 
 use actix_web::dev::ServerHandle;
@@ -28,7 +28,7 @@ pub struct TestApp {
     pub state: actix_web::web::Data<AppState>,
     pub database: TestDatabase,
     handle: ServerHandle,
-    exemptions: Cell<Exemptions>,
+    exemptions: RefCell<Exemptions>,
     _data_dir: tempfile::TempDir,
 }
 
@@ -93,7 +93,7 @@ impl TestApp {
             state,
             database,
             handle,
-            exemptions: Cell::default(),
+            exemptions: RefCell::default(),
             _data_dir: data_dir,
         }
     }
@@ -187,22 +187,20 @@ impl TestApp {
 }
 
 impl TestApp {
-    /// Teardown leaves the audit chains alone: for a test that tampers
-    /// with one on purpose (say why at the call).
-    pub fn allow_broken_audit_chain(&self) {
-        self.exempt(|exemptions| exemptions.broken_audit_chain = true);
+    /// Teardown leaves `merchant`'s audit chain alone, and verifies every
+    /// other: for a test that tampers with that one on purpose (say why at
+    /// the call).
+    pub fn allow_broken_audit_chain(&self, merchant: &Merchant) {
+        self.exemptions
+            .borrow_mut()
+            .broken_audit_chains
+            .push(merchant.merchant_id.clone());
     }
 
     /// Teardown leaves the ledger alone: for a test that writes ledger rows
     /// by hand on purpose (say why at the call).
     pub fn allow_broken_ledger(&self) {
-        self.exempt(|exemptions| exemptions.broken_ledger = true);
-    }
-
-    fn exempt(&self, change: impl FnOnce(&mut Exemptions)) {
-        let mut exemptions = self.exemptions.get();
-        change(&mut exemptions);
-        self.exemptions.set(exemptions);
+        self.exemptions.borrow_mut().broken_ledger = true;
     }
 
     /// What teardown checks, now: the runtime's stuck entities and the
@@ -215,7 +213,7 @@ impl TestApp {
 
     fn broken_in_database(&self) -> Vec<invariants::Broken> {
         let url = self.state.config.database_url.clone();
-        let exemptions = self.exemptions.get();
+        let exemptions = self.exemptions.borrow().clone();
         invariants::run_apart(
             move || async move { invariants::check_database(&url, exemptions).await },
         )
