@@ -28,8 +28,6 @@ mod check;
 
 pub use check::{check, CheckReport, CurrencyTotals};
 
-/// The kind of a merchant's spendable account.
-pub const FUNDING: AccountKind = AccountKind::Funding;
 /// Most lines one journal entry may have.
 pub const LINES_PER_ENTRY_MAX: usize = 16;
 

@@ -12,9 +12,10 @@ use crate::schema::{
     webhook_events,
 };
 use crate::vocabulary::{
-    AccountKind, Asset, CardNetwork, CardStatus, DeliveryStatus, DeviceStatus, LedgerStatus,
-    LegStatus, MerchantStatus, Network, Purpose, PushStatus, Reversal, SettlementMethod,
-    SettlementStatus, TransferStatus, UserStatus,
+    AccountKind, Asset, CardNetwork, CardStatus, CardTransactionKind, CardTransactionStatus,
+    CardType, Decline, DeliveryStatus, DeviceStatus, EventSource, LedgerStatus, LegStatus,
+    MerchantStatus, Network, Platform, Purpose, PushStatus, Reversal, SettlementMethod,
+    SettlementStatus, TransferStatus, UserStatus, Wallet, WalletStatus, WalletTokenStatus,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -477,8 +478,7 @@ pub struct DeviceRow {
     pub id: String,
     pub merchant_id: String,
     pub user_id: String,
-    /// `ios` or `android`.
-    pub platform: String,
+    pub platform: Platform,
     pub token: String,
     /// Hex SHA-256 of `token`; what uniqueness and lookups use.
     pub token_sha256: String,
@@ -531,8 +531,7 @@ pub struct CardRow {
     pub merchant_id: String,
     pub user_id: String,
     pub program_id: String,
-    /// `virtual` or `physical`.
-    pub card_type: String,
+    pub card_type: CardType,
     /// `issuing`, `active`, `frozen`, `blocked` or `closed`.
     pub status: CardStatus,
     pub network: CardNetwork,
@@ -545,7 +544,7 @@ pub struct CardRow {
     pub last_four: Option<String>,
     pub expiry_month: Option<i32>,
     pub expiry_year: Option<i32>,
-    pub wallet_status: String,
+    pub wallet_status: WalletStatus,
     pub per_transaction_minor: Option<i64>,
     pub daily_spend_minor: Option<i64>,
     pub monthly_spend_minor: Option<i64>,
@@ -575,29 +574,26 @@ pub struct CardTransactionRow {
     pub merchant_id: String,
     pub provider_event_id: String,
     pub authorization_id: String,
-    /// `authorization`, `clear`, `refund`, `reversal` or `expiry`.
-    pub kind: String,
-    /// authorization: `approved` (hold open), `declined`, `cleared`,
-    /// `reversed` or `expired`; clear and refund: `posted`; reversal and
-    /// expiry: `released`.
-    pub status: String,
+    pub kind: CardTransactionKind,
+    pub status: CardTransactionStatus,
     pub amount_minor: i64,
     pub currency: String,
     pub merchant_name: String,
     pub mcc: String,
+    /// A [`crate::vocabulary::Channel`] code for an authorization and what releases or clears
+    /// it; empty for a refund, which names none.
     pub channel: String,
     pub country: String,
-    pub decline_reason: Option<String>,
+    pub decline_reason: Option<Decline>,
     pub ledger_transaction_id: Option<String>,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
     /// What an open authorization still holds (its amount less what partial
     /// reversals released); 0 once it ended, and for every other kind.
     pub hold_minor: i64,
-    /// Whose id `provider_event_id` is: `provider` (an inbound webhook) or
-    /// `tern` (an event Tern made, such as a hold's expiry). Ids are unique
-    /// per source, so no inbound id can take one Tern makes.
-    pub event_source: String,
+    /// Whose id `provider_event_id` is. Ids are unique per source, so no
+    /// inbound id can take one Tern makes.
+    pub event_source: EventSource,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
@@ -607,9 +603,8 @@ pub struct CardWalletTokenRow {
     pub id: String,
     pub card_id: String,
     pub merchant_id: String,
-    /// `apple_pay` or `google_pay`.
-    pub wallet: String,
-    pub status: String,
+    pub wallet: Wallet,
+    pub status: WalletTokenStatus,
     pub device_id: Option<String>,
     pub provider_token_id: Option<String>,
     pub created_at: NaiveDateTime,

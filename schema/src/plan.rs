@@ -181,7 +181,7 @@ pub enum RowWrite {
     WalletTokenStatus {
         card_id: String,
         token_id: String,
-        status: String,
+        status: crate::vocabulary::WalletTokenStatus,
         at: chrono::NaiveDateTime,
     },
     /// The merchant's webhook endpoint, created or replaced.
@@ -223,7 +223,7 @@ pub enum RowWrite {
 pub struct AuthorizationMove {
     pub id: String,
     pub hold_id: String,
-    pub status: String,
+    pub status: crate::vocabulary::CardTransactionStatus,
     pub ledger_transaction_id: String,
     pub hold_minor: i64,
     pub at: chrono::NaiveDateTime,

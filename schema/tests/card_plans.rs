@@ -17,11 +17,14 @@ use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, Syst
 use tern_schema::models::{CardTransactionRow, LedgerAccountRow};
 use tern_schema::plan::{AuthorizationMove, LedgerWrite, Plan, PlanError, RowMove};
 use tern_schema::schema::{actor_timers, card_transactions, ledger_accounts, ledger_transactions};
-use tern_schema::store::cards::{self as card_store, KIND_AUTHORIZATION, TX_APPROVED};
+use tern_schema::store::cards as card_store;
 use tern_schema::store::timers::TimerRow;
 use tern_schema::store::{ledger as ledger_store, merchants, users};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::{
+    CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource,
+};
 use tern_schema::{dispatch, write_tx, Db, StoreError};
 
 mod common;
@@ -86,7 +89,7 @@ fn row(
     step: usize,
     event: &str,
     authorization: &str,
-    kind: &str,
+    kind: Kind,
     amount: i64,
 ) -> CardTransactionRow {
     let now = utc_now();
@@ -96,8 +99,8 @@ fn row(
         merchant_id: MERCHANT.into(),
         provider_event_id: event.into(),
         authorization_id: authorization.into(),
-        kind: kind.into(),
-        status: TX_APPROVED.into(),
+        kind,
+        status: TxStatus::Approved,
         amount_minor: amount,
         currency: "USD".into(),
         merchant_name: "Shop".into(),
@@ -109,7 +112,7 @@ fn row(
         created_at: now,
         updated_at: now,
         hold_minor: 0,
-        event_source: card_store::SOURCE_PROVIDER.into(),
+        event_source: EventSource::Provider,
     }
 }
 
@@ -155,7 +158,7 @@ fn next_plan(rng: &mut Rng, step: usize, open: &[Open], usd: &str) -> (Plan, Fol
     if open.is_empty() || choice < 4 {
         let authorization = format!("auth_{}", rng.below(120));
         let amount = 1 + rng.below(3_000) as i64;
-        let mut approved = row(step, &event, &authorization, KIND_AUTHORIZATION, amount);
+        let mut approved = row(step, &event, &authorization, Kind::Authorization, amount);
         approved.hold_minor = amount;
         approved.ledger_transaction_id = Some(ltx(0));
         let plan = Plan {
@@ -204,11 +207,11 @@ fn next_plan(rng: &mut Rng, step: usize, open: &[Open], usd: &str) -> (Plan, Fol
         (Some(earlier), 1) => (authorization.hold.clone(), earlier.clone()),
         _ => (authorization.hold.clone(), authorization.hold.clone()),
     };
-    let end = |plan: &mut Plan, status: &str| {
+    let end = |plan: &mut Plan, status: TxStatus| {
         plan.moves.push(RowMove::Authorization(AuthorizationMove {
             id: authorization.row_id.clone(),
             hold_id: moved_from.clone(),
-            status: status.into(),
+            status,
             ledger_transaction_id: hold.clone(),
             hold_minor: 0,
             at,
@@ -223,8 +226,8 @@ fn next_plan(rng: &mut Rng, step: usize, open: &[Open], usd: &str) -> (Plan, Fol
                 5 => authorization.held,
                 _ => 1 + rng.below(authorization.held as u64) as i64,
             };
-            let mut clearing = row(step, &event, "a", "clear", amount);
-            clearing.status = "posted".into();
+            let mut clearing = row(step, &event, "a", Kind::Clear, amount);
+            clearing.status = TxStatus::Posted;
             if amount == authorization.held {
                 plan.ledger.push(LedgerWrite::Post {
                     hold_id: hold.clone(),
@@ -242,7 +245,7 @@ fn next_plan(rng: &mut Rng, step: usize, open: &[Open], usd: &str) -> (Plan, Fol
                 });
             }
             clearing.ledger_transaction_id = Some(ltx(0));
-            end(&mut plan, "cleared");
+            end(&mut plan, TxStatus::Cleared);
             plan.card_transactions.push(clearing);
             (plan, Follow::Ended(index))
         }
@@ -262,13 +265,13 @@ fn next_plan(rng: &mut Rng, step: usize, open: &[Open], usd: &str) -> (Plan, Fol
             plan.moves.push(RowMove::Authorization(AuthorizationMove {
                 id: authorization.row_id.clone(),
                 hold_id: moved_from.clone(),
-                status: TX_APPROVED.into(),
+                status: TxStatus::Approved,
                 ledger_transaction_id: ltx(1),
                 hold_minor: remaining,
                 at,
             }));
-            let mut reversal = row(step, &event, "a", "reversal", released);
-            reversal.status = "released".into();
+            let mut reversal = row(step, &event, "a", Kind::Reversal, released);
+            reversal.status = TxStatus::Released;
             reversal.ledger_transaction_id = Some(ltx(0));
             plan.card_transactions.push(reversal);
             let renewed = Open {
@@ -285,9 +288,9 @@ fn next_plan(rng: &mut Rng, step: usize, open: &[Open], usd: &str) -> (Plan, Fol
                 hold_id: hold.clone(),
                 id: ltx(0),
             });
-            end(&mut plan, "reversed");
-            let mut reversal = row(step, &event, "a", "reversal", authorization.held);
-            reversal.status = "released".into();
+            end(&mut plan, TxStatus::Reversed);
+            let mut reversal = row(step, &event, "a", Kind::Reversal, authorization.held);
+            reversal.status = TxStatus::Released;
             reversal.ledger_transaction_id = Some(ltx(0));
             plan.card_transactions.push(reversal);
             (plan, Follow::Ended(index))
@@ -512,7 +515,7 @@ async fn a_plan_that_loses_a_race_the_judge_did_not_see_fails_alone() {
             step,
             &format!("evt_race_{id}"),
             &format!("auth_race_{id}"),
-            KIND_AUTHORIZATION,
+            Kind::Authorization,
             10,
         );
         approved.id = id.to_owned();

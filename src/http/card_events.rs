@@ -154,7 +154,7 @@ pub async fn authorize(state: &AppState, event: ProviderEvent) -> Result<HttpRes
     let decision = match decided {
         Ok(Ok(decision)) => AuthorizationDecision {
             approved: decision.approved,
-            reason: decision.reason,
+            reason: decision.reason.map(|reason| reason.as_str().to_owned()),
             authorization_id,
             transaction_id: decision.transaction_id,
             duplicate: decision.duplicate,

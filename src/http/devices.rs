@@ -75,7 +75,7 @@ pub struct DeviceQuery {
 fn view(row: DeviceRow) -> Device {
     Device {
         id: row.id,
-        platform: row.platform,
+        platform: row.platform.as_str().to_owned(),
         user_id: row.user_id,
         status: row.status.as_str().to_owned(),
         created_at: as_utc(row.created_at),
@@ -165,7 +165,7 @@ pub async fn register(
         id: format!("{DEVICE_ID_PREFIX}{}", uuid::Uuid::now_v7().simple()),
         merchant_id: caller.merchant_id.clone(),
         user_id,
-        platform: platform.as_str().to_owned(),
+        platform,
         token_sha256: token_sha256(&request.token),
         token: request.token,
         status: DeviceStatus::Active,

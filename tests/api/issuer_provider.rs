@@ -141,7 +141,7 @@ fn issue_request(network: CardNetwork) -> IssueRequest {
         user_id: uuid::Uuid::new_v4().to_string(),
         program_id: "SVC_VIRTUAL_USD".into(),
         network,
-        card_type: "virtual".into(),
+        card_type: tern_actors::ports::CardType::Virtual,
         currency: "USD".into(),
         cardholder: "Ada Lovelace".into(),
     }

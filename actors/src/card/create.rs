@@ -5,6 +5,7 @@
 use chrono::NaiveDateTime;
 use tern_schema::models::CardRow;
 use tern_schema::plan::{Plan, RowWrite};
+use tern_schema::vocabulary::{CardType, WalletStatus};
 use tern_schema::{PlanError, StoreError};
 
 use super::ask::Cards;
@@ -23,7 +24,7 @@ pub struct NewCard {
     pub merchant_id: String,
     pub user_id: String,
     pub program: &'static Program,
-    pub card_type: String,
+    pub card_type: CardType,
     pub currency: String,
     pub display_name: Option<String>,
     /// The name printed on the card.
@@ -54,13 +55,13 @@ pub fn new_card_id() -> String {
 /// The intent a request makes: issuing, with the program's network, art
 /// and the type's default limits.
 pub fn intent_of(id: String, new: &NewCard, now: NaiveDateTime) -> CardRow {
-    let limits = program::default_limits(&new.card_type);
+    let limits = program::default_limits(new.card_type);
     CardRow {
         id,
         merchant_id: new.merchant_id.clone(),
         user_id: new.user_id.clone(),
         program_id: new.program.id.to_owned(),
-        card_type: new.card_type.clone(),
+        card_type: new.card_type,
         status: Status::Issuing,
         network: new.program.network,
         currency: new.currency.clone(),
@@ -72,7 +73,7 @@ pub fn intent_of(id: String, new: &NewCard, now: NaiveDateTime) -> CardRow {
         last_four: None,
         expiry_month: None,
         expiry_year: None,
-        wallet_status: "none".to_owned(),
+        wallet_status: WalletStatus::None,
         per_transaction_minor: limits.per_transaction_minor,
         daily_spend_minor: limits.daily_spend_minor,
         monthly_spend_minor: limits.monthly_spend_minor,

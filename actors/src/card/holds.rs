@@ -16,6 +16,9 @@ use tern_schema::models::{CardRow, CardTransactionRow};
 use tern_schema::plan::{AuthorizationMove, LedgerWrite, Plan, RowMove};
 use tern_schema::store::cards as store;
 use tern_schema::store::timers::TimerRow;
+use tern_schema::vocabulary::{
+    CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource,
+};
 
 use super::kind::{CardContext, CardKind, CardState};
 use super::spend::{funding_account, replayed, transaction_row};
@@ -117,7 +120,7 @@ pub(super) fn end(
     plan: &mut Plan,
     authorization: &CardTransactionRow,
     hold: &str,
-    status: &str,
+    status: TxStatus,
     at: NaiveDateTime,
 ) {
     end_status(plan, authorization, hold, status, at);
@@ -129,13 +132,13 @@ fn end_status(
     plan: &mut Plan,
     authorization: &CardTransactionRow,
     hold: &str,
-    status: &str,
+    status: TxStatus,
     at: NaiveDateTime,
 ) {
     plan.moves.push(RowMove::Authorization(AuthorizationMove {
         id: authorization.id.clone(),
         hold_id: hold.to_owned(),
-        status: status.to_owned(),
+        status,
         ledger_transaction_id: hold.to_owned(),
         hold_minor: 0,
         at,
@@ -146,7 +149,7 @@ fn end_status(
 /// unknown or has ended (or never held: declined).
 fn open_hold(authorization: Option<CardTransactionRow>) -> Option<(CardTransactionRow, String)> {
     let authorization = authorization
-        .filter(|row| row.kind == store::KIND_AUTHORIZATION && row.status == store::TX_APPROVED)?;
+        .filter(|row| row.kind == Kind::Authorization && row.status == TxStatus::Approved)?;
     let hold = authorization.ledger_transaction_id.clone()?;
     Some((authorization, hold))
 }
@@ -157,7 +160,7 @@ fn release_row(
     card: &CardRow,
     authorization: &CardTransactionRow,
     event_id: &str,
-    kind: &str,
+    kind: Kind,
     released_minor: i64,
 ) -> CardTransactionRow {
     let mut row = transaction_row(
@@ -165,7 +168,7 @@ fn release_row(
         event_id,
         &authorization.authorization_id,
         kind,
-        store::TX_RELEASED,
+        TxStatus::Released,
         released_minor,
         &authorization.currency,
     );
@@ -250,7 +253,7 @@ pub(super) async fn reverse(
         &state.row,
         &authorization,
         &event_id,
-        store::KIND_REVERSAL,
+        Kind::Reversal,
         released_minor,
     );
     let remainder = match released {
@@ -282,7 +285,7 @@ pub(super) async fn reverse(
             plan.moves.push(RowMove::Authorization(AuthorizationMove {
                 id: authorization.id.clone(),
                 hold_id: hold,
-                status: store::TX_APPROVED.to_owned(),
+                status: TxStatus::Approved,
                 ledger_transaction_id: renewed,
                 hold_minor: remaining_minor,
                 at: row.created_at,
@@ -292,7 +295,7 @@ pub(super) async fn reverse(
             &mut plan,
             &authorization,
             &hold,
-            store::TX_REVERSED,
+            TxStatus::Reversed,
             row.created_at,
         ),
     }
@@ -324,10 +327,10 @@ pub(super) async fn expire(
         &state.row,
         &authorization,
         &format!("{EXPIRY_EVENT_PREFIX}{}", authorization.id),
-        store::KIND_EXPIRY,
+        Kind::Expiry,
         authorization.hold_minor,
     );
-    row.event_source = store::SOURCE_TERN.to_owned();
+    row.event_source = EventSource::Tern;
     tracing::info!(card = %state.row.id, authorization_id = %authorization.authorization_id, held = authorization.hold_minor, "uncleared hold expired");
     let void = ledger::new_transaction_id();
     let mut plan = Plan {
@@ -343,7 +346,7 @@ pub(super) async fn expire(
         &mut plan,
         &authorization,
         &hold,
-        store::TX_EXPIRED,
+        TxStatus::Expired,
         row.created_at,
     );
     plan.card_transactions.push(row);

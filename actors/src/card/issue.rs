@@ -9,6 +9,7 @@ use tern_schema::models::CardRow;
 use tern_schema::plan::RowWrite;
 use tern_schema::store::cards as store;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::WalletStatus;
 use tern_schema::Db;
 
 use super::kind::{CardContext, CardKind, CardState};
@@ -48,7 +49,7 @@ async fn ask_issuer(issuer: &dyn CardIssuer, row: &CardRow) -> IssueOutcome {
         user_id: row.user_id.clone(),
         program_id: row.program_id.clone(),
         network,
-        card_type: row.card_type.clone(),
+        card_type: row.card_type,
         currency: row.currency.clone(),
         cardholder: row.cardholder.clone(),
     };
@@ -343,7 +344,7 @@ fn intent_replacing(
         last_four: None,
         expiry_month: None,
         expiry_year: None,
-        wallet_status: "none".to_owned(),
+        wallet_status: WalletStatus::None,
         replaces_card_id: Some(old.id.clone()),
         replaces_status: Some(old.status),
         replaced_by_card_id: None,

@@ -12,6 +12,7 @@ use chrono::NaiveDateTime;
 use tern_schema::models::CardRow;
 use tern_schema::store::cards as store;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::Channel;
 use tern_schema::Db;
 
 use super::holds;
@@ -80,7 +81,8 @@ impl EntityKind for CardKind {
         let spend = Spend {
             day: now.date(),
             day_minor: store::approved_since(tx, &row.id, day_start, None).await?,
-            atm_day_minor: store::approved_since(tx, &row.id, day_start, Some("atm")).await?,
+            atm_day_minor: store::approved_since(tx, &row.id, day_start, Some(Channel::Atm))
+                .await?,
             month_minor: store::approved_since(tx, &row.id, month_start, None).await?,
         };
         Ok(Some(CardState {

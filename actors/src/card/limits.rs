@@ -178,7 +178,7 @@ pub fn effective(merged: &Limits, set: SetByMerchant, defaults: &Limits) -> Limi
 /// [`patched`] for a card row: its program's defaults and its recorded
 /// choices. Answers the limits and the new `limits_set` column.
 pub fn patch_row(row: &CardRow, patch: &LimitsPatch) -> Result<(Limits, String), LimitErrors> {
-    let defaults = program::default_limits(&row.card_type);
+    let defaults = program::default_limits(row.card_type);
     let set = SetByMerchant::parse(&row.limits_set);
     patched(&limits_of(row), set, patch, &defaults).map(|(limits, set)| (limits, set.column()))
 }
@@ -189,7 +189,7 @@ mod tests {
 
     /// The program's defaults for a virtual card.
     fn defaults() -> Limits {
-        program::default_limits("virtual")
+        program::default_limits(tern_schema::vocabulary::CardType::Virtual)
     }
 
     fn amounts(limits: &Limits) -> [Option<i64>; 4] {

@@ -17,6 +17,7 @@ pub use spending::{
     Limits, Spend, LIMIT_MAX_MINOR,
 };
 pub use status::{apply, Accepted, Operation, Refusal, Status};
+pub use tern_schema::vocabulary::WalletTokenStatus;
 
 /// What the machine knows of a card.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,10 +81,11 @@ pub enum Event {
         amount_minor: i64,
         currency: String,
     },
-    /// The issuer's new status of one of the card's wallet tokens;
-    /// `token_known` is false when the card has no such token.
+    /// The issuer's new status of one of the card's wallet tokens (`None`
+    /// when it is not a status Tern knows); `token_known` is false when the
+    /// card has no such token.
     WalletUpdated {
-        status: String,
+        status: Option<WalletTokenStatus>,
         token_known: bool,
     },
 }
@@ -147,16 +149,6 @@ pub enum Rejected {
 }
 
 pub type Outcome = Result<(State, Vec<Effect>), Rejected>;
-
-/// Wallet token statuses a provider may report.
-pub const WALLET_TOKEN_STATUSES: [&str; 6] = [
-    "requested",
-    "provisioning",
-    "active",
-    "suspended",
-    "removed",
-    "failed",
-];
 
 fn event_name(event: &Event) -> &'static str {
     match event {
@@ -274,7 +266,7 @@ pub fn transition(state: &State, event: Event) -> Outcome {
             status,
             token_known,
         } => {
-            if !WALLET_TOKEN_STATUSES.contains(&status.as_str()) || !token_known {
+            if status.is_none() || !token_known {
                 return Ok((next, vec![Effect::Ignore]));
             }
             Ok((

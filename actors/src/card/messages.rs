@@ -5,7 +5,7 @@ use tern_schema::audit::AuditActor;
 use tern_schema::models::{CardRow, CardWalletTokenRow};
 
 use super::holds::Reversal;
-use super::machine::{Channel, Limits, Operation, Refusal};
+use super::machine::{Channel, Decline, Limits, Operation, Refusal};
 use crate::ports::Wallet;
 use crate::runtime::TimerFiring;
 
@@ -156,7 +156,7 @@ impl CardCommand {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
     pub approved: bool,
-    pub reason: Option<String>,
+    pub reason: Option<Decline>,
     /// The card transaction that records it; `None` for a request refused
     /// without a record (a reused authorization id).
     pub transaction_id: Option<String>,

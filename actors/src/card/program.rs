@@ -2,14 +2,13 @@
 //! leaves it open, and the card art a program's cards wear.
 
 use super::machine::Limits;
-use crate::ports::CardNetwork;
+use crate::ports::{CardNetwork, CardType};
 
 /// The program of a request that names none.
 pub const DEFAULT_PROGRAM: &str = "SVC_VIRTUAL_USD";
 /// The legacy name of the default program.
 pub const LEGACY_DEFAULT_ALIAS: &str = "SVC_VIRTUAL";
-pub const DEFAULT_CARD_TYPE: &str = "virtual";
-pub const CARD_TYPES: [&str; 2] = ["virtual", "physical"];
+pub const DEFAULT_CARD_TYPE: CardType = CardType::Virtual;
 pub const DEFAULT_THEME: &str = "dark";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +78,7 @@ pub fn find(id: &str) -> Option<&'static Program> {
 /// Controls a new card starts with: spend caps a person would expect of a
 /// consumer card, online and international on, ATM only for physical cards
 /// (a virtual card cannot be put into an ATM).
-pub fn default_limits(card_type: &str) -> Limits {
+pub fn default_limits(card_type: CardType) -> Limits {
     Limits {
         per_transaction_minor: Some(500_000),
         daily_spend_minor: Some(1_000_000),
@@ -87,7 +86,7 @@ pub fn default_limits(card_type: &str) -> Limits {
         atm_daily_minor: Some(50_000),
         online_enabled: true,
         international_enabled: true,
-        atm_enabled: card_type == "physical",
+        atm_enabled: card_type == CardType::Physical,
     }
 }
 
@@ -113,10 +112,10 @@ mod tests {
         for program in PROGRAMS {
             assert!(CARD_ART.iter().any(|(id, _)| *id == program.card_art));
         }
-        for card_type in CARD_TYPES {
+        for card_type in CardType::ALL {
             assert!(check_limits(&default_limits(card_type)).is_empty());
         }
-        assert!(!default_limits("virtual").atm_enabled);
-        assert!(default_limits("physical").atm_enabled);
+        assert!(!default_limits(CardType::Virtual).atm_enabled);
+        assert!(default_limits(CardType::Physical).atm_enabled);
     }
 }

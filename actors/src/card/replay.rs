@@ -10,6 +10,7 @@
 
 use tern_schema::models::CardTransactionRow;
 use tern_schema::store::cards as store;
+use tern_schema::vocabulary::{CardTransactionKind as Kind, CardTransactionStatus as TxStatus};
 use tern_schema::Db;
 
 use super::machine::Decline;
@@ -19,8 +20,8 @@ use crate::runtime::RuntimeResult;
 /// The decision a stored authorization records.
 pub(super) fn decision_of(row: &CardTransactionRow, duplicate: bool) -> Decision {
     Decision {
-        approved: row.kind == store::KIND_AUTHORIZATION && row.status != store::TX_DECLINED,
-        reason: row.decline_reason.clone(),
+        approved: row.kind == Kind::Authorization && row.status != TxStatus::Declined,
+        reason: row.decline_reason,
         transaction_id: Some(row.id.clone()),
         duplicate,
     }
@@ -35,7 +36,7 @@ pub fn repeated(earlier: &CardTransactionRow, request: &AuthorizationRequest) ->
     }
     Decision {
         approved: false,
-        reason: Some(Decline::DuplicateAuthorization.as_str().to_owned()),
+        reason: Some(Decline::DuplicateAuthorization),
         transaction_id: None,
         duplicate: false,
     }
@@ -66,6 +67,7 @@ pub(super) async fn earlier_decision(
 mod tests {
     use super::*;
     use crate::card::machine::Channel;
+    use tern_schema::vocabulary::EventSource;
 
     fn request(amount_minor: i64, currency: &str) -> AuthorizationRequest {
         AuthorizationRequest {
@@ -80,43 +82,43 @@ mod tests {
         }
     }
 
-    fn stored(status: &str, reason: Option<&str>) -> CardTransactionRow {
+    fn stored(status: TxStatus, reason: Option<Decline>) -> CardTransactionRow {
         CardTransactionRow {
             id: "ctx_1".into(),
             card_id: "card_1".into(),
             merchant_id: "m_1".into(),
             provider_event_id: "evt_1".into(),
             authorization_id: "auth_1".into(),
-            kind: store::KIND_AUTHORIZATION.into(),
-            status: status.into(),
+            kind: Kind::Authorization,
+            status,
             amount_minor: 1_000,
             currency: "USD".into(),
             merchant_name: String::new(),
             mcc: String::new(),
             channel: "pos".into(),
             country: "US".into(),
-            decline_reason: reason.map(str::to_owned),
+            decline_reason: reason,
             ledger_transaction_id: None,
             created_at: chrono::NaiveDateTime::MIN,
             updated_at: chrono::NaiveDateTime::MIN,
             hold_minor: 0,
-            event_source: store::SOURCE_PROVIDER.into(),
+            event_source: EventSource::Provider,
         }
     }
 
     #[test]
     fn a_resent_authorization_gets_its_first_decision_and_other_data_is_declined() {
-        let approved = stored(store::TX_APPROVED, None);
-        let declined = stored(store::TX_DECLINED, Some("insufficient_funds"));
-        let again = |approved, reason: Option<&str>| Decision {
+        let approved = stored(TxStatus::Approved, None);
+        let declined = stored(TxStatus::Declined, Some(Decline::InsufficientFunds));
+        let again = |approved, reason| Decision {
             approved,
-            reason: reason.map(str::to_owned),
+            reason,
             transaction_id: Some("ctx_1".into()),
             duplicate: true,
         };
         let refused = Decision {
             approved: false,
-            reason: Some("duplicate_authorization".into()),
+            reason: Some(Decline::DuplicateAuthorization),
             transaction_id: None,
             duplicate: false,
         };
@@ -125,7 +127,7 @@ mod tests {
             (
                 &declined,
                 request(1_000, "USD"),
-                again(false, Some("insufficient_funds")),
+                again(false, Some(Decline::InsufficientFunds)),
             ),
             (&approved, request(2_000, "USD"), refused.clone()),
             (&approved, request(999, "USD"), refused.clone()),

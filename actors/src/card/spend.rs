@@ -8,6 +8,9 @@ use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::cards as store;
 use tern_schema::store::ledger as ledger_store;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::{
+    AccountKind, CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource,
+};
 use tern_schema::{Db, StoreError};
 
 use super::holds;
@@ -33,7 +36,9 @@ pub(super) async fn funding_account(
     let account = ledger_store::merchant_accounts(&mut pooled.tx(), &state.row.merchant_id)
         .await?
         .into_iter()
-        .find(|account| account.kind == ledger::FUNDING && account.currency == state.row.currency)
+        .find(|account| {
+            account.kind == AccountKind::Funding && account.currency == state.row.currency
+        })
         .map(|account| account.id)
         .ok_or_else(|| {
             RuntimeError::Store(StoreError::Unavailable(format!(
@@ -49,8 +54,8 @@ pub(super) fn transaction_row(
     card: &CardRow,
     event_id: &str,
     authorization_id: &str,
-    kind: &str,
-    status: &str,
+    kind: Kind,
+    status: TxStatus,
     amount_minor: i64,
     currency: &str,
 ) -> CardTransactionRow {
@@ -61,8 +66,8 @@ pub(super) fn transaction_row(
         merchant_id: card.merchant_id.clone(),
         provider_event_id: event_id.to_owned(),
         authorization_id: authorization_id.to_owned(),
-        kind: kind.to_owned(),
-        status: status.to_owned(),
+        kind,
+        status,
         amount_minor,
         currency: currency.to_owned(),
         merchant_name: String::new(),
@@ -74,7 +79,7 @@ pub(super) fn transaction_row(
         created_at: now,
         updated_at: now,
         hold_minor: 0,
-        event_source: store::SOURCE_PROVIDER.to_owned(),
+        event_source: EventSource::Provider,
     }
 }
 
@@ -115,8 +120,8 @@ pub(super) async fn authorize(
         &state.row,
         &request.event_id,
         &request.authorization_id,
-        store::KIND_AUTHORIZATION,
-        store::TX_APPROVED,
+        Kind::Authorization,
+        TxStatus::Approved,
         request.amount_minor,
         &request.currency,
     );
@@ -162,8 +167,8 @@ pub(super) async fn authorize(
         [Effect::Decline(reason)] => *reason,
         other => return Err(unexpected_all(other, "authorize")),
     };
-    row.status = store::TX_DECLINED.to_owned();
-    row.decline_reason = Some(reason.as_str().to_owned());
+    row.status = TxStatus::Declined;
+    row.decline_reason = Some(reason);
     let plan = Plan {
         card_transactions: vec![row.clone()],
         ..Plan::default()
@@ -282,7 +287,7 @@ pub(super) async fn clear(
         let hold = authorization
             .ledger_transaction_id
             .clone()
-            .filter(|_| authorization.status == store::TX_APPROVED)?;
+            .filter(|_| authorization.status == TxStatus::Approved)?;
         Some((authorization.clone(), hold))
     });
     let event = Event::Clear {
@@ -361,8 +366,8 @@ pub(super) async fn clear(
         &state.row,
         &event_id,
         &authorization_id,
-        store::KIND_CLEAR,
-        store::TX_POSTED,
+        Kind::Clear,
+        TxStatus::Posted,
         cleared_minor,
         &authorization.currency,
     );
@@ -375,7 +380,7 @@ pub(super) async fn clear(
         &mut plan,
         &authorization,
         &hold,
-        store::TX_CLEARED,
+        TxStatus::Cleared,
         clearing.created_at,
     );
     plan.card_transactions.push(clearing);
@@ -414,8 +419,8 @@ pub(super) async fn refund(
         &state.row,
         &request.event_id,
         &authorization_id,
-        store::KIND_REFUND,
-        store::TX_POSTED,
+        Kind::Refund,
+        TxStatus::Posted,
         amount_minor,
         &request.currency,
     );

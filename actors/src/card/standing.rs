@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use tern_schema::models::CardRow;
 use tern_schema::store::users;
 use tern_schema::types::MerchantStatus;
+use tern_schema::vocabulary::UserStatus;
 use tern_schema::Db;
 
 use super::machine::Decline;
@@ -29,15 +30,15 @@ pub const STANDING_ENTRIES_MAX: usize = 100_000;
 /// own checks decide, `Err` declines before them.
 pub type Verdict = Result<(), Decline>;
 
-/// The verdict for a merchant status and a user status, as stored. An
-/// unknown status is treated as the inactive one: a row this code cannot
-/// read must not let money out. The merchant's standing is checked first,
-/// so the reason does not depend on the order the operator acted in.
-pub fn screen(merchant_status: &str, user_status: &str) -> Verdict {
-    if MerchantStatus::parse(merchant_status) != Some(MerchantStatus::Active) {
+/// The verdict for a merchant status and a user status. A stored code
+/// outside either enum is an error when read, so it lets no money out
+/// either. The merchant's standing is checked first, so the reason does
+/// not depend on the order the operator acted in.
+pub fn screen(merchant_status: MerchantStatus, user_status: UserStatus) -> Verdict {
+    if merchant_status != MerchantStatus::Active {
         return Err(Decline::MerchantInactive);
     }
-    if user_status != users::STATUS_ACTIVE {
+    if user_status != UserStatus::Active {
         return Err(Decline::UserDisabled);
     }
     Ok(())
@@ -69,7 +70,7 @@ impl StandingCache {
         let found = users::standing(&mut pooled.tx(), &card.user_id).await?;
         // A card always has its user (foreign key); without one, decline.
         let verdict = found.map_or(Err(Decline::UserDisabled), |(user, merchant)| {
-            screen(&merchant, &user)
+            screen(merchant, user)
         });
         self.store(&card.user_id, verdict, Instant::now());
         Ok(verdict)
@@ -113,19 +114,24 @@ mod tests {
 
     #[test]
     fn the_merchant_then_the_user_decides() {
-        let table: [(&str, &str, Verdict); 8] = [
-            ("active", "active", Ok(())),
-            ("active", "disabled", Err(Decline::UserDisabled)),
-            ("active", "unknown", Err(Decline::UserDisabled)),
-            ("suspended", "active", Err(Decline::MerchantInactive)),
-            ("disabled", "active", Err(Decline::MerchantInactive)),
-            ("suspended", "disabled", Err(Decline::MerchantInactive)),
-            ("Active", "active", Err(Decline::MerchantInactive)),
-            ("", "active", Err(Decline::MerchantInactive)),
+        use MerchantStatus as M;
+        use UserStatus as U;
+        let table: [(M, U, Verdict); 6] = [
+            (M::Active, U::Active, Ok(())),
+            (M::Active, U::Disabled, Err(Decline::UserDisabled)),
+            (M::Suspended, U::Active, Err(Decline::MerchantInactive)),
+            (M::Disabled, U::Active, Err(Decline::MerchantInactive)),
+            (M::Suspended, U::Disabled, Err(Decline::MerchantInactive)),
+            (M::Disabled, U::Disabled, Err(Decline::MerchantInactive)),
         ];
         for (merchant, user, verdict) in table {
             assert_eq!(screen(merchant, user), verdict, "{merchant} {user}");
         }
+        // A code that names no status cannot reach `screen`: it is refused
+        // when read.
+        assert_eq!(M::parse("Active"), None);
+        assert_eq!(M::parse(""), None);
+        assert_eq!(U::parse("unknown"), None);
         assert_eq!(Decline::MerchantInactive.as_str(), "merchant_inactive");
         assert_eq!(Decline::UserDisabled.as_str(), "user_disabled");
     }

@@ -6,6 +6,7 @@ use serde_json::json;
 use tern_schema::models::CardWalletTokenRow;
 use tern_schema::plan::RowWrite;
 use tern_schema::store::cards as store;
+use tern_schema::vocabulary::{WalletStatus, WalletTokenStatus};
 
 use super::kind::{CardContext, CardState};
 use super::lifecycle::issuer_failure;
@@ -20,14 +21,17 @@ use crate::runtime::{self, EntityEnv};
 
 /// The card's wallet status from its tokens: active when any token is,
 /// otherwise the newest token's status, `none` without tokens.
-pub fn wallet_status_of(tokens: &[CardWalletTokenRow]) -> String {
-    if tokens.iter().any(|token| token.status == "active") {
-        return "active".to_owned();
+pub fn wallet_status_of(tokens: &[CardWalletTokenRow]) -> WalletStatus {
+    if tokens
+        .iter()
+        .any(|token| token.status == WalletTokenStatus::Active)
+    {
+        return WalletStatus::Active;
     }
     tokens
         .iter()
         .max_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)))
-        .map_or_else(|| "none".to_owned(), |token| token.status.clone())
+        .map_or(WalletStatus::None, |token| token.status.into())
 }
 
 pub(super) async fn provision(
@@ -79,8 +83,8 @@ pub(super) async fn provision(
                     id: token_id.clone(),
                     card_id: state.row.id.clone(),
                     merchant_id: state.row.merchant_id.clone(),
-                    wallet: wallet.as_str().to_owned(),
-                    status: "requested".to_owned(),
+                    wallet,
+                    status: WalletTokenStatus::Requested,
                     device_id: device_id.clone(),
                     provider_token_id: Some(provider_token_id),
                     created_at: now,
@@ -130,8 +134,9 @@ pub(super) async fn updated(
         let tokens = store::wallet_tokens(&mut pooled.tx(), &state.row.id).await?;
         tokens
     };
+    let parsed = WalletTokenStatus::parse(&status);
     let event = Event::WalletUpdated {
-        status: status.clone(),
+        status: parsed,
         token_known: tokens.iter().any(|token| token.id == token_id),
     };
     let effects = match decided(&state, event) {
@@ -143,14 +148,17 @@ pub(super) async fn updated(
         match effect {
             Effect::Ignore => return answer(state, recorded(false, true)),
             Effect::UpdateWalletToken => {
+                let Some(status) = parsed else {
+                    return Err(unexpected(&Effect::UpdateWalletToken, "wallet_updated"));
+                };
                 for token in tokens.iter_mut().filter(|token| token.id == token_id) {
-                    token.status = status.clone();
+                    token.status = status;
                 }
                 step.next.wallet_status = wallet_status_of(&tokens);
                 step.plan.rows.push(RowWrite::WalletTokenStatus {
                     card_id: step.next.id.clone(),
                     token_id: token_id.clone(),
-                    status: status.clone(),
+                    status,
                     at: step.next.updated_at,
                 });
             }
@@ -172,7 +180,9 @@ pub(super) async fn updated(
 mod tests {
     use super::*;
 
-    fn token(id: &str, status: &str, second: u32) -> CardWalletTokenRow {
+    use tern_schema::vocabulary::Wallet;
+
+    fn token(id: &str, status: WalletTokenStatus, second: u32) -> CardWalletTokenRow {
         let at = chrono::NaiveDate::from_ymd_opt(2026, 11, 25)
             .and_then(|d| d.and_hms_opt(12, 0, second))
             .unwrap();
@@ -180,8 +190,8 @@ mod tests {
             id: id.into(),
             card_id: "card_1".into(),
             merchant_id: "m".into(),
-            wallet: "apple_pay".into(),
-            status: status.into(),
+            wallet: Wallet::ApplePay,
+            status,
             device_id: None,
             provider_token_id: None,
             created_at: at,
@@ -191,15 +201,19 @@ mod tests {
 
     #[test]
     fn a_cards_wallet_status_follows_its_tokens() {
-        assert_eq!(wallet_status_of(&[]), "none");
-        assert_eq!(wallet_status_of(&[token("a", "requested", 1)]), "requested");
+        use WalletTokenStatus::{Active, Failed, Requested};
+        assert_eq!(wallet_status_of(&[]), WalletStatus::None);
         assert_eq!(
-            wallet_status_of(&[token("a", "active", 1), token("b", "failed", 2)]),
-            "active"
+            wallet_status_of(&[token("a", Requested, 1)]),
+            WalletStatus::Requested
         );
         assert_eq!(
-            wallet_status_of(&[token("a", "failed", 1), token("b", "requested", 2)]),
-            "requested"
+            wallet_status_of(&[token("a", Active, 1), token("b", Failed, 2)]),
+            WalletStatus::Active
+        );
+        assert_eq!(
+            wallet_status_of(&[token("a", Failed, 1), token("b", Requested, 2)]),
+            WalletStatus::Requested
         );
     }
 }

@@ -8,15 +8,7 @@ use chrono::NaiveDateTime;
 
 use super::ProviderError;
 
-pub use tern_schema::vocabulary::CardNetwork;
-
-tern_schema::text_enum! {
-    /// Mobile wallets a token can be provisioned into (decisions §1).
-    pub enum Wallet {
-        ApplePay = "apple_pay",
-        GooglePay = "google_pay",
-    }
-}
+pub use tern_schema::vocabulary::{CardNetwork, CardType, Wallet};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssueRequest {
@@ -27,8 +19,7 @@ pub struct IssueRequest {
     pub user_id: String,
     pub program_id: String,
     pub network: CardNetwork,
-    /// `virtual` or `physical`.
-    pub card_type: String,
+    pub card_type: CardType,
     pub currency: String,
     pub cardholder: String,
 }

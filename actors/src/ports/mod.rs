@@ -27,8 +27,8 @@ pub use card_push::{
 };
 pub use custodian::{Asset, Custodian, Network, PayoutOutcome, PayoutRequest};
 pub use issuer::{
-    CardIssuer, CardNetwork, CardSecrets, EmbedRequest, IssueRequest, IssuedCard, IssuerStatus,
-    Wallet, WalletOutcome, WalletRequest,
+    CardIssuer, CardNetwork, CardSecrets, CardType, EmbedRequest, IssueRequest, IssuedCard,
+    IssuerStatus, Wallet, WalletOutcome, WalletRequest,
 };
 pub use mailer::{Mail, MailError, Mailer};
 pub use push::{message_key, Platform, PushGateway, PushMessage, PushReceipt};

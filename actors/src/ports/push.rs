@@ -6,13 +6,7 @@ use async_trait::async_trait;
 
 use super::ProviderError;
 
-tern_schema::text_enum! {
-    /// The device's operating system, which picks the push service (APNs, FCM).
-    pub enum Platform {
-        Ios = "ios",
-        Android = "android",
-    }
-}
+pub use tern_schema::vocabulary::Platform;
 
 /// The idempotency key of a dispatch's message to one device.
 pub fn message_key(dispatch_id: &str, device_id: &str) -> String {

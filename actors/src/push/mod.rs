@@ -17,7 +17,7 @@ use tern_schema::vocabulary::PushStatus;
 use tern_schema::{write_tx, Db, StoreResult};
 use tokio::sync::Semaphore;
 
-use crate::ports::{message_key, Platform, PushGateway, PushMessage};
+use crate::ports::{message_key, PushGateway, PushMessage};
 
 /// Messages in flight to the gateway at once, across all dispatches.
 pub const SENDS_IN_FLIGHT_MAX: usize = 16;
@@ -138,21 +138,9 @@ impl PushDelivery {
         delivery: PushDeliveryRow,
         device: DeviceRow,
     ) -> StoreResult<()> {
-        let Some(platform) = Platform::parse(&device.platform) else {
-            let error = format!("unknown platform {}", device.platform);
-            return self
-                .record(
-                    &delivery,
-                    PushStatus::Failed,
-                    delivery.attempts,
-                    Some(&error),
-                    None,
-                )
-                .await;
-        };
         let message = PushMessage {
             idempotency_key: message_key(&dispatch.id, &device.id),
-            platform,
+            platform: device.platform,
             token: device.token,
             user_id: dispatch.user_id.clone(),
             title: dispatch.title.clone(),

@@ -18,11 +18,11 @@ use super::{AuthorizationMove, Plan, PlanError, RowMove};
 use crate::db::{Conn, Tx};
 use crate::models::CardTransactionRow;
 use crate::schema::card_transactions;
-use crate::store::cards::{KIND_AUTHORIZATION, TX_APPROVED};
+use crate::vocabulary::{CardTransactionKind, CardTransactionStatus, EventSource};
 use crate::{StoreError, StoreResult};
 
 /// A provider event's key: (source, event id).
-type EventKey = (String, String);
+type EventKey = (EventSource, String);
 /// An authorization's key: (card id, authorization id).
 type AuthorizationKey = (String, String);
 
@@ -32,7 +32,7 @@ pub(crate) struct Cards {
     events: HashSet<EventKey>,
     authorizations: HashSet<AuthorizationKey>,
     /// The authorizations the plans move, by id: status and hold.
-    holds: HashMap<String, (String, Option<String>)>,
+    holds: HashMap<String, (CardTransactionStatus, Option<String>)>,
 }
 
 /// One plan's card rows while it is judged.
@@ -50,11 +50,12 @@ pub(crate) struct CardRows {
 }
 
 fn event_key(row: &CardTransactionRow) -> EventKey {
-    (row.event_source.clone(), row.provider_event_id.clone())
+    (row.event_source, row.provider_event_id.clone())
 }
 
 fn authorization_key(row: &CardTransactionRow) -> Option<AuthorizationKey> {
-    (row.kind == KIND_AUTHORIZATION).then(|| (row.card_id.clone(), row.authorization_id.clone()))
+    (row.kind == CardTransactionKind::Authorization)
+        .then(|| (row.card_id.clone(), row.authorization_id.clone()))
 }
 
 fn taken(what: String) -> PlanError {
@@ -105,10 +106,12 @@ impl Cards {
             .iter()
             .rev()
             .find(|m| m.id == change.id)
-            .map(|m| (m.status.clone(), Some(m.ledger_transaction_id.clone())))
+            .map(|m| (m.status, Some(m.ledger_transaction_id.clone())))
             .or_else(|| self.holds.get(&change.id).cloned());
         match current {
-            Some((status, Some(hold))) if status == TX_APPROVED && hold == change.hold_id => {
+            Some((status, Some(hold)))
+                if status == CardTransactionStatus::Approved && hold == change.hold_id =>
+            {
                 draft.moves.push(change.clone());
                 Ok(())
             }
@@ -130,10 +133,7 @@ impl Cards {
         for change in &draft.moves {
             self.holds.insert(
                 change.id.clone(),
-                (
-                    change.status.clone(),
-                    Some(change.ledger_transaction_id.clone()),
-                ),
+                (change.status, Some(change.ledger_transaction_id.clone())),
             );
         }
         rows.transactions.extend(draft.rows);
@@ -169,9 +169,12 @@ pub(crate) async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<Cards> 
     let mut pairs: Vec<AuthorizationKey> = Vec::new();
     for plan in plans {
         for row in &plan.card_transactions {
-            sources.push(row.event_source.clone());
+            // Two sources at most: a set needs no sorting.
+            if !sources.contains(&row.event_source) {
+                sources.push(row.event_source);
+            }
             event_ids.push(row.provider_event_id.clone());
-            if row.kind == KIND_AUTHORIZATION {
+            if row.kind == CardTransactionKind::Authorization {
                 card_ids.push(row.card_id.clone());
                 authorization_ids.push(row.authorization_id.clone());
                 pairs.push((row.card_id.clone(), row.authorization_id.clone()));
@@ -184,7 +187,6 @@ pub(crate) async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<Cards> 
         }
     }
     for ids in [
-        &mut sources,
         &mut event_ids,
         &mut card_ids,
         &mut authorization_ids,
@@ -237,7 +239,7 @@ pub(crate) async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<Cards> 
                 let found: Vec<AuthorizationKey> = card_transactions::table
                     .filter(card_transactions::card_id.eq_any(&card_ids))
                     .filter(card_transactions::authorization_id.eq_any(&authorization_ids))
-                    .filter(card_transactions::kind.eq(KIND_AUTHORIZATION))
+                    .filter(card_transactions::kind.eq(CardTransactionKind::Authorization))
                     .select((
                         card_transactions::card_id,
                         card_transactions::authorization_id,
@@ -249,7 +251,7 @@ pub(crate) async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<Cards> 
         };
     }
     if !moved.is_empty() {
-        type Open = (String, String, Option<String>);
+        type Open = (String, CardTransactionStatus, Option<String>);
         let found: Vec<Open> = load!(
             tx,
             (card_transactions::table
@@ -287,11 +289,11 @@ pub(crate) async fn write(tx: &mut Tx<'_>, rows: CardRows) -> StoreResult<()> {
         crate::write_behind!(tx, conn => diesel::update(
                 card_transactions::table
                     .filter(card_transactions::id.eq(&change.id))
-                    .filter(card_transactions::status.eq(TX_APPROVED))
+                    .filter(card_transactions::status.eq(CardTransactionStatus::Approved))
                     .filter(card_transactions::ledger_transaction_id.eq(&change.hold_id)),
             )
             .set((
-                card_transactions::status.eq(&change.status),
+                card_transactions::status.eq(change.status),
                 card_transactions::ledger_transaction_id.eq(&change.ledger_transaction_id),
                 card_transactions::hold_minor.eq(change.hold_minor),
                 card_transactions::updated_at.eq(change.at),

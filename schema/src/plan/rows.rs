@@ -42,7 +42,7 @@ pub(super) async fn write(
                 status,
                 at,
             } => {
-                if !cards::set_wallet_token_status(tx, &card_id, &token_id, &status, at).await? {
+                if !cards::set_wallet_token_status(tx, &card_id, &token_id, status, at).await? {
                     return Err(StoreError::Conflict(format!(
                         "card {card_id} has no wallet token {token_id}"
                     )));

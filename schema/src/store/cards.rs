@@ -12,7 +12,10 @@ use crate::schema::{card_transactions, card_wallet_tokens, cards};
 use crate::store::cached::Cached;
 use crate::{dispatch, StoreResult, Tx};
 
-use crate::vocabulary::CardStatus;
+use crate::vocabulary::{
+    CardStatus, CardTransactionKind, CardTransactionStatus, CardType, Channel, EventSource,
+    WalletTokenStatus,
+};
 
 pub const STATUS_ISSUING: CardStatus = CardStatus::Issuing;
 /// Statuses that count against "one live virtual card per user".
@@ -26,35 +29,21 @@ pub const TRANSACTIONS_LISTED_MAX: i64 = 200;
 /// Most wallet tokens one card may hold; a listing shows them all.
 pub const WALLET_TOKENS_PER_CARD_MAX: i64 = 50;
 
-pub const KIND_AUTHORIZATION: &str = "authorization";
-pub const KIND_CLEAR: &str = "clear";
-pub const KIND_REFUND: &str = "refund";
-/// The network released part or all of an authorization's hold.
-pub const KIND_REVERSAL: &str = "reversal";
-/// Nothing cleared an authorization within the hold's lifetime: Tern
-/// released it.
-pub const KIND_EXPIRY: &str = "expiry";
 /// The kinds `GET /v1/cards/{id}/transactions` answers (the interface's
 /// Transaction.kind); reversals and expiries show as their authorization's
 /// status and in the card's events.
-pub const LISTED_TRANSACTION_KINDS: [&str; 3] = [KIND_AUTHORIZATION, KIND_CLEAR, KIND_REFUND];
-/// The source of an inbound webhook's event id.
-pub const SOURCE_PROVIDER: &str = "provider";
-/// The source of an event id Tern makes (a hold's expiry).
-pub const SOURCE_TERN: &str = "tern";
-pub const TX_APPROVED: &str = "approved";
-pub const TX_DECLINED: &str = "declined";
-pub const TX_CLEARED: &str = "cleared";
-pub const TX_VOIDED: &str = "voided";
-pub const TX_POSTED: &str = "posted";
-/// An authorization the network reversed in full.
-pub const TX_REVERSED: &str = "reversed";
-/// An authorization whose hold expired.
-pub const TX_EXPIRED: &str = "expired";
-/// A reversal or expiry: the amount went back to the funding account.
-pub const TX_RELEASED: &str = "released";
+pub const LISTED_TRANSACTION_KINDS: [CardTransactionKind; 3] = [
+    CardTransactionKind::Authorization,
+    CardTransactionKind::Clear,
+    CardTransactionKind::Refund,
+];
 /// Statuses of an authorization that was approved, whatever became of it.
-pub const APPROVED_STATUSES: [&str; 4] = [TX_APPROVED, TX_CLEARED, TX_REVERSED, TX_EXPIRED];
+pub const APPROVED_STATUSES: [CardTransactionStatus; 4] = [
+    CardTransactionStatus::Approved,
+    CardTransactionStatus::Cleared,
+    CardTransactionStatus::Reversed,
+    CardTransactionStatus::Expired,
+];
 
 pub async fn insert(tx: &mut Tx<'_>, row: &CardRow) -> StoreResult<()> {
     dispatch!(tx, conn => diesel::insert_into(cards::table).values(row).execute(conn).await)?;
@@ -111,7 +100,7 @@ pub async fn list_for_user(
 pub async fn live_virtual(tx: &mut Tx<'_>, user_id: &str) -> StoreResult<Option<CardRow>> {
     let row = dispatch!(tx, conn => cards::table
         .filter(cards::user_id.eq(user_id))
-        .filter(cards::card_type.eq("virtual"))
+        .filter(cards::card_type.eq(CardType::Virtual))
         .filter(cards::status.eq_any(LIVE_STATUSES))
         .select(CardRow::as_select())
         .first(conn)
@@ -179,7 +168,7 @@ pub async fn transaction_by_event(
     provider_event_id: &str,
 ) -> StoreResult<Option<CardTransactionRow>> {
     let row = dispatch!(tx, conn => card_transactions::table
-        .filter(card_transactions::event_source.eq(SOURCE_PROVIDER))
+        .filter(card_transactions::event_source.eq(EventSource::Provider))
         .filter(card_transactions::provider_event_id.eq(provider_event_id))
         .select(CardTransactionRow::as_select())
         .first(conn)
@@ -197,7 +186,7 @@ pub async fn authorization(
     let row = dispatch!(tx, conn => card_transactions::table
         .filter(card_transactions::card_id.eq(card_id))
         .filter(card_transactions::authorization_id.eq(authorization_id))
-        .filter(card_transactions::kind.eq(KIND_AUTHORIZATION))
+        .filter(card_transactions::kind.eq(CardTransactionKind::Authorization))
         .select(CardTransactionRow::as_select())
         .first(conn)
         .await
@@ -241,7 +230,7 @@ pub async fn transactions(
 pub async fn transactions_of_kinds(
     tx: &mut Tx<'_>,
     card_id: &str,
-    kinds: &[&str],
+    kinds: &[CardTransactionKind],
     limit: i64,
 ) -> StoreResult<Vec<CardTransactionRow>> {
     let rows = dispatch!(tx, conn => card_transactions::table
@@ -263,12 +252,12 @@ pub async fn approved_since(
     tx: &mut Tx<'_>,
     card_id: &str,
     since: NaiveDateTime,
-    channel: Option<&str>,
+    channel: Option<Channel>,
 ) -> StoreResult<i64> {
     let spent = dispatch!(tx, conn => {
         let mut query = card_transactions::table
             .filter(card_transactions::card_id.eq(card_id))
-            .filter(card_transactions::kind.eq(KIND_AUTHORIZATION))
+            .filter(card_transactions::kind.eq(CardTransactionKind::Authorization))
             .filter(card_transactions::status.eq_any(APPROVED_STATUSES))
             .filter(card_transactions::created_at.ge(since))
             .into_boxed();
@@ -288,8 +277,8 @@ pub async fn approved_since(
 pub async fn held(tx: &mut Tx<'_>, card_id: &str) -> StoreResult<i64> {
     let held = dispatch!(tx, conn => card_transactions::table
         .filter(card_transactions::card_id.eq(card_id))
-        .filter(card_transactions::kind.eq(KIND_AUTHORIZATION))
-        .filter(card_transactions::status.eq(TX_APPROVED))
+        .filter(card_transactions::kind.eq(CardTransactionKind::Authorization))
+        .filter(card_transactions::status.eq(CardTransactionStatus::Approved))
         .select(sql::<BigInt>("CAST(COALESCE(SUM(hold_minor), 0) AS BIGINT)"))
         .first::<i64>(conn)
         .await)?;
@@ -321,7 +310,7 @@ pub async fn set_wallet_token_status(
     tx: &mut Tx<'_>,
     card_id: &str,
     token_id: &str,
-    status: &str,
+    status: WalletTokenStatus,
     at: NaiveDateTime,
 ) -> StoreResult<bool> {
     let changed = dispatch!(tx, conn => diesel::update(

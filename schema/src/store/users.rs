@@ -7,12 +7,8 @@ use diesel_async::RunQueryDsl;
 use crate::dispatch;
 use crate::models::UserRow;
 use crate::schema::{merchants, users};
-use crate::vocabulary::UserStatus;
+use crate::vocabulary::{MerchantStatus, UserStatus};
 use crate::{StoreResult, Tx};
-
-/// The code of an active user, for readers that get the status as text
-/// (the card standing check reads it beside its merchant's).
-pub const STATUS_ACTIVE: &str = UserStatus::Active.as_str();
 
 pub async fn insert(tx: &mut Tx<'_>, row: &UserRow) -> StoreResult<()> {
     dispatch!(tx, conn => diesel::insert_into(users::table).values(row).execute(conn).await)?;
@@ -49,7 +45,10 @@ pub async fn find_in_merchant(
 /// The user's status and its merchant's, read together: what decides
 /// whether the user's cards may spend (decisions §1a). `None` when there is
 /// no such user.
-pub async fn standing(tx: &mut Tx<'_>, user_id: &str) -> StoreResult<Option<(String, String)>> {
+pub async fn standing(
+    tx: &mut Tx<'_>,
+    user_id: &str,
+) -> StoreResult<Option<(UserStatus, MerchantStatus)>> {
     let row = dispatch!(tx, conn => users::table
         .inner_join(merchants::table)
         .filter(users::id.eq(user_id))

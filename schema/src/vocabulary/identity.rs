@@ -18,6 +18,14 @@ crate::text_enum! {
 }
 
 crate::text_enum! {
+    /// The device's operating system, which picks the push service (APNs, FCM).
+    pub enum Platform {
+        Ios = "ios",
+        Android = "android",
+    }
+}
+
+crate::text_enum! {
     /// One push to one device: pending until the provider answers.
     pub enum PushStatus {
         Pending = "pending",

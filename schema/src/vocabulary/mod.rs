@@ -18,9 +18,12 @@ mod settlement;
 mod transfer;
 mod webhook;
 
-pub use card::{CardNetwork, CardStatus};
+pub use card::{
+    CardNetwork, CardStatus, CardTransactionKind, CardTransactionStatus, CardType, Channel,
+    Decline, EventSource, Wallet, WalletStatus, WalletTokenStatus,
+};
 pub use chain::{Asset, Network};
-pub use identity::{DeviceStatus, Purpose, PushStatus, UserStatus};
+pub use identity::{DeviceStatus, Platform, Purpose, PushStatus, UserStatus};
 pub use ledger::{AccountKind, LedgerStatus};
 pub use merchant::MerchantStatus;
 pub use settlement::{Reversal, SettlementMethod, SettlementStatus};

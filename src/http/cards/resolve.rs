@@ -1,7 +1,8 @@
 //! What a request for a card resolves to: its program, type, currency and
 //! texts checked, defaults applied, before its user is known.
 
-use tern_actors::card::program::{self, CARD_TYPES, DEFAULT_CARD_TYPE, DEFAULT_PROGRAM};
+use tern_actors::card::program::{self, DEFAULT_CARD_TYPE, DEFAULT_PROGRAM};
+use tern_actors::ports::CardType;
 use tern_schema::money::{Currency, CurrencyKind};
 
 use super::{
@@ -14,7 +15,7 @@ use crate::http::problem::ApiError;
 /// What a create request resolves to, before its user is known.
 pub(super) struct Resolved {
     pub program: &'static program::Program,
-    pub card_type: String,
+    pub card_type: CardType,
     pub currency: String,
     pub display_name: Option<String>,
 }
@@ -29,11 +30,11 @@ pub(super) fn resolve(request: &CreateCardRequest, caller: &Caller) -> Result<Re
             "must be SVC_VIRTUAL_USD, SVC_VIRTUAL_EUR, SVC_PREPAID or SVC_BUSINESS".into(),
         );
     }
-    let card_type = request
-        .card_type
-        .clone()
-        .unwrap_or_else(|| DEFAULT_CARD_TYPE.to_owned());
-    if !CARD_TYPES.contains(&card_type.as_str()) {
+    let card_type = match request.card_type.as_deref() {
+        None => Some(DEFAULT_CARD_TYPE),
+        Some(asked) => CardType::parse(asked),
+    };
+    if card_type.is_none() {
         errors.insert("type".into(), "must be virtual or physical".into());
     }
     let currency = match (program, request.currency.as_deref()) {
@@ -97,8 +98,8 @@ pub(super) fn resolve(request: &CreateCardRequest, caller: &Caller) -> Result<Re
     } else if request.user_id.is_none() {
         errors.insert("user_id".into(), "is required for API-key callers".into());
     }
-    match (program, currency) {
-        (Some(program), Some(currency)) if errors.is_empty() => Ok(Resolved {
+    match (program, card_type, currency) {
+        (Some(program), Some(card_type), Some(currency)) if errors.is_empty() => Ok(Resolved {
             program,
             card_type,
             currency,

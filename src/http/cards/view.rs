@@ -7,12 +7,12 @@ use tern_actors::card::limits_of;
 use tern_actors::card::machine::Limits as CardLimits;
 use tern_actors::card::program;
 use tern_actors::ports::Wallet as WalletKind;
-use tern_schema::ledger;
 use tern_schema::models::{CardRow, CardTransactionRow, CardWalletTokenRow};
 use tern_schema::snapshot;
 use tern_schema::store::cards as store;
 use tern_schema::store::ledger as ledger_store;
 use tern_schema::types::as_utc;
+use tern_schema::vocabulary::{AccountKind, CardTransactionKind};
 use tern_schema::{Db, StoreError, StoreResult, Tx};
 use utoipa::ToSchema;
 
@@ -289,7 +289,7 @@ pub async fn balances(tx: &mut Tx<'_>, row: &CardRow) -> StoreResult<CardBalance
     let account = ledger_store::merchant_accounts(tx, &row.merchant_id)
         .await?
         .into_iter()
-        .find(|account| account.kind == ledger::FUNDING && account.currency == row.currency);
+        .find(|account| account.kind == AccountKind::Funding && account.currency == row.currency);
     let Some(account) = account else {
         return Ok(CardBalances::default());
     };
@@ -306,12 +306,14 @@ pub async fn balances(tx: &mut Tx<'_>, row: &CardRow) -> StoreResult<CardBalance
 fn channel(tokens: &[CardWalletTokenRow], wallet: WalletKind) -> WalletChannel {
     let mine: Vec<CardWalletTokenRow> = tokens
         .iter()
-        .filter(|token| token.wallet == wallet.as_str())
+        .filter(|token| token.wallet == wallet)
         .cloned()
         .collect();
     WalletChannel {
         supported: true,
-        status: tern_actors::card::wallet_status_of(&mine),
+        status: tern_actors::card::wallet_status_of(&mine)
+            .as_str()
+            .to_owned(),
     }
 }
 
@@ -346,7 +348,7 @@ pub fn render(row: CardRow, balances: CardBalances, tokens: &[CardWalletTokenRow
         id: row.id,
         user_id: row.user_id,
         program_id: row.program_id,
-        card_type: row.card_type,
+        card_type: row.card_type.as_str().to_owned(),
         status: row.status.as_str().to_owned(),
         network: row.network.as_str().to_owned(),
         display_name: row.display_name,
@@ -356,19 +358,21 @@ pub fn render(row: CardRow, balances: CardBalances, tokens: &[CardWalletTokenRow
         currency: row.currency,
         // The actor derives the row's value from the same tokens; deriving it
         // here keeps it consistent with `wallet` when they were read apart.
-        wallet_status: tern_actors::card::wallet_status_of(tokens),
+        wallet_status: tern_actors::card::wallet_status_of(tokens)
+            .as_str()
+            .to_owned(),
         replaces_card_id: row.replaces_card_id,
         replaced_by_card_id: row.replaced_by_card_id,
     }
 }
 
-fn event_type(kind: &str) -> &'static str {
+fn event_type(kind: CardTransactionKind) -> &'static str {
     match kind {
-        store::KIND_CLEAR => "clearing",
-        store::KIND_REFUND => "refund",
-        store::KIND_REVERSAL => "reversal",
-        store::KIND_EXPIRY => "expiry",
-        _ => "authorization",
+        CardTransactionKind::Clear => "clearing",
+        CardTransactionKind::Refund => "refund",
+        CardTransactionKind::Reversal => "reversal",
+        CardTransactionKind::Expiry => "expiry",
+        CardTransactionKind::Authorization => "authorization",
     }
 }
 
@@ -381,8 +385,8 @@ pub fn event(row: &CardTransactionRow) -> CardEvent {
     CardEvent {
         id: format!("evt_{suffix}"),
         card_id: row.card_id.clone(),
-        event_type: event_type(&row.kind).to_owned(),
-        status: row.status.clone(),
+        event_type: event_type(row.kind).to_owned(),
+        status: row.status.as_str().to_owned(),
         currency: row.currency.clone(),
         description,
         amount_minor: row.amount_minor,
@@ -394,14 +398,14 @@ pub fn transaction(row: CardTransactionRow) -> Transaction {
     Transaction {
         id: row.id,
         card_id: row.card_id,
-        status: row.status,
+        status: row.status.as_str().to_owned(),
         currency: row.currency,
         merchant: row.merchant_name,
         mcc: row.mcc,
-        kind: row.kind,
+        kind: row.kind.as_str().to_owned(),
         amount_minor: row.amount_minor,
         authorization_id: row.authorization_id,
-        decline_reason: row.decline_reason,
+        decline_reason: row.decline_reason.map(|reason| reason.as_str().to_owned()),
         hold_minor: row.hold_minor,
         created_at: as_utc(row.created_at),
     }

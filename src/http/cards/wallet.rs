@@ -70,8 +70,8 @@ pub struct WalletStatus {
 fn token(row: CardWalletTokenRow) -> WalletToken {
     WalletToken {
         token_id: row.id,
-        wallet: row.wallet,
-        status: row.status,
+        wallet: row.wallet.as_str().to_owned(),
+        status: row.status.as_str().to_owned(),
         device_id: row.device_id,
         created_at: as_utc(row.created_at),
     }
@@ -113,8 +113,8 @@ async fn provision(
     tracing::info!(card_id = %card.id, token_id = %row.id, wallet = wallet.as_str(), "wallet token requested");
     Ok(HttpResponse::Ok().json(WalletProvisionResponse {
         token_id: row.id,
-        status: row.status,
-        wallet: row.wallet,
+        status: row.status.as_str().to_owned(),
+        wallet: row.wallet.as_str().to_owned(),
         created_at: as_utc(row.created_at),
     }))
 }
@@ -203,7 +203,9 @@ pub async fn status(
     // a token update committing in between would otherwise show both states.
     Ok(HttpResponse::Ok().json(WalletStatus {
         card_id: card.id,
-        status: tern_actors::card::wallet_status_of(&rows),
+        status: tern_actors::card::wallet_status_of(&rows)
+            .as_str()
+            .to_owned(),
         tokens: rows.into_iter().map(token).collect(),
     }))
 }

@@ -6,6 +6,7 @@
 
 use serde_json::{json, Value};
 use tern_schema::store::cards as store;
+use tern_schema::vocabulary::{CardTransactionKind, CardTransactionStatus};
 
 use crate::helpers::cards::{authorization, json_of, provider_event};
 use crate::helpers::cards::{balance, funded_card, transactions};
@@ -90,7 +91,7 @@ async fn the_database_refuses_a_second_authorization_under_one_id() {
     let mut copy = stored.clone();
     copy.id = format!("ctx_{}", uuid::Uuid::now_v7().simple());
     copy.provider_event_id = format!("evt_{}", uuid::Uuid::new_v4().simple());
-    copy.status = store::TX_DECLINED.into();
+    copy.status = CardTransactionStatus::Declined;
     let inserted: Result<(), tern_schema::StoreError> =
         tern_schema::write_tx!(app.state.db, |tx| store::insert_transaction(tx, &copy)
             .await);
@@ -101,8 +102,8 @@ async fn the_database_refuses_a_second_authorization_under_one_id() {
     // Another kind under the id (its clearing) is not an authorization.
     let mut clearing = copy.clone();
     clearing.id = format!("ctx_{}", uuid::Uuid::now_v7().simple());
-    clearing.kind = store::KIND_CLEAR.into();
-    clearing.status = store::TX_POSTED.into();
+    clearing.kind = CardTransactionKind::Clear;
+    clearing.status = CardTransactionStatus::Posted;
     clearing.hold_minor = 0;
     let inserted: Result<(), tern_schema::StoreError> =
         tern_schema::write_tx!(app.state.db, |tx| store::insert_transaction(tx, &clearing)

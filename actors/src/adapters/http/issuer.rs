@@ -71,7 +71,7 @@ impl CardIssuer for HttpCardIssuer {
             user_id: request.user_id.clone(),
             program_id: request.program_id.clone(),
             network: request.network.as_str().to_owned(),
-            card_type: request.card_type.clone(),
+            card_type: request.card_type.as_str().to_owned(),
             currency: request.currency.clone(),
             cardholder: request.cardholder.clone(),
         };

@@ -5,29 +5,7 @@ use chrono::{Datelike, NaiveDate, NaiveDateTime};
 
 use super::status::Status;
 
-/// Where a card is used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Channel {
-    Online,
-    Pos,
-    Atm,
-}
-
-impl Channel {
-    pub const ALL: [Channel; 3] = [Channel::Online, Channel::Pos, Channel::Atm];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Channel::Online => "online",
-            Channel::Pos => "pos",
-            Channel::Atm => "atm",
-        }
-    }
-
-    pub fn parse(value: &str) -> Option<Channel> {
-        Channel::ALL.into_iter().find(|c| c.as_str() == value)
-    }
-}
+pub use tern_schema::vocabulary::{Channel, Decline};
 
 /// The card's controls (decisions §10). `None` amounts are no limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -162,60 +140,6 @@ pub struct Authorization {
     /// ISO 3166-1 alpha-2 of the merchant.
     pub country: String,
     pub at: NaiveDateTime,
-}
-
-/// Why an authorization is declined; `as_str` is the `reason` answered to
-/// the provider and stored on the transaction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Decline {
-    CardFrozen,
-    CardBlocked,
-    CardClosed,
-    CardNotIssued,
-    CurrencyMismatch,
-    InvalidAmount,
-    OnlineDisabled,
-    InternationalDisabled,
-    AtmDisabled,
-    PerTransactionLimit,
-    DailyLimit,
-    MonthlyLimit,
-    AtmDailyLimit,
-    InsufficientFunds,
-    /// The card's merchant is suspended or disabled (decisions §1a).
-    MerchantInactive,
-    /// The card's user is disabled (decisions §1a).
-    UserDisabled,
-    /// The ledger cannot hold the amount: a balance would pass int64.
-    AmountTooLarge,
-    /// The card already decided another request under this authorization
-    /// id, for another amount or currency.
-    DuplicateAuthorization,
-}
-
-impl Decline {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decline::CardFrozen => "card_frozen",
-            Decline::CardBlocked => "card_blocked",
-            Decline::CardClosed => "card_closed",
-            Decline::CardNotIssued => "card_not_issued",
-            Decline::CurrencyMismatch => "currency_mismatch",
-            Decline::InvalidAmount => "invalid_amount",
-            Decline::OnlineDisabled => "online_disabled",
-            Decline::InternationalDisabled => "international_disabled",
-            Decline::AtmDisabled => "atm_disabled",
-            Decline::PerTransactionLimit => "per_transaction_limit_exceeded",
-            Decline::DailyLimit => "daily_limit_exceeded",
-            Decline::MonthlyLimit => "monthly_limit_exceeded",
-            Decline::AtmDailyLimit => "atm_daily_limit_exceeded",
-            Decline::InsufficientFunds => "insufficient_funds",
-            Decline::MerchantInactive => "merchant_inactive",
-            Decline::UserDisabled => "user_disabled",
-            Decline::AmountTooLarge => "amount_too_large",
-            Decline::DuplicateAuthorization => "duplicate_authorization",
-        }
-    }
 }
 
 /// Countries where a card of `currency` is domestic; elsewhere is

@@ -490,8 +490,8 @@ fn refunds() {
 
 #[test]
 fn wallet_updates() {
-    let updated = |status: &str, token_known| V::WalletUpdated {
-        status: status.into(),
+    let updated = |status, token_known| V::WalletUpdated {
+        status,
         token_known,
     };
     let follows = Ok((
@@ -502,18 +502,25 @@ fn wallet_updates() {
             E::Audit("card.wallet_updated"),
         ],
     ));
-    let mut rows: Vec<Row> = WALLET_TOKEN_STATUSES
-        .iter()
-        .map(|status| (card(S::Active), updated(status, true), follows.clone()))
+    let mut rows: Vec<Row> = WalletTokenStatus::ALL
+        .into_iter()
+        .map(|status| {
+            (
+                card(S::Active),
+                updated(Some(status), true),
+                follows.clone(),
+            )
+        })
         .collect();
+    // A status the issuer reports that Tern does not know.
     rows.push((
         card(S::Active),
-        updated("exploded", true),
+        updated(None, true),
         Ok((S::Active, vec![E::Ignore])),
     ));
     rows.push((
         card(S::Active),
-        updated("active", false),
+        updated(Some(WalletTokenStatus::Active), false),
         Ok((S::Active, vec![E::Ignore])),
     ));
     check(rows);
