@@ -3,6 +3,12 @@
 
 use std::fmt;
 
+use diesel::backend::Backend;
+use diesel::deserialize::{self, FromSql, FromSqlRow};
+use diesel::expression::AsExpression;
+use diesel::serialize::{self, Output, ToSql};
+use diesel::sql_types::BigInt;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CurrencyKind {
     Fiat,
@@ -159,6 +165,95 @@ pub fn format_minor(minor: i64, exponent: u32) -> String {
     )
 }
 
+/// An amount in minor units of some currency (cents, or millionths of an
+/// asset), as stored (BIGINT on both backends) and as serialized (the same
+/// integer). Arithmetic is checked only: an overflow is a `None` the caller
+/// answers for, never a wrapped or saturated amount, and there is no
+/// conversion to or from floating point.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    AsExpression,
+    FromSqlRow,
+)]
+#[serde(transparent)]
+#[diesel(sql_type = BigInt)]
+pub struct MinorUnits(i64);
+
+impl MinorUnits {
+    pub const ZERO: MinorUnits = MinorUnits(0);
+
+    pub const fn new(minor: i64) -> MinorUnits {
+        MinorUnits(minor)
+    }
+
+    pub const fn get(self) -> i64 {
+        self.0
+    }
+
+    pub fn checked_add(self, other: MinorUnits) -> Option<MinorUnits> {
+        self.0.checked_add(other.0).map(MinorUnits)
+    }
+
+    pub fn checked_sub(self, other: MinorUnits) -> Option<MinorUnits> {
+        self.0.checked_sub(other.0).map(MinorUnits)
+    }
+
+    pub fn checked_neg(self) -> Option<MinorUnits> {
+        self.0.checked_neg().map(MinorUnits)
+    }
+
+    /// The sum of `amounts`, or `None` if it overflows at any step.
+    pub fn checked_sum(amounts: impl IntoIterator<Item = MinorUnits>) -> Option<MinorUnits> {
+        amounts
+            .into_iter()
+            .try_fold(MinorUnits::ZERO, MinorUnits::checked_add)
+    }
+
+    pub const fn is_positive(self) -> bool {
+        self.0 > 0
+    }
+
+    pub const fn is_negative(self) -> bool {
+        self.0 < 0
+    }
+}
+
+impl fmt::Display for MinorUnits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl<DB> ToSql<BigInt, DB> for MinorUnits
+where
+    DB: Backend,
+    i64: ToSql<BigInt, DB>,
+{
+    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, DB>) -> serialize::Result {
+        <i64 as ToSql<BigInt, DB>>::to_sql(&self.0, out)
+    }
+}
+
+impl<DB> FromSql<BigInt, DB> for MinorUnits
+where
+    DB: Backend,
+    i64: FromSql<BigInt, DB>,
+{
+    fn from_sql(bytes: DB::RawValue<'_>) -> deserialize::Result<Self> {
+        <i64 as FromSql<BigInt, DB>>::from_sql(bytes).map(MinorUnits)
+    }
+}
+
 impl fmt::Display for Currency {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.code)
@@ -234,6 +329,45 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn minor_units_check_their_arithmetic() -> Result<(), serde_json::Error> {
+        let ten = MinorUnits::new(10);
+        assert_eq!(
+            ten.checked_add(MinorUnits::new(5)),
+            Some(MinorUnits::new(15))
+        );
+        assert_eq!(
+            ten.checked_sub(MinorUnits::new(15)),
+            Some(MinorUnits::new(-5))
+        );
+        assert_eq!(
+            MinorUnits::new(i64::MAX).checked_add(MinorUnits::new(1)),
+            None
+        );
+        assert_eq!(
+            MinorUnits::new(i64::MIN).checked_sub(MinorUnits::new(1)),
+            None
+        );
+        assert_eq!(MinorUnits::new(i64::MIN).checked_neg(), None);
+        assert_eq!(
+            MinorUnits::checked_sum([ten, ten, MinorUnits::new(-5)]),
+            Some(MinorUnits::new(15))
+        );
+        assert_eq!(
+            MinorUnits::checked_sum([MinorUnits::new(i64::MAX), ten]),
+            None
+        );
+        assert!(ten.is_positive() && !MinorUnits::ZERO.is_positive());
+        assert_eq!(serde_json::to_string(&ten)?, "10");
+        assert_eq!(
+            serde_json::from_str::<MinorUnits>("-7")?,
+            MinorUnits::new(-7)
+        );
+        assert!(serde_json::from_str::<MinorUnits>("1.5").is_err());
+        assert_eq!(ten.to_string(), "10");
+        Ok(())
     }
 
     #[test]

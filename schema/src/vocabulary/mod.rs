@@ -2,7 +2,9 @@
 //! methods, networks). Each is declared once with [`text_enum!`], which
 //! gives it its wire code, its diesel mapping on both backends and its
 //! serde form, so a value that is not one of its codes can be neither
-//! written nor read back.
+//! written nor read back. Ids are text too, each kind its own type
+//! declared with [`text_id!`] (in `ids`), so one kind cannot be passed
+//! where another is expected.
 //!
 //! Why a `macro_rules!` and not a crate: diesel-derive-enum maps to native
 //! PostgreSQL enums (Tern's schema stores enums as text on both backends,
@@ -11,7 +13,9 @@
 
 mod card;
 mod chain;
+mod id;
 mod identity;
+mod ids;
 mod ledger;
 mod merchant;
 mod settlement;
@@ -24,6 +28,7 @@ pub use card::{
 };
 pub use chain::{Asset, Network};
 pub use identity::{DeviceStatus, Platform, Purpose, PushStatus, UserStatus};
+pub use ids::MerchantId;
 pub use ledger::{AccountKind, LedgerStatus};
 pub use merchant::MerchantStatus;
 pub use settlement::{Reversal, SettlementMethod, SettlementStatus};
@@ -114,18 +119,19 @@ macro_rules! text_enum {
             }
         }
 
-        $crate::__text_enum_diesel!($name);
+        $crate::__text_diesel!($name, |code: ::std::string::String| code.parse::<$name>());
     };
 }
 
-/// The diesel half of [`text_enum!`]: what `#[derive(AsExpression,
-/// FromSqlRow)]` with `sql_type = Text` expands to, written against this
-/// crate's diesel so that crates without a diesel dependency can declare
-/// stored enums, plus `ToSql`/`FromSql` through the code.
+/// The diesel half of [`text_enum!`] and [`text_id!`]: what
+/// `#[derive(AsExpression, FromSqlRow)]` with `sql_type = Text` expands to,
+/// written against this crate's diesel so that crates without a diesel
+/// dependency can declare stored values, plus `ToSql` through `as_str` and
+/// `FromSql` through `$from`, a `String -> Result<Self, impl Error>`.
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __text_enum_diesel {
-    ($name:ident) => {
+macro_rules! __text_diesel {
+    ($name:ident, $from:expr) => {
         const _: () = {
             use diesel::backend::Backend;
             use diesel::deserialize::{self, FromSql, Queryable};
@@ -190,7 +196,7 @@ macro_rules! __text_enum_diesel {
             {
                 fn from_sql(bytes: DB::RawValue<'_>) -> deserialize::Result<Self> {
                     let code = <::std::string::String as FromSql<Text, DB>>::from_sql(bytes)?;
-                    Ok(code.parse::<$name>()?)
+                    Ok(($from)(code)?)
                 }
             }
 

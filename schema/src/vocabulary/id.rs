@@ -1,0 +1,119 @@
+//! [`text_id!`]: an id stored as text, its own type per kind.
+
+/// Declares an id: a newtype over `String` stored as Text on both backends
+/// (`AsExpression`/`FromSqlRow`, `ToSql`/`FromSql<Text>`), serialized as the
+/// bare string (so bodies, audit data and webhook payloads read as before),
+/// shown by `Display` as itself. It gets `as_str`, `into_inner` and
+/// `From<Id> for String`, `AsRef<str>` and `Borrow<str>` (so a map keyed by
+/// ids can be searched with a `&str`), but no `From<String>` nor `Deref`:
+/// text becomes an id only through `new`, the one explicit step a handler
+/// takes with a path or a principal, and an id is text again only where
+/// code asks for it. Usable from any crate: it names diesel and serde
+/// through this crate.
+#[macro_export]
+macro_rules! text_id {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident;
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        $vis struct $name(::std::string::String);
+
+        impl $name {
+            /// The id this text names. Nothing is checked: an id that
+            /// names no row is found missing where it is looked up.
+            pub fn new(id: impl ::core::convert::Into<::std::string::String>) -> $name {
+                $name(id.into())
+            }
+
+            /// The id as stored and as on the wire.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            pub fn into_inner(self) -> ::std::string::String {
+                self.0
+            }
+        }
+
+        impl ::core::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl ::core::convert::From<$name> for ::std::string::String {
+            fn from(id: $name) -> ::std::string::String {
+                id.0
+            }
+        }
+
+        impl ::core::convert::AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl ::core::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl $crate::__private::serde::Serialize for $name {
+            fn serialize<S: $crate::__private::serde::Serializer>(
+                &self,
+                serializer: S,
+            ) -> ::core::result::Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.0)
+            }
+        }
+
+        impl<'de> $crate::__private::serde::Deserialize<'de> for $name {
+            fn deserialize<D: $crate::__private::serde::Deserializer<'de>>(
+                deserializer: D,
+            ) -> ::core::result::Result<$name, D::Error> {
+                <::std::string::String as $crate::__private::serde::Deserialize>::deserialize(deserializer)
+                    .map($name)
+            }
+        }
+
+        $crate::__text_diesel!($name, |id: ::std::string::String| {
+            ::core::result::Result::<$name, ::core::convert::Infallible>::Ok($name(id))
+        });
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    text_id! {
+        /// A probe.
+        struct ProbeId;
+    }
+
+    #[test]
+    fn serde_is_the_bare_string() -> Result<(), serde_json::Error> {
+        let id = ProbeId::new("p_1");
+        assert_eq!(serde_json::to_string(&id)?, "\"p_1\"");
+        assert_eq!(serde_json::from_str::<ProbeId>("\"p_1\"")?, id);
+        let body = serde_json::json!({ "id": id, "ids": [ProbeId::new("p_2")] });
+        assert_eq!(body.to_string(), r#"{"id":"p_1","ids":["p_2"]}"#);
+        assert!(serde_json::from_str::<ProbeId>("7").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn text_forms_agree() {
+        let id = ProbeId::new(String::from("p_1"));
+        assert_eq!(id.as_str(), "p_1");
+        assert_eq!(id.to_string(), "p_1");
+        assert_eq!(String::from(id.clone()), "p_1");
+        assert_eq!(id.into_inner(), "p_1");
+        let by_id = HashMap::from([(ProbeId::new("p_1"), 1)]);
+        assert_eq!(by_id.get("p_1"), Some(&1));
+        assert!(ProbeId::new("a") < ProbeId::new("b"));
+    }
+}
