@@ -21,9 +21,13 @@ use tern_schema::vocabulary::{
 };
 
 use super::kind::{CardContext, CardKind, CardState};
-use super::spend::{funding_account, replayed, transaction_row};
-use super::write::{answer, commit, is_unique_violation, recorded, runtime_error, settled, Step};
-use crate::runtime::{EntityEnv, EntityKind, TimerFiring, TimerSpec};
+use super::machine::{Effect, Event};
+use super::spend::{following, funding_account, replayed};
+use super::write::{
+    answer, commit, decided, is_unique_violation, recorded, rejected, runtime_error, settled,
+    unexpected, Step,
+};
+use crate::runtime::{EntityEnv, EntityKind, RuntimeError, TimerFiring, TimerSpec};
 
 /// How long an authorization's hold lasts when nothing clears it, unless
 /// the operator sets `TERN_CARD_HOLD_TTL`.
@@ -44,40 +48,6 @@ pub struct Reversal {
     pub authorization_id: String,
     /// What it releases; `None` releases the rest of the hold.
     pub amount_minor: Option<i64>,
-}
-
-/// What a reversal of `asked_minor` (absent: the rest) does to a hold of
-/// `held_minor`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Release {
-    /// Nothing is held, or the reversal names no positive amount.
-    Nothing,
-    /// Part of the hold goes back; the rest stays held.
-    Part {
-        released_minor: i64,
-        remaining_minor: i64,
-    },
-    /// The whole hold goes back: a reversal of at least what is held.
-    All { released_minor: i64 },
-}
-
-pub fn release(held_minor: i64, asked_minor: Option<i64>) -> Release {
-    if held_minor <= 0 {
-        return Release::Nothing;
-    }
-    match asked_minor {
-        None => Release::All {
-            released_minor: held_minor,
-        },
-        Some(asked) if asked <= 0 => Release::Nothing,
-        Some(asked) if asked >= held_minor => Release::All {
-            released_minor: held_minor,
-        },
-        Some(asked) => Release::Part {
-            released_minor: asked,
-            remaining_minor: held_minor - asked,
-        },
-    }
 }
 
 fn expiry_timer_id(card_id: &str, authorization_row_id: &str) -> String {
@@ -154,31 +124,6 @@ fn open_hold(authorization: Option<CardTransactionRow>) -> Option<(CardTransacti
     Some((authorization, hold))
 }
 
-/// A release's card transaction: what went back, described like the
-/// authorization it belongs to.
-fn release_row(
-    card: &CardRow,
-    authorization: &CardTransactionRow,
-    event_id: &str,
-    kind: Kind,
-    released_minor: i64,
-) -> CardTransactionRow {
-    let mut row = transaction_row(
-        card,
-        event_id,
-        &authorization.authorization_id,
-        kind,
-        TxStatus::Released,
-        released_minor,
-        &authorization.currency,
-    );
-    row.merchant_name = authorization.merchant_name.clone();
-    row.mcc = authorization.mcc.clone();
-    row.channel = authorization.channel.clone();
-    row.country = authorization.country.clone();
-    row
-}
-
 /// The pending entry that holds what a partial reversal left of an
 /// authorization, shaped like the authorization's own hold.
 fn remainder_entry(
@@ -233,73 +178,51 @@ pub(super) async fn reverse(
         let mut tx = pooled.tx();
         store::authorization(&mut tx, &state.row.id, &authorization_id).await?
     };
-    let Some((authorization, hold)) = open_hold(found) else {
-        tracing::info!(card = %state.row.id, %authorization_id, "reversal for an unknown or ended authorization ignored");
-        return answer(state, recorded(false, true));
+    let open = open_hold(found);
+    let event = Event::Reverse {
+        held_minor: open
+            .as_ref()
+            .map(|(authorization, _)| authorization.hold_minor),
+        asked_minor: amount_minor,
     };
-    let released = release(authorization.hold_minor, amount_minor);
-    let released_minor = match released {
-        Release::Nothing => {
+    let effects = match decided(&state, event) {
+        Ok((_, effects)) => effects,
+        Err(refused) => return rejected(state, refused),
+    };
+    let open = match open {
+        None => {
+            tracing::info!(card = %state.row.id, %authorization_id, "reversal for an unknown or ended authorization ignored");
+            return answer(state, recorded(false, true));
+        }
+        Some(_) if effects.contains(&Effect::Ignore) => {
             tracing::warn!(card = %state.row.id, %authorization_id, ?amount_minor, "reversal of no amount ignored");
             return answer(state, recorded(false, true));
         }
-        Release::Part { released_minor, .. } | Release::All { released_minor } => released_minor,
+        Some(open) => open,
     };
-    if amount_minor.is_some_and(|asked| asked > released_minor) {
-        tracing::warn!(card = %state.row.id, %authorization_id, ?amount_minor, held = authorization.hold_minor, "reversal above the hold released the hold");
-    }
     let funding = funding_account(env, &mut state).await?;
-    let row = release_row(
+    // What it releases is the machine's to say (`RecordRelease`).
+    let row = following(
         &state.row,
-        &authorization,
+        &open.0,
         &event_id,
         Kind::Reversal,
-        released_minor,
+        TxStatus::Released,
+        0,
     );
-    let remainder = match released {
-        Release::Part {
-            remaining_minor, ..
-        } => Some((
-            remainder_entry(&state.row, &funding, &authorization, remaining_minor),
-            remaining_minor,
-        )),
-        _ => None,
-    };
     let mut plan = Plan::default();
-    // The release names the void that records it, not the hold.
-    let void = ledger::new_transaction_id();
-    plan.ledger.push(LedgerWrite::Void {
-        hold_id: hold.clone(),
-        id: void.clone(),
-    });
-    let mut row = row;
-    row.ledger_transaction_id = Some(void);
-    match remainder {
-        Some((entry, remaining_minor)) => {
-            let renewed = ledger::new_transaction_id();
-            plan.ledger.push(LedgerWrite::Record {
-                id: renewed.clone(),
-                entry,
-                phase: Phase::Pending,
-            });
-            plan.moves.push(RowMove::Authorization(AuthorizationMove {
-                id: authorization.id.clone(),
-                hold_id: hold,
-                status: TxStatus::Approved,
-                ledger_transaction_id: renewed,
-                hold_minor: remaining_minor,
-                at: row.created_at,
-            }));
-        }
-        None => end(
-            &mut plan,
-            &authorization,
-            &hold,
-            TxStatus::Reversed,
-            row.created_at,
-        ),
+    let released_minor = book_release(
+        &mut plan,
+        effects,
+        &state.row,
+        &open,
+        Some(&funding),
+        row,
+        "reverse",
+    )?;
+    if amount_minor.is_some_and(|asked| asked > released_minor) {
+        tracing::warn!(card = %state.row.id, %authorization_id, ?amount_minor, held = open.0.hold_minor, "reversal above the hold released the hold");
     }
-    plan.card_transactions.push(row);
     let written = commit(&env.db, &state.row.id, plan).await;
     settled(state, written)
 }
@@ -319,37 +242,44 @@ pub(super) async fn expire(
         }
         None => None,
     };
-    let Some((authorization, hold)) = open_hold(found) else {
+    let open = open_hold(found);
+    let event = Event::ExpireHold {
+        held_minor: open
+            .as_ref()
+            .map(|(authorization, _)| authorization.hold_minor),
+    };
+    let effects = match decided(&state, event) {
+        Ok((_, effects)) => effects,
+        Err(refused) => return rejected(state, refused),
+    };
+    let Some(open) = open.filter(|_| !effects.contains(&Effect::Ignore)) else {
         crate::runtime::timers::complete(&env.db, firing).await?;
         return answer(state, recorded(false, true));
     };
-    let mut row = release_row(
+    let authorization = &open.0;
+    let mut row = following(
         &state.row,
-        &authorization,
+        authorization,
         &format!("{EXPIRY_EVENT_PREFIX}{}", authorization.id),
         Kind::Expiry,
-        authorization.hold_minor,
+        TxStatus::Released,
+        0,
     );
     row.event_source = EventSource::Tern;
     tracing::info!(card = %state.row.id, authorization_id = %authorization.authorization_id, held = authorization.hold_minor, "uncleared hold expired");
-    let void = ledger::new_transaction_id();
     let mut plan = Plan {
         completes_timer: Some(firing.claim()),
-        ledger: vec![LedgerWrite::Void {
-            hold_id: hold.clone(),
-            id: void.clone(),
-        }],
         ..Plan::default()
     };
-    row.ledger_transaction_id = Some(void);
-    end_status(
+    book_release(
         &mut plan,
-        &authorization,
-        &hold,
-        TxStatus::Expired,
-        row.created_at,
-    );
-    plan.card_transactions.push(row);
+        effects,
+        &state.row,
+        &open,
+        None,
+        row,
+        "expire_hold",
+    )?;
     let written = commit(&env.db, &state.row.id, plan).await;
     match written {
         Ok(()) => answer(state, recorded(false, false)),
@@ -358,61 +288,66 @@ pub(super) async fn expire(
     }
 }
 
+/// Carries out a release's effects (a reversal's or an expiry's) in
+/// `plan`: the hold's void, which `row` names, what stays held (on
+/// `funding`), the authorization's end and `row` itself. Answers what was
+/// released.
+fn book_release(
+    plan: &mut Plan,
+    effects: Vec<Effect>,
+    card: &CardRow,
+    (authorization, hold): &(CardTransactionRow, String),
+    funding: Option<&str>,
+    mut row: CardTransactionRow,
+    command: &str,
+) -> Result<i64, RuntimeError> {
+    let at = row.created_at;
+    for effect in effects {
+        match effect {
+            // The release names the void that records it, not the hold.
+            Effect::VoidHold => {
+                let void = ledger::new_transaction_id();
+                plan.ledger.push(LedgerWrite::Void {
+                    hold_id: hold.clone(),
+                    id: void.clone(),
+                });
+                row.ledger_transaction_id = Some(void);
+            }
+            Effect::HoldRest { amount_minor } => {
+                let Some(funding) = funding else {
+                    return Err(unexpected(&Effect::HoldRest { amount_minor }, command));
+                };
+                let renewed = ledger::new_transaction_id();
+                plan.ledger.push(LedgerWrite::Record {
+                    id: renewed.clone(),
+                    entry: remainder_entry(card, funding, authorization, amount_minor),
+                    phase: Phase::Pending,
+                });
+                plan.moves.push(RowMove::Authorization(AuthorizationMove {
+                    id: authorization.id.clone(),
+                    hold_id: hold.clone(),
+                    status: TxStatus::Approved,
+                    ledger_transaction_id: renewed,
+                    hold_minor: amount_minor,
+                    at,
+                }));
+            }
+            Effect::EndAuthorization(status) => end_status(plan, authorization, hold, status, at),
+            Effect::CancelExpiry => plan
+                .cancels_timers
+                .push(expiry_timer_id(&authorization.card_id, &authorization.id)),
+            Effect::RecordRelease { amount_minor } => row.amount_minor = amount_minor,
+            other => return Err(unexpected(&other, command)),
+        }
+    }
+    let released_minor = row.amount_minor;
+    plan.card_transactions.push(row);
+    Ok(released_minor)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_reversal_releases_what_it_names_and_never_more_than_is_held() {
-        let part = |released_minor, remaining_minor| Release::Part {
-            released_minor,
-            remaining_minor,
-        };
-        let all = |released_minor| Release::All { released_minor };
-        let table = [
-            // (held, asked) -> release
-            (2_000, None, all(2_000)),
-            (2_000, Some(500), part(500, 1_500)),
-            (2_000, Some(1_999), part(1_999, 1)),
-            (2_000, Some(1), part(1, 1_999)),
-            (2_000, Some(2_000), all(2_000)),
-            (2_000, Some(2_001), all(2_000)),
-            (2_000, Some(i64::MAX), all(2_000)),
-            (2_000, Some(0), Release::Nothing),
-            (2_000, Some(-5), Release::Nothing),
-            (2_000, Some(i64::MIN), Release::Nothing),
-            (0, None, Release::Nothing),
-            (0, Some(100), Release::Nothing),
-            (-1, None, Release::Nothing),
-            (1, None, all(1)),
-        ];
-        for (held, asked, expected) in table {
-            assert_eq!(
-                release(held, asked),
-                expected,
-                "held {held}, asked {asked:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn what_a_release_takes_and_leaves_adds_up_to_the_hold() {
-        for held in [1, 2, 7, 1_000, 250_000] {
-            for asked in [None, Some(1), Some(held / 2), Some(held), Some(held + 1)] {
-                match release(held, asked) {
-                    Release::Part {
-                        released_minor,
-                        remaining_minor,
-                    } => {
-                        assert!(released_minor > 0 && remaining_minor > 0);
-                        assert_eq!(released_minor + remaining_minor, held);
-                    }
-                    Release::All { released_minor } => assert_eq!(released_minor, held),
-                    Release::Nothing => assert_eq!(asked, Some(0), "held {held}"),
-                }
-            }
-        }
-    }
 
     #[test]
     fn only_expiry_payloads_name_an_authorization() {

@@ -2,21 +2,25 @@
 //! card's next state and the effects the actor carries out (persist, ask
 //! the issuer, hold or post ledger entries, audit). No I/O, no clock: the
 //! time, the issuer's outcome and the ledger's refusals arrive inside
-//! events. The status table (`status`) and the authorization decision
-//! (`spending`) are the rules it applies.
+//! events. The status table (`status`), the authorization decision
+//! (`spending`) and how much a reversal releases (`release`) are the rules
+//! it applies.
 //!
 //! Status moves: issuing -> active (or the intent is abandoned); active <->
 //! frozen; active | frozen | blocked -> blocked (replaced) | closed; closed
 //! is terminal.
 
+mod release;
 mod spending;
 mod status;
 
+pub use release::{release, Release};
 pub use spending::{
     check_limits, decide, domestic_countries, window_starts, Authorization, Channel, Decline,
     Limits, Spend, LIMIT_MAX_MINOR,
 };
 pub use status::{apply, Accepted, Operation, Refusal, Status};
+pub use tern_schema::vocabulary::CardTransactionStatus;
 pub use tern_schema::vocabulary::WalletTokenStatus;
 
 /// What the machine knows of a card.
@@ -81,6 +85,18 @@ pub enum Event {
         amount_minor: i64,
         currency: String,
     },
+    /// The network's reversal of an authorization: `held_minor` is its open
+    /// hold, `None` when the authorization is unknown or ended;
+    /// `asked_minor` is what it releases, `None` the rest of the hold.
+    Reverse {
+        held_minor: Option<i64>,
+        asked_minor: Option<i64>,
+    },
+    /// An authorization's hold outlived its lifetime: `held_minor` is what
+    /// it still holds, `None` when something ended it first.
+    ExpireHold {
+        held_minor: Option<i64>,
+    },
     /// The issuer's new status of one of the card's wallet tokens (`None`
     /// when it is not a status Tern knows); `token_known` is false when the
     /// card has no such token.
@@ -118,12 +134,23 @@ pub enum Effect {
     Decline(Decline),
     /// Post the whole hold: the clearing takes all of it.
     PostHold,
-    /// Release the hold: the clearing takes less than it.
+    /// Release the hold: the clearing takes less than it, or a reversal or
+    /// an expiry gives (part of) it back.
     VoidHold,
     /// Post a clearing for less than its hold (after voiding the hold).
     PostClearing { amount_minor: i64 },
     /// Credit a refund back to the funding account.
     CreditRefund { amount_minor: i64 },
+    /// Hold anew what a partial reversal left (after voiding the hold): the
+    /// authorization stays open on the new hold.
+    HoldRest { amount_minor: i64 },
+    /// The authorization ends as `reversed` or `expired`, holding nothing.
+    EndAuthorization(CardTransactionStatus),
+    /// Cancel the hold's expiry timer: something else ended the hold.
+    CancelExpiry,
+    /// Record what went back to the funding account (a reversal or an
+    /// expiry), naming the void.
+    RecordRelease { amount_minor: i64 },
     /// Record an audit record with this action.
     Audit(&'static str),
     /// Nothing to record: the event names nothing the card can act on.
@@ -162,6 +189,8 @@ fn event_name(event: &Event) -> &'static str {
         Event::HoldRefused(_) => "hold_refused",
         Event::Clear { .. } => "clear",
         Event::Refund { .. } => "refund",
+        Event::Reverse { .. } => "reverse",
+        Event::ExpireHold { .. } => "expire_hold",
         Event::WalletUpdated { .. } => "wallet_updated",
     }
 }
@@ -261,6 +290,53 @@ pub fn transition(state: &State, event: Event) -> Outcome {
                 return Ok((next, vec![Effect::Ignore]));
             }
             Ok((next, vec![Effect::CreditRefund { amount_minor }]))
+        }
+        // Whatever the card's status: a hold is released even on a closed
+        // card, and only an open hold can be.
+        Event::Reverse {
+            held_minor,
+            asked_minor,
+        } => {
+            let released = held_minor.map_or(Release::Nothing, |held| release(held, asked_minor));
+            let effects = match released {
+                Release::Nothing => vec![Effect::Ignore],
+                Release::Part {
+                    released_minor,
+                    remaining_minor,
+                } => vec![
+                    Effect::VoidHold,
+                    Effect::HoldRest {
+                        amount_minor: remaining_minor,
+                    },
+                    Effect::RecordRelease {
+                        amount_minor: released_minor,
+                    },
+                ],
+                Release::All { released_minor } => vec![
+                    Effect::VoidHold,
+                    Effect::EndAuthorization(CardTransactionStatus::Reversed),
+                    Effect::CancelExpiry,
+                    Effect::RecordRelease {
+                        amount_minor: released_minor,
+                    },
+                ],
+            };
+            Ok((next, effects))
+        }
+        // The firing timer is the expiry's own: it completes with the
+        // release, so there is nothing to cancel.
+        Event::ExpireHold { held_minor } => {
+            let Some(held) = held_minor else {
+                return Ok((next, vec![Effect::Ignore]));
+            };
+            Ok((
+                next,
+                vec![
+                    Effect::VoidHold,
+                    Effect::EndAuthorization(CardTransactionStatus::Expired),
+                    Effect::RecordRelease { amount_minor: held },
+                ],
+            ))
         }
         Event::WalletUpdated {
             status,

@@ -83,6 +83,32 @@ pub(super) fn transaction_row(
     }
 }
 
+/// A transaction that follows an authorization (its clearing, or a
+/// release of its hold), described like it.
+pub(super) fn following(
+    card: &CardRow,
+    authorization: &CardTransactionRow,
+    event_id: &str,
+    kind: Kind,
+    status: TxStatus,
+    amount_minor: i64,
+) -> CardTransactionRow {
+    let mut row = transaction_row(
+        card,
+        event_id,
+        &authorization.authorization_id,
+        kind,
+        status,
+        amount_minor,
+        &authorization.currency,
+    );
+    row.merchant_name = authorization.merchant_name.clone();
+    row.mcc = authorization.mcc.clone();
+    row.channel = authorization.channel.clone();
+    row.country = authorization.country.clone();
+    row
+}
+
 pub(super) async fn replayed(db: &Db, event_id: &str) -> RuntimeResult<Option<CardTransactionRow>> {
     let mut pooled = db.get().await?;
     let mut tx = pooled.tx();
@@ -362,19 +388,14 @@ pub(super) async fn clear(
             other => return Err(unexpected(&other, "clear")),
         }
     }
-    let mut clearing = transaction_row(
+    let mut clearing = following(
         &state.row,
+        &authorization,
         &event_id,
-        &authorization_id,
         Kind::Clear,
         TxStatus::Posted,
         cleared_minor,
-        &authorization.currency,
     );
-    clearing.merchant_name = authorization.merchant_name.clone();
-    clearing.mcc = authorization.mcc.clone();
-    clearing.channel = authorization.channel.clone();
-    clearing.country = authorization.country.clone();
     clearing.ledger_transaction_id = ledger_transaction_id;
     holds::end(
         &mut plan,

@@ -489,6 +489,126 @@ fn refunds() {
 }
 
 #[test]
+fn reversals() {
+    let reverse = |held_minor, asked_minor| V::Reverse {
+        held_minor,
+        asked_minor,
+    };
+    let part = |released, remaining| {
+        vec![
+            E::VoidHold,
+            E::HoldRest {
+                amount_minor: remaining,
+            },
+            E::RecordRelease {
+                amount_minor: released,
+            },
+        ]
+    };
+    let all = |released| {
+        vec![
+            E::VoidHold,
+            E::EndAuthorization(CardTransactionStatus::Reversed),
+            E::CancelExpiry,
+            E::RecordRelease {
+                amount_minor: released,
+            },
+        ]
+    };
+    let ignored = Ok((S::Active, vec![E::Ignore]));
+    check(vec![
+        // The rest of the hold, or at least all of it: the hold ends.
+        (
+            card(S::Active),
+            reverse(Some(100), None),
+            Ok((S::Active, all(100))),
+        ),
+        (
+            card(S::Active),
+            reverse(Some(100), Some(100)),
+            Ok((S::Active, all(100))),
+        ),
+        (
+            card(S::Active),
+            reverse(Some(100), Some(150)),
+            Ok((S::Active, all(100))),
+        ),
+        // Part of it: the rest is held anew.
+        (
+            card(S::Active),
+            reverse(Some(100), Some(40)),
+            Ok((S::Active, part(40, 60))),
+        ),
+        (
+            card(S::Active),
+            reverse(Some(100), Some(99)),
+            Ok((S::Active, part(99, 1))),
+        ),
+        // Nothing asked, nothing held, or no open hold (unknown, cleared,
+        // or reversed already: a replayed reversal under a new event id).
+        (
+            card(S::Active),
+            reverse(Some(100), Some(0)),
+            ignored.clone(),
+        ),
+        (
+            card(S::Active),
+            reverse(Some(100), Some(-5)),
+            ignored.clone(),
+        ),
+        (card(S::Active), reverse(Some(0), None), ignored.clone()),
+        (card(S::Active), reverse(None, Some(40)), ignored.clone()),
+        (card(S::Active), reverse(None, None), ignored),
+        // A hold is released whatever became of the card.
+        (
+            card(S::Frozen),
+            reverse(Some(100), None),
+            Ok((S::Frozen, all(100))),
+        ),
+        (
+            card(S::Closed),
+            reverse(Some(100), Some(40)),
+            Ok((S::Closed, part(40, 60))),
+        ),
+    ]);
+}
+
+#[test]
+fn hold_expiries() {
+    let expire = |held_minor| V::ExpireHold { held_minor };
+    let released = |held| {
+        vec![
+            E::VoidHold,
+            E::EndAuthorization(CardTransactionStatus::Expired),
+            E::RecordRelease { amount_minor: held },
+        ]
+    };
+    check(vec![
+        (
+            card(S::Active),
+            expire(Some(100)),
+            Ok((S::Active, released(100))),
+        ),
+        (
+            card(S::Closed),
+            expire(Some(1)),
+            Ok((S::Closed, released(1))),
+        ),
+        // Cleared, reversed or expired already: a late firing does nothing.
+        (
+            card(S::Active),
+            expire(None),
+            Ok((S::Active, vec![E::Ignore])),
+        ),
+        (
+            card(S::Closed),
+            expire(None),
+            Ok((S::Closed, vec![E::Ignore])),
+        ),
+    ]);
+}
+
+#[test]
 fn wallet_updates() {
     let updated = |status, token_known| V::WalletUpdated {
         status,
@@ -539,6 +659,13 @@ fn closed_is_terminal() {
         V::Clear {
             held_minor: Some(1),
             asked_minor: None,
+        },
+        V::Reverse {
+            held_minor: Some(1),
+            asked_minor: None,
+        },
+        V::ExpireHold {
+            held_minor: Some(1),
         },
     ];
     for event in events {
