@@ -40,7 +40,7 @@ async fn ids_and_amounts_round_trip_through_the_database() {
         .load(conn)
         .await)
     .expect("merchants");
-    assert_eq!(found, [id.clone()]);
+    assert_eq!(found, std::slice::from_ref(&id));
     let owned: Vec<(Option<MerchantId>, MinorUnits)> = dispatch!(tx, conn => ledger_accounts::table
         .filter(ledger_accounts::merchant_id.eq(&id))
         .filter(ledger_accounts::id.eq(&account))
