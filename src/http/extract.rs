@@ -108,9 +108,27 @@ async fn read_body(payload: &mut Payload) -> Result<Vec<u8>, ApiError> {
 
 /// Parses JSON: text that is not JSON at all is 400; JSON of the wrong shape
 /// (types, missing or unknown fields) is 422 naming the field.
+/// Whether a JSON text holds a NUL character in a string: a `\u0000`
+/// escape whose backslash is not itself escaped (JSON cannot carry a raw
+/// NUL inside a string).
+fn holds_nul(body: &[u8]) -> bool {
+    let escaped = |at: usize| {
+        let backslashes = body.iter().take(at).rev();
+        backslashes.take_while(|byte| **byte == b'\\').count() % 2 == 1
+    };
+    body.windows(6)
+        .enumerate()
+        .any(|(at, window)| window == b"\\u0000" && !escaped(at))
+}
+
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let deserializer = &mut serde_json::Deserializer::from_slice(body);
     match serde_path_to_error::deserialize::<_, T>(deserializer) {
+        // PostgreSQL cannot store a NUL in text, and no field means one.
+        Ok(_) if holds_nul(body) => Err(ApiError::field(
+            "body",
+            "text must not contain the NUL character (\\u0000)",
+        )),
         Ok(value) => Ok(value),
         Err(error) => {
             let path = error.path().to_string();
@@ -205,6 +223,23 @@ pub fn request_id(req: &HttpRequest) -> String {
 mod tests {
     use super::*;
     use serde::Deserialize;
+
+    #[test]
+    fn a_nul_escape_is_found_unless_its_backslash_is_escaped() {
+        let table: [(&[u8], bool); 8] = [
+            (br#"{"a": "x\u0000y"}"#, true),
+            (br#"{"a": "\u0000"}"#, true),
+            (br#"{"a": "x\\u0000y"}"#, false),
+            (br#"{"a": "x\\\u0000y"}"#, true),
+            (br#"{"a": "\u00001"}"#, true),
+            (br#"{"a": "\u0001"}"#, false),
+            (br#"{"a": "u0000"}"#, false),
+            (b"", false),
+        ];
+        for (body, nul) in table {
+            assert_eq!(holds_nul(body), nul, "{}", String::from_utf8_lossy(body));
+        }
+    }
 
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]

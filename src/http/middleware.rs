@@ -43,6 +43,17 @@ pub fn sane_request_id(value: Option<&HeaderValue>) -> Option<String> {
     (visible && !text.is_empty() && text.len() <= REQUEST_ID_LENGTH_MAX).then(|| text.to_owned())
 }
 
+/// The problem for a request whose path or query names a NUL character
+/// (`%00`): no resource has such a name, and no query value holds one.
+fn nul_problem(path: &str, query: &str) -> Option<Problem> {
+    let names_nul = |text: &str| text.to_ascii_lowercase().contains("%00");
+    if names_nul(path) {
+        return Some(ApiError::NotFound("no such resource".into()).problem());
+    }
+    names_nul(query)
+        .then(|| ApiError::field("query", "must not contain the NUL character (%00)").problem())
+}
+
 pub async fn edge(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -55,6 +66,15 @@ pub async fn edge(
     let client = crate::http::client_address::client_ip(req.request())
         .map(|ip| ip.to_string())
         .unwrap_or_default();
+    // PostgreSQL cannot store a NUL in text and no id or field of Tern's
+    // holds one: refuse it here, before any handler carries it to a query.
+    if let Some(problem) = nul_problem(req.path(), req.query_string()) {
+        let public_url = state
+            .as_ref()
+            .map(|state| state.config.public_url.clone())
+            .unwrap_or_default();
+        return Err(RenderedProblem::new(problem, &public_url, &path, &request_id).into());
+    }
     let span = tracing::info_span!("request", request_id = %request_id, method = %req.method(), path = %path, client = %client);
     crate::telemetry::continue_trace(&span, req.headers());
     let started = Instant::now();

@@ -195,3 +195,36 @@ async fn bad_requests_store_nothing() {
         0
     );
 }
+
+/// PostgreSQL cannot store a NUL in text: a NUL in a path id, a query or a
+/// JSON string is refused at the edge, on both backends, and changes nothing.
+#[actix_web::test]
+async fn nul_characters_are_refused_before_any_query() {
+    let app = TestApp::spawn().await;
+    let merchant = app.merchant().await;
+    for path in [
+        "/v1/cards/%00",
+        "/v1/settlements/%00",
+        "/v1/transfers/tr%00x",
+    ] {
+        assert_problem(app.get_as(&merchant, path).await, 404, "not-found").await;
+    }
+    let problem = assert_problem(
+        app.get_as(&merchant, "/v1/settlements?cursor=%00").await,
+        422,
+        "validation-error",
+    )
+    .await;
+    assert!(problem["errors"]["query"].is_string(), "{problem}");
+    let problem = assert_problem(
+        app.post(REGISTER)
+            .json(&json!({"organization_name": "A\u{0}B", "email": "nul@example.com"}))
+            .send()
+            .await
+            .expect("req"),
+        422,
+        "validation-error",
+    )
+    .await;
+    assert!(problem["errors"]["body"].is_string(), "{problem}");
+}

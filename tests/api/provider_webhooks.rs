@@ -149,3 +149,20 @@ async fn a_3ds_approval_at_the_simulator_reaches_tern_signed() {
         .expect("count");
     assert_eq!(count, 1);
 }
+
+/// A NUL in a signed event's text (its id here) is refused before anything
+/// is stored: PostgreSQL cannot hold one.
+#[actix_web::test]
+async fn a_signed_event_with_a_nul_is_400_and_records_nothing() {
+    let app = TestApp::spawn().await;
+    let body = json!({"id": "evt_\u{0}1", "type": "payment.succeeded", "data": {"charge_id": "ch_1"}, "livemode": false}).to_string();
+    let now = chrono::Utc::now().timestamp();
+    let signature = sign_payload(secret(&app).as_bytes(), now, body.as_bytes());
+    assert_problem(
+        deliver(&app, &body, Some(signature)).await,
+        400,
+        "bad-request",
+    )
+    .await;
+    assert_eq!(stored(&app).await, 0);
+}
