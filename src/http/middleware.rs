@@ -46,7 +46,7 @@ pub fn sane_request_id(value: Option<&HeaderValue>) -> Option<String> {
 /// The problem for a request whose path or query names a NUL character
 /// (`%00`): no resource has such a name, and no query value holds one.
 fn nul_problem(path: &str, query: &str) -> Option<Problem> {
-    let names_nul = |text: &str| text.to_ascii_lowercase().contains("%00");
+    let names_nul = |text: &str| text.contains("%00");
     if names_nul(path) {
         return Some(ApiError::NotFound("no such resource".into()).problem());
     }
