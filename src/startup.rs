@@ -393,6 +393,7 @@ fn card_runtime(
                 standing: Arc::new(StandingCache::new()),
                 hold_ttl: chrono::Duration::from_std(config.card_hold_ttl)
                     .context("TERN_CARD_HOLD_TTL is out of range")?,
+                intent_delay: tern_actors::card::intent_delay(config.provider_timeout),
             },
         )
         .context("registering the card actors")?;

@@ -558,6 +558,10 @@ impl From<tern_actors::card::CardFailure> for ApiError {
                 detail: "the card holds the most wallet tokens allowed".into(),
             },
             CardFailure::NotFound => ApiError::NotFound("no such card".into()),
+            CardFailure::NotYet => ApiError::Overloaded {
+                detail: "the card is still recording what this event names; send it again".into(),
+                retry_after_s: 1,
+            },
             CardFailure::EntryRefused { field, reason } => ApiError::field(field, reason),
         }
     }

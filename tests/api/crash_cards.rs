@@ -1,7 +1,8 @@
 //! A card whose issue was under way when the process died is finished by
 //! the next process, with one issue at the issuer: the intent was durable
 //! before the call and the retry reuses its key. A hold whose expiry fell
-//! due while no process ran is released by the next one.
+//! due while no process ran is released by the next one, and a freeze the
+//! issuer carried out before the process died is finished by the next one.
 
 use std::time::{Duration, Instant};
 
@@ -197,4 +198,79 @@ async fn a_hold_that_fell_due_while_the_process_was_down_expires_after_restart()
         .filter_map(|e| e["type"].as_str())
         .collect();
     assert_eq!(types, ["expiry", "authorization"], "released once");
+}
+
+async fn status_changes(cluster: &Cluster) -> usize {
+    let executions: Value = cluster
+        .client
+        .get(format!("{}/control/executions", cluster.sandbox_url))
+        .read_json()
+        .await;
+    executions["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter(|e| e["target"] == "issuer" && e["operation"] == "status")
+        .count()
+}
+
+#[actix_web::test]
+async fn a_freeze_cut_short_after_the_issuer_froze_the_card_is_finished_after_restart() {
+    let mut cluster = Cluster::start("1s").await;
+    let (cookie, user_id) = sign_up_at(&cluster.client, &cluster.base).await;
+    let issued = cluster
+        .client
+        .post(format!("{}/v1/cards", cluster.base))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("issue");
+    assert_eq!(issued.status(), 201);
+    let card: Value = issued.json().await.expect("json");
+    let card_id = card["id"].as_str().expect("id").to_owned();
+
+    // The issuer freezes the card, then holds its answer past the kill.
+    cluster
+        .arm(
+            json!({"target": "issuer", "match": {"user_id": user_id, "operation": "status"},
+                    "mode": "timeout_after_success", "count": 1}),
+        )
+        .await;
+    let client = cluster.client.clone();
+    let url = format!("{}/v1/cards/{card_id}/freeze", cluster.base);
+    let pending_cookie = cookie.clone();
+    let hanging = actix_web::rt::spawn(async move {
+        let _ = client
+            .post(url)
+            .header("cookie", pending_cookie)
+            .send()
+            .await;
+    });
+    let started = Instant::now();
+    while status_changes(&cluster).await == 0 {
+        assert!(started.elapsed() < WAIT_MAX, "the issuer never froze it");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cluster.kill();
+    hanging.abort();
+
+    cluster.restart().await;
+    let path = format!("/v1/cards/{card_id}");
+    let started = Instant::now();
+    loop {
+        let card = get_json(&cluster, &cookie, &path).await;
+        if card["status"] == "frozen" {
+            break;
+        }
+        assert!(
+            started.elapsed() < WAIT_MAX,
+            "Tern never caught up with the issuer: {card}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        status_changes(&cluster).await,
+        1,
+        "frozen once at the issuer"
+    );
 }

@@ -49,6 +49,7 @@ mod rate_limits;
 mod settlements;
 mod settlements_on_session;
 mod several_nodes;
+mod several_nodes_cards;
 mod several_nodes_failover;
 mod strangers;
 mod teardown;

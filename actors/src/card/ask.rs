@@ -12,6 +12,7 @@ use super::messages::{
     AuthorizationRequest, CardCommand, CardFailure, CardReply, Decision, LimitsPatch, Origin,
     RefundRequest,
 };
+use super::wallet::Provisioning;
 use crate::ports::Wallet;
 use crate::runtime::{EntityKind, Registry, RuntimeError, RuntimeResult};
 
@@ -58,15 +59,18 @@ impl<'a> Cards<'a> {
             .await
     }
 
-    /// Blocks the card and issues `new_card_id` in its place; answers the
-    /// new card.
+    /// Blocks the card and issues a new one in its place; answers the new
+    /// card. The new card's id is minted in a slot this node owns, like a
+    /// created card's: should this node die while the issuer is asked,
+    /// the slot's next owner finds the replacement being issued and
+    /// finishes it.
     pub async fn replace(
         &self,
         card_id: &str,
         reason: Option<String>,
-        new_card_id: String,
         origin: Origin,
     ) -> Answer<CardRow> {
+        let new_card_id = self.registry.mint(super::create::new_card_id)?;
         let command = CardCommand::Replace {
             reason,
             new_card_id,
@@ -101,12 +105,12 @@ impl<'a> Cards<'a> {
         token_id: String,
         origin: Origin,
     ) -> Answer<CardWalletTokenRow> {
-        let command = CardCommand::ProvisionWallet {
+        let asked = Provisioning {
+            token_id,
             wallet,
             device_id,
-            token_id,
-            origin,
         };
+        let command = CardCommand::ProvisionWallet { asked, origin };
         self.ask(card_id, command, |reply| match reply {
             CardReply::Token(token) => Ok(*token),
             other => Err(other),

@@ -35,6 +35,9 @@ pub struct CardContext {
     pub standing: Arc<StandingCache>,
     /// How long an uncleared authorization holds its funds (TERN_CARD_HOLD_TTL).
     pub hold_ttl: chrono::TimeDelta,
+    /// How long an issuer call's intent waits before the card finishes the
+    /// call itself ([`super::intent_delay`]).
+    pub intent_delay: chrono::TimeDelta,
 }
 
 /// The card as stored, plus what the actor keeps to decide quickly.
@@ -110,6 +113,9 @@ impl EntityKind for CardKind {
             CardCommand::Change { operation, origin } => {
                 lifecycle::change(&env, state, operation, origin).await
             }
+            CardCommand::FinishChange { operation, firing } => {
+                lifecycle::finish(&env, state, operation, firing).await
+            }
             CardCommand::Replace {
                 reason,
                 new_card_id,
@@ -120,12 +126,12 @@ impl EntityKind for CardKind {
                 limits,
                 origin,
             } => lifecycle::update(&env, state, display_name, limits, origin).await,
-            CardCommand::ProvisionWallet {
-                wallet,
-                device_id,
-                token_id,
-                origin,
-            } => wallet::provision(&env, state, wallet, device_id, token_id, origin).await,
+            CardCommand::ProvisionWallet { asked, origin } => {
+                wallet::provision(&env, state, asked, origin).await
+            }
+            CardCommand::FinishProvisioning { asked, firing } => {
+                wallet::finish(&env, state, asked, firing).await
+            }
             CardCommand::WalletUpdated { token_id, status } => {
                 wallet::updated(&env, state, token_id, status).await
             }
@@ -161,6 +167,10 @@ impl EntityKind for CardKind {
             Ok(CardCommand::Timer(firing))
         } else if holds::expiring(&firing.payload).is_some() {
             Ok(CardCommand::ExpireHold(firing))
+        } else if let Some(operation) = lifecycle::finishing(&firing.payload) {
+            Ok(CardCommand::FinishChange { operation, firing })
+        } else if let Some(asked) = wallet::finishing(&firing.payload) {
+            Ok(CardCommand::FinishProvisioning { asked, firing })
         } else {
             Err(RuntimeError::InvalidTimer {
                 reason: format!("unknown payload `{}`", firing.payload),

@@ -1,15 +1,26 @@
 //! The card's lifecycle after issue: freeze, unfreeze and close (the
 //! issuer follows first), and changes to its name and limits.
+//!
+//! A status change's intent (`intent`) is written before the issuer is
+//! told: a timer naming the operation, one per card, so a later change
+//! replaces it. Telling the issuer a status it already has succeeds, so
+//! finishing a change repeats nothing there.
 
 use serde_json::json;
+use tern_schema::store::timers::TimerRow;
 
+use super::intent;
 use super::kind::{CardContext, CardState};
 use super::machine::{Effect, Event, LimitsChange, Operation, Status};
 use super::messages::{CardFailure, CardReply, LimitsPatch, Origin};
 use super::record::{limits_of, record, with_limits};
 use super::write::{answer, commit_step, decided, rejected, runtime_error, unexpected, Step};
 use crate::ports::{IssuerStatus, ProviderError};
-use crate::runtime::{self, EntityEnv};
+use crate::runtime::{self, EntityEnv, TimerFiring};
+
+/// Payload prefix of the timer that finishes a status change:
+/// `change:freeze`, `change:unfreeze`, `change:close`.
+const TIMER_FINISH_CHANGE: &str = "change:";
 
 fn issuer_status(status: Status) -> Option<IssuerStatus> {
     match status {
@@ -21,11 +32,55 @@ fn issuer_status(status: Status) -> Option<IssuerStatus> {
     }
 }
 
+/// The status change a finishing timer's payload names.
+pub(super) fn finishing(payload: &str) -> Option<Operation> {
+    match payload.strip_prefix(TIMER_FINISH_CHANGE)? {
+        "freeze" => Some(Operation::Freeze),
+        "unfreeze" => Some(Operation::Unfreeze),
+        "close" => Some(Operation::Close),
+        _ => None,
+    }
+}
+
+/// The card's one status-change intent: a later change replaces it.
+fn intent_timer_id(card_id: &str) -> String {
+    format!("{card_id}:change")
+}
+
+fn intent_timer(card_id: &str, operation: Operation, delay: chrono::TimeDelta) -> TimerRow {
+    let payload = format!("{TIMER_FINISH_CHANGE}{}", operation_name(operation));
+    intent::timer(card_id, &intent_timer_id(card_id), &payload, delay)
+}
+
+/// Freezes, unfreezes or closes the card for a request.
 pub(super) async fn change(
     env: &EntityEnv<CardContext>,
     state: CardState,
     operation: Operation,
     origin: Origin,
+) -> Step {
+    carry_out(env, state, operation, origin, None).await
+}
+
+/// Finishes the status change an intent's timer names. Refused when the
+/// card moved on since (the change was written, or another replaced it);
+/// the timer service then completes the timer.
+pub(super) async fn finish(
+    env: &EntityEnv<CardContext>,
+    state: CardState,
+    operation: Operation,
+    firing: TimerFiring,
+) -> Step {
+    let origin = Origin::system(&state.row);
+    carry_out(env, state, operation, origin, Some(firing)).await
+}
+
+async fn carry_out(
+    env: &EntityEnv<CardContext>,
+    state: CardState,
+    operation: Operation,
+    origin: Origin,
+    firing: Option<TimerFiring>,
 ) -> Step {
     let (next, effects) = match decided(&state, Event::Operate(operation)) {
         Ok(decided) => decided,
@@ -39,12 +94,16 @@ pub(super) async fn change(
             // either.
             Effect::TellIssuer(status) => {
                 let provider_card_id = state.row.provider_card_id.clone();
-                if let (Some(provider_card_id), Some(status)) =
+                let (Some(provider_card_id), Some(status)) =
                     (provider_card_id, issuer_status(status))
-                {
-                    if let Err(error) = env.ctx.issuer.set_status(&provider_card_id, status).await {
-                        return answer(state, Err(issuer_failure(&error)));
-                    }
+                else {
+                    continue;
+                };
+                let timer = intent_timer(&state.row.id, operation, env.ctx.intent_delay);
+                step.plan.cancels_timers.push(timer.id.clone());
+                intent::write(&env.db, &state.row.id, timer, firing.as_ref()).await?;
+                if let Err(error) = env.ctx.issuer.set_status(&provider_card_id, status).await {
+                    return not_followed(env, state, operation, firing.is_some(), error).await;
                 }
             }
             Effect::Persist => {
@@ -63,6 +122,21 @@ pub(super) async fn change(
         }
     }
     written(env, state, step, persist).await
+}
+
+/// The issuer did not say it followed: the card is unchanged, and the
+/// intent dropped or left to finish the change.
+async fn not_followed(
+    env: &EntityEnv<CardContext>,
+    state: CardState,
+    operation: Operation,
+    finishing: bool,
+    error: ProviderError,
+) -> Step {
+    let timer_id = intent_timer_id(&state.row.id);
+    let fate = intent::settle(&env.db, &state.row.id, &timer_id, &error, finishing).await?;
+    tracing::warn!(card = %state.row.id, operation = operation_name(operation), %error, ?fate, "the issuer did not confirm a status change");
+    answer(state, Err(issuer_failure(&error)))
 }
 
 /// The card after a change: written as the step's row when the machine
@@ -157,4 +231,21 @@ pub(super) async fn update(
         }
     }
     written(env, state, step, persist).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_finishing_timer_names_a_status_change() {
+        for operation in [Operation::Freeze, Operation::Unfreeze, Operation::Close] {
+            let timer = intent_timer("card_1", operation, chrono::TimeDelta::seconds(1));
+            assert_eq!(finishing(&timer.payload), Some(operation));
+            assert_eq!(timer.id, "card_1:change");
+        }
+        assert_eq!(finishing("change:replace"), None);
+        assert_eq!(finishing("resume_issue"), None);
+        assert_eq!(finishing("freeze"), None);
+    }
 }

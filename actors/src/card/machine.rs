@@ -98,12 +98,22 @@ pub enum Event {
         held_minor: Option<i64>,
     },
     /// The issuer's new status of one of the card's wallet tokens (`None`
-    /// when it is not a status Tern knows); `token_known` is false when the
-    /// card has no such token.
+    /// when it is not a status Tern knows).
     WalletUpdated {
         status: Option<WalletTokenStatus>,
-        token_known: bool,
+        token: Token,
     },
+}
+
+/// Whether the card has the token a wallet update names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Token {
+    Recorded,
+    /// Asked of the issuer, whose answer is not recorded yet (it was lost;
+    /// the provisioning's intent will record it).
+    Pending,
+    /// Not the card's.
+    Unknown,
 }
 
 /// Work the actor carries out, in order, for a transition.
@@ -115,7 +125,9 @@ pub enum Effect {
     Abandon,
     /// Persist the timer that asks the issuer again later.
     ScheduleResume,
-    /// Tell the issuer of the card's new status first: if it cannot follow,
+    /// Tell the issuer of the card's new status first, the change's intent
+    /// written before the call so that a lost answer or a crash cannot
+    /// leave the issuer ahead of Tern: if the issuer cannot follow,
     /// nothing changes.
     TellIssuer(Status),
     /// Write the card's row at its next version, with the next status.
@@ -155,6 +167,9 @@ pub enum Effect {
     Audit(&'static str),
     /// Nothing to record: the event names nothing the card can act on.
     Ignore,
+    /// Nothing to record yet: the event names something the card is still
+    /// recording, so its sender should send it again later.
+    NotYet,
 }
 
 /// Why the card does not do what an event asks.
@@ -338,12 +353,11 @@ pub fn transition(state: &State, event: Event) -> Outcome {
                 ],
             ))
         }
-        Event::WalletUpdated {
-            status,
-            token_known,
-        } => {
-            if status.is_none() || !token_known {
-                return Ok((next, vec![Effect::Ignore]));
+        Event::WalletUpdated { status, token } => {
+            match (status, token) {
+                (None, _) | (_, Token::Unknown) => return Ok((next, vec![Effect::Ignore])),
+                (Some(_), Token::Pending) => return Ok((next, vec![Effect::NotYet])),
+                (Some(_), Token::Recorded) => {}
             }
             Ok((
                 next,

@@ -6,7 +6,7 @@ use tern_schema::models::{CardRow, CardWalletTokenRow};
 
 use super::holds::Reversal;
 use super::machine::{Channel, Decline, Limits, Operation, Refusal};
-use crate::ports::Wallet;
+use super::wallet::Provisioning;
 use crate::runtime::TimerFiring;
 
 /// Who asked, for the audit record.
@@ -106,10 +106,13 @@ pub enum CardCommand {
         origin: Origin,
     },
     ProvisionWallet {
-        wallet: Wallet,
-        device_id: Option<String>,
-        token_id: String,
+        asked: Provisioning,
         origin: Origin,
+    },
+    /// A provisioning's intent is due: the issuer's answer was lost.
+    FinishProvisioning {
+        asked: Provisioning,
+        firing: TimerFiring,
     },
     /// The issuer's `wallet_token.updated`.
     WalletUpdated {
@@ -127,6 +130,12 @@ pub enum CardCommand {
     /// The issuer's `authorization.reversal`.
     Reverse(Reversal),
     Timer(TimerFiring),
+    /// A status change's intent is due: finish it if the card is still
+    /// where the change left it.
+    FinishChange {
+        operation: Operation,
+        firing: TimerFiring,
+    },
     /// An authorization's hold reached its lifetime.
     ExpireHold(TimerFiring),
 }
@@ -141,12 +150,14 @@ impl CardCommand {
             CardCommand::Replace { .. } => "replace",
             CardCommand::Update { .. } => "update",
             CardCommand::ProvisionWallet { .. } => "provision_wallet",
+            CardCommand::FinishProvisioning { .. } => "finish_provisioning",
             CardCommand::WalletUpdated { .. } => "wallet_updated",
             CardCommand::Authorize(_) => "authorize",
             CardCommand::Clear { .. } => "clear",
             CardCommand::Refund(_) => "refund",
             CardCommand::Reverse(_) => "reverse",
             CardCommand::Timer(_) => "timer",
+            CardCommand::FinishChange { .. } => "finish_change",
             CardCommand::ExpireHold(_) => "expire_hold",
         }
     }
@@ -196,6 +207,9 @@ pub enum CardFailure {
     WalletTokenLimit,
     /// The card does not exist (never issued, or its issue was abandoned).
     NotFound,
+    /// A provider event names what the card is still recording (a wallet
+    /// token whose provisioning answer was lost): 503, send it again.
+    NotYet,
     /// The ledger refuses for good the entry an event's `field` asks for
     /// (an amount that would overflow a balance): 422, nothing recorded,
     /// so the provider stops re-sending it.

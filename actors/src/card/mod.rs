@@ -10,6 +10,7 @@
 //! - `record`: the row's status, limits and audit records;
 //! - `write`: committing a change and what a failed write answers;
 //! - `issue`: issuing, resuming, abandoning and replacing;
+//! - `intent`: the timer standing for an issuer call that has no row;
 //! - `lifecycle`: freeze, unfreeze, close, name and limits;
 //! - `wallet`: wallet tokens;
 //! - `spend`: authorizations, clearings and refunds;
@@ -18,6 +19,7 @@
 pub mod ask;
 pub mod create;
 pub mod holds;
+mod intent;
 pub mod issue;
 pub mod kind;
 mod lifecycle;
@@ -35,6 +37,7 @@ mod write;
 pub use ask::{Answer, Cards, Recorded};
 pub use create::{create, CreateError, NewCard, CARD_ID_PREFIX};
 pub use holds::Reversal;
+pub use intent::intent_delay;
 pub use kind::{CardContext, CardKind, CardState};
 pub use messages::{
     AuthorizationRequest, CardCommand, CardFailure, CardReply, CardResult, Decision, LimitsPatch,

@@ -1,23 +1,28 @@
 //! The card's wallet tokens: provisioning one at the issuer, and following
 //! the issuer's token updates. The card's version guards its tokens, as a
-//! change to one moves the card's wallet status.
+//! change to one moves the card's wallet status. A provisioning's intent
+//! (`intent`) is written before the issuer is asked, so a token the issuer
+//! made is recorded even when its answer was lost or the process died.
 
 use serde_json::json;
 use tern_schema::models::CardWalletTokenRow;
 use tern_schema::plan::RowWrite;
 use tern_schema::store::cards as store;
+use tern_schema::store::timers::{self, TimerRow};
 use tern_schema::vocabulary::{WalletStatus, WalletTokenStatus};
+use tern_schema::{Db, StoreError};
 
+use super::intent;
 use super::kind::{CardContext, CardState};
 use super::lifecycle::issuer_failure;
-use super::machine::{Effect, Event, Operation, Refusal};
+use super::machine::{Effect, Event, Operation, Refusal, Token};
 use super::messages::{CardFailure, CardReply, Origin};
 use super::record::record;
 use super::write::{
     answer, commit_step, decided, recorded, refusal, rejected, runtime_error, unexpected, Step,
 };
-use crate::ports::{Wallet, WalletOutcome, WalletRequest};
-use crate::runtime::{self, EntityEnv};
+use crate::ports::{ProviderError, Wallet, WalletOutcome, WalletRequest};
+use crate::runtime::{self, EntityEnv, RuntimeError, TimerFiring};
 
 /// The card's wallet status from its tokens: active when any token is,
 /// otherwise the newest token's status, `none` without tokens.
@@ -34,18 +39,86 @@ pub fn wallet_status_of(tokens: &[CardWalletTokenRow]) -> WalletStatus {
         .map_or(WalletStatus::None, |token| token.status.into())
 }
 
+/// Payload prefix of the timer that finishes a provisioning: `wallet:`
+/// then the [`Provisioning`] as JSON.
+const TIMER_FINISH_PROVISIONING: &str = "wallet:";
+
+/// A token asked of the issuer, as its intent remembers it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Provisioning {
+    /// Tern's token id: the issuer's idempotency key.
+    pub token_id: String,
+    pub wallet: Wallet,
+    pub device_id: Option<String>,
+}
+
+/// The provisioning a finishing timer's payload names.
+pub(super) fn finishing(payload: &str) -> Option<Provisioning> {
+    let json = payload.strip_prefix(TIMER_FINISH_PROVISIONING)?;
+    serde_json::from_str(json).ok()
+}
+
+fn intent_timer(
+    card_id: &str,
+    asked: &Provisioning,
+    delay: chrono::TimeDelta,
+) -> Result<TimerRow, RuntimeError> {
+    let json = serde_json::to_string(asked)
+        .map_err(|error| RuntimeError::Refused(format!("provisioning intent: {error}")))?;
+    Ok(intent::timer(
+        card_id,
+        &intent_timer_id(card_id, &asked.token_id),
+        &format!("{TIMER_FINISH_PROVISIONING}{json}"),
+        delay,
+    ))
+}
+
+fn intent_timer_id(card_id: &str, token_id: &str) -> String {
+    format!("{card_id}:wallet:{token_id}")
+}
+
+/// Whether the token was asked of the issuer and its answer is not
+/// recorded yet.
+async fn provisioning_pending(db: &Db, card_id: &str, token_id: &str) -> Result<bool, StoreError> {
+    let mut pooled = db.get().await?;
+    let found = timers::find(&mut pooled.tx(), &intent_timer_id(card_id, token_id)).await?;
+    Ok(found.is_some())
+}
+
+/// Provisions a token for a request.
 pub(super) async fn provision(
     env: &EntityEnv<CardContext>,
-    mut state: CardState,
-    wallet: Wallet,
-    device_id: Option<String>,
-    token_id: String,
+    state: CardState,
+    asked: Provisioning,
     origin: Origin,
+) -> Step {
+    request_token(env, state, asked, origin, None).await
+}
+
+/// Finishes a provisioning whose issuer answer was lost: asks again under
+/// the same key and records the token the issuer answers.
+pub(super) async fn finish(
+    env: &EntityEnv<CardContext>,
+    state: CardState,
+    asked: Provisioning,
+    firing: TimerFiring,
+) -> Step {
+    let origin = Origin::system(&state.row);
+    request_token(env, state, asked, origin, Some(firing)).await
+}
+
+async fn request_token(
+    env: &EntityEnv<CardContext>,
+    mut state: CardState,
+    asked: Provisioning,
+    origin: Origin,
+    firing: Option<TimerFiring>,
 ) -> Step {
     let effects = match decided(&state, Event::Operate(Operation::ProvisionWallet)) {
         Ok((_, effects)) => effects,
         Err(refused) => return rejected(state, refused),
     };
+    let finishing = firing.is_some();
     // Every token change moves the card (its wallet status), so the step
     // always writes the card's row.
     let mut step = runtime::Step::begin(&state.row, state.row.clone(), None);
@@ -59,33 +132,52 @@ pub(super) async fn provision(
                     let mut tx = pooled.tx();
                     store::wallet_tokens(&mut tx, &state.row.id).await?
                 };
-                if tokens.len() as i64 >= store::WALLET_TOKENS_PER_CARD_MAX {
+                // A token the issuer may have made already is recorded
+                // whatever the count.
+                if !finishing && tokens.len() as i64 >= store::WALLET_TOKENS_PER_CARD_MAX {
                     return answer(state, Err(CardFailure::WalletTokenLimit));
                 }
                 let Some(provider_card_id) = state.row.provider_card_id.clone() else {
                     return refusal(state, Refusal::NotIssued);
                 };
+                let timer = intent_timer(&state.row.id, &asked, env.ctx.intent_delay)?;
+                let timer_id = timer.id.clone();
+                intent::write(&env.db, &state.row.id, timer, firing.as_ref()).await?;
+                step.plan.cancels_timers.push(timer_id.clone());
                 let request = WalletRequest {
-                    idempotency_key: token_id.clone(),
+                    idempotency_key: asked.token_id.clone(),
                     provider_card_id,
                     card_id: state.row.id.clone(),
-                    wallet,
-                    device_id: device_id.clone(),
+                    wallet: asked.wallet,
+                    device_id: asked.device_id.clone(),
                 };
                 let provider_token_id = match env.ctx.issuer.provision_wallet(&request).await {
                     Ok(WalletOutcome::Requested { provider_token_id }) => provider_token_id,
                     Ok(WalletOutcome::NotSupported { reason }) => {
+                        let refused = ProviderError::Permanent {
+                            status: 501,
+                            code: "wallet_not_supported".into(),
+                            message: reason.clone(),
+                        };
+                        intent::settle(&env.db, &state.row.id, &timer_id, &refused, finishing)
+                            .await?;
                         return answer(state, Err(CardFailure::WalletNotSupported(reason)));
                     }
-                    Err(error) => return answer(state, Err(issuer_failure(&error))),
+                    Err(error) => {
+                        let fate =
+                            intent::settle(&env.db, &state.row.id, &timer_id, &error, finishing)
+                                .await?;
+                        tracing::warn!(card = %state.row.id, token = %asked.token_id, %error, ?fate, "the issuer did not confirm a wallet token");
+                        return answer(state, Err(issuer_failure(&error)));
+                    }
                 };
                 let token = CardWalletTokenRow {
-                    id: token_id.clone(),
+                    id: asked.token_id.clone(),
                     card_id: state.row.id.clone(),
                     merchant_id: state.row.merchant_id.clone(),
-                    wallet,
+                    wallet: asked.wallet,
                     status: WalletTokenStatus::Requested,
-                    device_id: device_id.clone(),
+                    device_id: asked.device_id.clone(),
                     provider_token_id: Some(provider_token_id),
                     created_at: now,
                     updated_at: now,
@@ -135,9 +227,16 @@ pub(super) async fn updated(
         tokens
     };
     let parsed = WalletTokenStatus::parse(&status);
+    let token = if tokens.iter().any(|token| token.id == token_id) {
+        Token::Recorded
+    } else if provisioning_pending(&env.db, &state.row.id, &token_id).await? {
+        Token::Pending
+    } else {
+        Token::Unknown
+    };
     let event = Event::WalletUpdated {
         status: parsed,
-        token_known: tokens.iter().any(|token| token.id == token_id),
+        token,
     };
     let effects = match decided(&state, event) {
         Ok((_, effects)) => effects,
@@ -147,6 +246,7 @@ pub(super) async fn updated(
     for effect in effects {
         match effect {
             Effect::Ignore => return answer(state, recorded(false, true)),
+            Effect::NotYet => return answer(state, Err(CardFailure::NotYet)),
             Effect::UpdateWalletToken => {
                 let Some(status) = parsed else {
                     return Err(unexpected(&Effect::UpdateWalletToken, "wallet_updated"));

@@ -396,7 +396,7 @@ async fn status_change(
         (status = 200, description = "Frozen", body = Card),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_ALREADY_FROZEN, CARD_BLOCKED or CARD_CLOSED", body = Problem, content_type = "application/problem+json"),
-        (status = 502, description = "The issuer failed; nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The issuer failed; the card is as it was. When only the issuer's answer was lost, Tern finishes the change itself once the issuer confirms it", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn freeze(
@@ -418,7 +418,7 @@ pub async fn freeze(
         (status = 200, description = "Active", body = Card),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "CARD_NOT_FROZEN or CARD_CLOSED", body = Problem, content_type = "application/problem+json"),
-        (status = 502, description = "The issuer failed; nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The issuer failed; the card is as it was. When only the issuer's answer was lost, Tern finishes the change itself once the issuer confirms it", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn unfreeze(
@@ -441,7 +441,7 @@ pub async fn unfreeze(
         (status = 401, description = "Missing, unknown, revoked or expired credential", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "Closed", body = Card),
         (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 502, description = "The issuer failed; nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The issuer failed; the card is as it was. When only the issuer's answer was lost, Tern finishes the change itself once the issuer confirms it", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn close(
@@ -497,12 +497,7 @@ pub async fn replace(
         return Err(ApiError::Validation(errors));
     }
     let answer = cards(&state)?
-        .replace(
-            &row.id,
-            request.reason,
-            tern_actors::card::create::new_card_id(),
-            origin(&caller, &req),
-        )
+        .replace(&row.id, request.reason, origin(&caller, &req))
         .await;
     Ok(HttpResponse::Ok().json(changed(&state, answer).await?))
 }

@@ -136,7 +136,7 @@ async fn provision(
         (status = 429, description = "Too many provisionings for this merchant; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown field, or a device_id that is not 1 to 128 printable characters", body = Problem, content_type = "application/problem+json"),
         (status = 501, description = "The issuer cannot provision this wallet; nothing was stored", body = Problem, content_type = "application/problem+json"),
-        (status = 502, description = "The issuer failed; nothing was stored", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The issuer failed; no token was stored. When only the issuer's answer was lost, Tern stores the token the issuer made", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn provision_apple_pay(
@@ -166,7 +166,7 @@ pub async fn provision_apple_pay(
         (status = 429, description = "Too many provisionings for this merchant; see Retry-After", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown field, or a device_id that is not 1 to 128 printable characters", body = Problem, content_type = "application/problem+json"),
         (status = 501, description = "The issuer cannot provision this wallet; nothing was stored", body = Problem, content_type = "application/problem+json"),
-        (status = 502, description = "The issuer failed; nothing was stored", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The issuer failed; no token was stored. When only the issuer's answer was lost, Tern stores the token the issuer made", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "No card issuer is configured, or the card's actor is overloaded; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn provision_google_pay(

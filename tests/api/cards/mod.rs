@@ -5,6 +5,7 @@
 mod amounts;
 mod authorizations;
 mod holds;
+mod intents;
 mod lifecycle;
 mod on_session;
 mod races;

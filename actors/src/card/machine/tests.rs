@@ -610,10 +610,7 @@ fn hold_expiries() {
 
 #[test]
 fn wallet_updates() {
-    let updated = |status, token_known| V::WalletUpdated {
-        status,
-        token_known,
-    };
+    let updated = |status, token| V::WalletUpdated { status, token };
     let follows = Ok((
         S::Active,
         vec![
@@ -627,21 +624,30 @@ fn wallet_updates() {
         .map(|status| {
             (
                 card(S::Active),
-                updated(Some(status), true),
+                updated(Some(status), Token::Recorded),
                 follows.clone(),
             )
         })
         .collect();
     // A status the issuer reports that Tern does not know.
+    for token in [Token::Recorded, Token::Pending, Token::Unknown] {
+        rows.push((
+            card(S::Active),
+            updated(None, token),
+            Ok((S::Active, vec![E::Ignore])),
+        ));
+    }
     rows.push((
         card(S::Active),
-        updated(None, true),
+        updated(Some(WalletTokenStatus::Active), Token::Unknown),
         Ok((S::Active, vec![E::Ignore])),
     ));
+    // Its provisioning's answer was lost: the issuer sends it again once
+    // the intent has recorded the token.
     rows.push((
         card(S::Active),
-        updated(Some(WalletTokenStatus::Active), false),
-        Ok((S::Active, vec![E::Ignore])),
+        updated(Some(WalletTokenStatus::Active), Token::Pending),
+        Ok((S::Active, vec![E::NotYet])),
     ));
     check(rows);
 }
