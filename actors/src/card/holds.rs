@@ -19,6 +19,7 @@ use tern_schema::store::timers::TimerRow;
 use tern_schema::vocabulary::{
     CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource,
 };
+use tern_schema::{Db, StoreError};
 
 use super::kind::{CardContext, CardKind, CardState};
 use super::machine::{Effect, Event};
@@ -115,13 +116,26 @@ fn end_status(
     }));
 }
 
+/// The card's authorization `authorization_id`, as stored.
+pub(super) async fn find_authorization(
+    db: &Db,
+    card_id: &str,
+    authorization_id: &str,
+) -> Result<Option<CardTransactionRow>, StoreError> {
+    let mut pooled = db.get().await?;
+    let found = store::authorization(&mut pooled.tx(), card_id, authorization_id).await?;
+    Ok(found)
+}
+
 /// The open authorization and its hold, or `None` when the authorization is
 /// unknown or has ended (or never held: declined).
-fn open_hold(authorization: Option<CardTransactionRow>) -> Option<(CardTransactionRow, String)> {
+pub(super) fn open_hold(
+    authorization: Option<&CardTransactionRow>,
+) -> Option<(CardTransactionRow, String)> {
     let authorization = authorization
         .filter(|row| row.kind == Kind::Authorization && row.status == TxStatus::Approved)?;
     let hold = authorization.ledger_transaction_id.clone()?;
-    Some((authorization, hold))
+    Some((authorization.clone(), hold))
 }
 
 /// The pending entry that holds what a partial reversal left of an
@@ -173,12 +187,8 @@ pub(super) async fn reverse(
     if replayed(&env.db, &event_id).await?.is_some() {
         return answer(state, recorded(true, false));
     }
-    let found = {
-        let mut pooled = env.db.get().await?;
-        let mut tx = pooled.tx();
-        store::authorization(&mut tx, &state.row.id, &authorization_id).await?
-    };
-    let open = open_hold(found);
+    let found = find_authorization(&env.db, &state.row.id, &authorization_id).await?;
+    let open = open_hold(found.as_ref());
     let event = Event::Reverse {
         held_minor: open
             .as_ref()
@@ -242,7 +252,7 @@ pub(super) async fn expire(
         }
         None => None,
     };
-    let open = open_hold(found);
+    let open = open_hold(found.as_ref());
     let event = Event::ExpireHold {
         held_minor: open
             .as_ref()

@@ -304,18 +304,9 @@ pub(super) async fn clear(
     if replayed(&env.db, &event_id).await?.is_some() {
         return answer(state, recorded(true, false));
     }
-    let authorization = {
-        let mut pooled = env.db.get().await?;
-        let mut tx = pooled.tx();
-        store::authorization(&mut tx, &state.row.id, &authorization_id).await?
-    };
-    let open = authorization.as_ref().and_then(|authorization| {
-        let hold = authorization
-            .ledger_transaction_id
-            .clone()
-            .filter(|_| authorization.status == TxStatus::Approved)?;
-        Some((authorization.clone(), hold))
-    });
+    let authorization =
+        holds::find_authorization(&env.db, &state.row.id, &authorization_id).await?;
+    let open = holds::open_hold(authorization.as_ref());
     let event = Event::Clear {
         held_minor: open
             .as_ref()
