@@ -14,21 +14,6 @@ use crate::processes::Cluster;
 
 const WAIT_MAX: Duration = Duration::from_secs(60);
 
-async fn issues(cluster: &Cluster) -> Vec<Value> {
-    let executions: Value = cluster
-        .client
-        .get(format!("{}/control/executions", cluster.sandbox_url))
-        .read_json()
-        .await;
-    executions["data"]
-        .as_array()
-        .expect("data")
-        .iter()
-        .filter(|e| e["target"] == "issuer" && e["operation"] == "issue")
-        .cloned()
-        .collect()
-}
-
 async fn cards(cluster: &Cluster, cookie: &str) -> Value {
     get_json(cluster, cookie, "/v1/cards").await
 }
@@ -42,23 +27,9 @@ async fn a_card_being_issued_when_the_process_dies_is_issued_once_after_restart(
     cluster
         .arm(json!({"target": "issuer", "match": {"user_id": user_id}, "mode": "timeout_after_success", "count": 1}))
         .await;
-    let client = cluster.client.clone();
     let url = format!("{}/v1/cards", cluster.base);
-    let pending_cookie = cookie.clone();
-    let hanging = actix_web::rt::spawn(async move {
-        let _ = client
-            .post(url)
-            .header("cookie", pending_cookie)
-            .send()
-            .await;
-    });
-    let started = Instant::now();
-    while issues(&cluster).await.is_empty() {
-        assert!(started.elapsed() < WAIT_MAX, "the issuer never issued");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    cluster.kill();
-    hanging.abort();
+    let request = cluster.client.post(url).header("cookie", &cookie);
+    cluster.kill_after_issuer(request, "issue").await;
 
     cluster.restart().await;
     let started = Instant::now();
@@ -74,9 +45,9 @@ async fn a_card_being_issued_when_the_process_dies_is_issued_once_after_restart(
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(card["status"], "active", "{card}");
-    let issued = issues(&cluster).await;
+    let issued = cluster.issuer_keys("issue").await;
     assert_eq!(issued.len(), 1, "{issued:?}");
-    assert_eq!(issued[0]["key"], card["id"]);
+    assert_eq!(card["id"], issued[0].as_str());
     // The finished card is the user's one live virtual card.
     let again = cluster
         .client
@@ -101,6 +72,20 @@ async fn get_json(cluster: &Cluster, cookie: &str, path: &str) -> Value {
         .header("cookie", cookie)
         .read_json()
         .await
+}
+
+/// Issues the person's card; answers its id.
+async fn issue_card(cluster: &Cluster, cookie: &str) -> String {
+    let issued = cluster
+        .client
+        .post(format!("{}/v1/cards", cluster.base))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("issue");
+    assert_eq!(issued.status(), 201);
+    let card: Value = issued.json().await.expect("json");
+    card["id"].as_str().expect("id").to_owned()
 }
 
 /// Funds the person's merchant with a 50.00 USD card charge.
@@ -142,16 +127,7 @@ async fn a_hold_that_fell_due_while_the_process_was_down_expires_after_restart()
     let mut cluster = Cluster::start_with("1s", &[("TERN_CARD_HOLD_TTL", "3s".to_owned())]).await;
     let (cookie, _) = sign_up_at(&cluster.client, &cluster.base).await;
     fund(&cluster, &cookie).await;
-    let issued = cluster
-        .client
-        .post(format!("{}/v1/cards", cluster.base))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .expect("issue");
-    assert_eq!(issued.status(), 201);
-    let card: Value = issued.json().await.expect("json");
-    let card_id = card["id"].as_str().expect("id").to_owned();
+    let card_id = issue_card(&cluster, &cookie).await;
     let swiped: Value = cluster
         .client
         .post(format!("{}/control/authorizations", cluster.sandbox_url))
@@ -200,34 +176,11 @@ async fn a_hold_that_fell_due_while_the_process_was_down_expires_after_restart()
     assert_eq!(types, ["expiry", "authorization"], "released once");
 }
 
-async fn status_changes(cluster: &Cluster) -> usize {
-    let executions: Value = cluster
-        .client
-        .get(format!("{}/control/executions", cluster.sandbox_url))
-        .read_json()
-        .await;
-    executions["data"]
-        .as_array()
-        .expect("data")
-        .iter()
-        .filter(|e| e["target"] == "issuer" && e["operation"] == "status")
-        .count()
-}
-
 #[actix_web::test]
 async fn a_freeze_cut_short_after_the_issuer_froze_the_card_is_finished_after_restart() {
     let mut cluster = Cluster::start("1s").await;
     let (cookie, user_id) = sign_up_at(&cluster.client, &cluster.base).await;
-    let issued = cluster
-        .client
-        .post(format!("{}/v1/cards", cluster.base))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .expect("issue");
-    assert_eq!(issued.status(), 201);
-    let card: Value = issued.json().await.expect("json");
-    let card_id = card["id"].as_str().expect("id").to_owned();
+    let card_id = issue_card(&cluster, &cookie).await;
 
     // The issuer freezes the card, then holds its answer past the kill.
     cluster
@@ -236,23 +189,9 @@ async fn a_freeze_cut_short_after_the_issuer_froze_the_card_is_finished_after_re
                     "mode": "timeout_after_success", "count": 1}),
         )
         .await;
-    let client = cluster.client.clone();
     let url = format!("{}/v1/cards/{card_id}/freeze", cluster.base);
-    let pending_cookie = cookie.clone();
-    let hanging = actix_web::rt::spawn(async move {
-        let _ = client
-            .post(url)
-            .header("cookie", pending_cookie)
-            .send()
-            .await;
-    });
-    let started = Instant::now();
-    while status_changes(&cluster).await == 0 {
-        assert!(started.elapsed() < WAIT_MAX, "the issuer never froze it");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    cluster.kill();
-    hanging.abort();
+    let request = cluster.client.post(url).header("cookie", &cookie);
+    cluster.kill_after_issuer(request, "status").await;
 
     cluster.restart().await;
     let path = format!("/v1/cards/{card_id}");
@@ -268,9 +207,6 @@ async fn a_freeze_cut_short_after_the_issuer_froze_the_card_is_finished_after_re
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(
-        status_changes(&cluster).await,
-        1,
-        "frozen once at the issuer"
-    );
+    let changes = cluster.issuer_keys("status").await;
+    assert_eq!(changes.len(), 1, "frozen once at the issuer: {changes:?}");
 }

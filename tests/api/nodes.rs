@@ -12,7 +12,8 @@ use tern_schema::testing::TestDatabase;
 use crate::helpers::invariants;
 use crate::helpers::RequestExt;
 use crate::processes::{
-    arm, free_port, operations, spawn_sandbox, wait_ready, Process, PROVIDER_TIMEOUT, SECRET, TERN,
+    arm, free_port, issuer_keys, operations, spawn_sandbox, wait_ready, Process, PROVIDER_TIMEOUT,
+    SECRET, TERN,
 };
 
 pub const CLUSTER_SECRET: &str = "several-nodes-test-cluster-secret";
@@ -220,6 +221,11 @@ impl Nodes {
     /// The operations the sandbox executed for one settlement, sorted.
     pub async fn operations(&self, settlement_key: &str) -> Vec<String> {
         operations(&self.client, &self.sandbox_url, settlement_key).await
+    }
+
+    /// The keys of the card issuer's executions of `operation`.
+    pub async fn issuer_keys(&self, operation: &str) -> Vec<String> {
+        issuer_keys(&self.client, &self.sandbox_url, operation).await
     }
 
     /// `tern nodes` on the shared database.

@@ -161,6 +161,28 @@ impl Cluster {
     pub async fn operations(&self, settlement_key: &str) -> Vec<String> {
         operations(&self.client, &self.sandbox_url, settlement_key).await
     }
+
+    /// The keys of the card issuer's executions of `operation`.
+    pub async fn issuer_keys(&self, operation: &str) -> Vec<String> {
+        issuer_keys(&self.client, &self.sandbox_url, operation).await
+    }
+
+    /// Sends `request`, waits until the card issuer has executed
+    /// `operation` (its answer held back by a `timeout_after_success`
+    /// fault), then kills Tern: the call happened, its answer never came.
+    pub async fn kill_after_issuer(&mut self, request: reqwest::RequestBuilder, operation: &str) {
+        let hanging = hang(request);
+        let started = Instant::now();
+        while self.issuer_keys(operation).await.is_empty() {
+            assert!(
+                started.elapsed() < READY_WAIT_MAX,
+                "the issuer never executed {operation}"
+            );
+            actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.kill();
+        hanging.abort();
+    }
 }
 
 impl Drop for Cluster {
@@ -208,6 +230,34 @@ pub(crate) async fn operations(
         .collect();
     operations.sort();
     operations
+}
+
+/// The idempotency keys of the card issuer's executions of `operation`
+/// (`issue`, `status`, `wallet`) at the sandbox of `sandbox_url`.
+pub(crate) async fn issuer_keys(
+    client: &reqwest::Client,
+    sandbox_url: &str,
+    operation: &str,
+) -> Vec<String> {
+    let executions: Value = client
+        .get(format!("{sandbox_url}/control/executions"))
+        .read_json()
+        .await;
+    executions["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter(|e| e["target"] == "issuer" && e["operation"] == operation)
+        .filter_map(|e| e["key"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Sends a request whose answer nobody waits for (its process is about to
+/// be killed); abort the handle once done with it.
+pub(crate) fn hang(request: reqwest::RequestBuilder) -> actix_web::rt::task::JoinHandle<()> {
+    actix_web::rt::spawn(async move {
+        let _ = request.send().await;
+    })
 }
 
 pub(crate) fn spawn_sandbox(port: u16, api_port: u16, env: &[(&str, String)]) -> Process {

@@ -10,23 +10,9 @@ use serde_json::{json, Value};
 use crate::helpers::humans::sign_up_at;
 use crate::helpers::RequestExt;
 use crate::nodes::Nodes;
+use crate::processes::hang;
 
 const WAIT_MAX: Duration = Duration::from_secs(60);
-
-async fn issued_keys(nodes: &Nodes) -> Vec<String> {
-    let executions: Value = nodes
-        .client
-        .get(format!("{}/control/executions", nodes.sandbox_url))
-        .read_json()
-        .await;
-    executions["data"]
-        .as_array()
-        .expect("data")
-        .iter()
-        .filter(|e| e["target"] == "issuer" && e["operation"] == "issue")
-        .filter_map(|e| e["key"].as_str().map(str::to_owned))
-        .collect()
-}
 
 async fn cards(nodes: &Nodes, node: usize, cookie: &str) -> Vec<Value> {
     let listed: Value = nodes
@@ -61,18 +47,10 @@ async fn a_replacement_whose_node_died_during_the_issuer_call_is_finished_by_ano
                     "mode": "timeout_after_success", "count": 1}),
         )
         .await;
-    let client = nodes.client.clone();
     let url = format!("{}/v1/cards/{old_id}/replace", nodes.bases[0]);
-    let pending_cookie = cookie.clone();
-    let hanging = actix_web::rt::spawn(async move {
-        let _ = client
-            .post(url)
-            .header("cookie", pending_cookie)
-            .send()
-            .await;
-    });
+    let hanging = hang(nodes.client.post(url).header("cookie", &cookie));
     let started = Instant::now();
-    while issued_keys(&nodes).await.len() < 2 {
+    while nodes.issuer_keys("issue").await.len() < 2 {
         assert!(started.elapsed() < WAIT_MAX, "the issuer never made it");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -105,7 +83,7 @@ async fn a_replacement_whose_node_died_during_the_issuer_call_is_finished_by_ano
         .find(|card| card["id"] != old_id.as_str())
         .expect("the replacement");
     assert_eq!(old["replaced_by_card_id"], new["id"], "{listed:?}");
-    let keys = issued_keys(&nodes).await;
+    let keys = nodes.issuer_keys("issue").await;
     assert_eq!(keys.len(), 2, "one card made per issue: {keys:?}");
     assert!(keys.iter().any(|key| new["id"] == key.as_str()), "{keys:?}");
 }

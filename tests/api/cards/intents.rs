@@ -9,39 +9,34 @@ use serde_json::{json, Value};
 
 use crate::helpers::cards::{authorize, funded_card, get_card, json_of, operate, send};
 use crate::helpers::settlements::{app, fault, sandbox};
-use crate::helpers::{assert_problem, Merchant, RequestExt, TestApp};
+use crate::helpers::{assert_problem, Merchant, TestApp};
 
 /// The intent's delay (10 s), a timer poll, and room for a slow machine.
 const FINISH_WAIT_MAX: Duration = Duration::from_secs(40);
 
-/// The status changes the simulated issuer executed (each test has its
-/// own simulator).
-async fn status_changes(app: &TestApp) -> Vec<String> {
-    let body: Value = app
-        .client
-        .get(sandbox(app, "/control/executions"))
-        .read_json()
-        .await;
-    body["data"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter(|e| e["target"] == "issuer" && e["operation"] == "status")
-        .filter_map(|e| e["key"].as_str().map(str::to_owned))
-        .collect()
+/// The keys of the simulated issuer's executions of `operation` (each
+/// test has its own simulator).
+async fn issuer_keys(app: &TestApp, operation: &str) -> Vec<String> {
+    let sandbox_url = sandbox(app, "");
+    crate::processes::issuer_keys(&app.client, &sandbox_url, operation).await
 }
 
-async fn wait_for_status(app: &TestApp, merchant: &Merchant, card: &str, status: &str) -> Value {
+/// Reads `path` as the merchant until `done` holds; answers that read.
+async fn read_until(
+    app: &TestApp,
+    merchant: &Merchant,
+    path: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let started = Instant::now();
     loop {
-        let found = get_card(app, merchant, card).await;
-        if found["status"] == status {
+        let found = json_of(send(app, &merchant.api_key, "GET", path, None).await, 200).await;
+        if done(&found) {
             return found;
         }
         assert!(
             started.elapsed() < FINISH_WAIT_MAX,
-            "never {status}: {found}"
+            "{path} never got there: {found}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -61,11 +56,15 @@ async fn a_freeze_whose_issuer_answer_is_lost_is_finished_by_tern() {
     .await;
     let lost = operate(&app, &merchant, &card, "freeze").await;
     assert_problem(lost, 502, "issuer-unavailable").await;
-    assert_eq!(status_changes(&app).await.len(), 1, "the issuer froze it");
+    assert_eq!(
+        issuer_keys(&app, "status").await.len(),
+        1,
+        "the issuer froze it"
+    );
 
-    let frozen = wait_for_status(&app, &merchant, &card, "frozen").await;
-    assert_eq!(frozen["status"], "frozen");
-    let changes = status_changes(&app).await;
+    let path = format!("/v1/cards/{card}");
+    read_until(&app, &merchant, &path, |card| card["status"] == "frozen").await;
+    let changes = issuer_keys(&app, "status").await;
     assert_eq!(
         changes.len(),
         1,
@@ -98,25 +97,9 @@ async fn a_change_the_issuer_refused_or_never_saw_stays_undone() {
     // Past the moment a kept intent would have finished the freeze.
     tokio::time::sleep(Duration::from_secs(12)).await;
     assert_eq!(get_card(&app, &merchant, &card).await["status"], "active");
-    assert_eq!(status_changes(&app).await, Vec::<String>::new());
+    assert_eq!(issuer_keys(&app, "status").await, Vec::<String>::new());
     let approved = authorize(&app, &card, 100).await;
     assert_eq!(approved["approved"], true, "{approved}");
-}
-
-async fn wallet_provisionings(app: &TestApp) -> usize {
-    let body: Value = app
-        .client
-        .get(sandbox(app, "/control/executions"))
-        .read_json()
-        .await;
-    body["data"]
-        .as_array()
-        .map(|data| {
-            data.iter()
-                .filter(|e| e["target"] == "issuer" && e["operation"] == "wallet")
-                .count()
-        })
-        .unwrap_or_default()
 }
 
 #[actix_web::test]
@@ -134,28 +117,19 @@ async fn a_wallet_token_whose_issuer_answer_is_lost_is_recorded_by_tern() {
     let path = format!("/v1/cards/{card}/wallet/apple_pay");
     let lost = send(&app, &merchant.api_key, "POST", &path, Some(json!({}))).await;
     assert_problem(lost, 502, "issuer-unavailable").await;
-    assert_eq!(wallet_provisionings(&app).await, 1);
+    assert_eq!(issuer_keys(&app, "wallet").await.len(), 1);
 
     // Tern records the token the issuer made, and the issuer's update,
     // refused until then, lands on it.
-    let status_path = format!("/v1/cards/{card}/wallet/status");
-    let started = Instant::now();
-    let view = loop {
-        let view = json_of(
-            send(&app, &merchant.api_key, "GET", &status_path, None).await,
-            200,
-        )
-        .await;
-        if view["tokens"][0]["status"] == "active" {
-            break view;
-        }
-        assert!(started.elapsed() < FINISH_WAIT_MAX, "never active: {view}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let path = format!("/v1/cards/{card}/wallet/status");
+    let view = read_until(&app, &merchant, &path, |view| {
+        view["tokens"][0]["status"] == "active"
+    })
+    .await;
     assert_eq!(view["tokens"].as_array().map(Vec::len), Some(1), "{view}");
     assert_eq!(view["status"], "active", "{view}");
     assert_eq!(
-        wallet_provisionings(&app).await,
+        issuer_keys(&app, "wallet").await.len(),
         1,
         "made once at the issuer"
     );
