@@ -122,6 +122,9 @@ pub enum ApiError {
     /// A provider Tern depends on failed; nothing was changed.
     #[error("bad gateway: {0}")]
     BadGateway(String),
+    /// The issuer's answer to a card change was lost; Tern finishes it.
+    #[error("issuer answer lost: {0}")]
+    IssuerUnconfirmed(String),
     #[error("internal: {0}")]
     Internal(String),
 }
@@ -205,6 +208,10 @@ impl ApiError {
             // Provider messages may carry its internals: the log keeps them.
             ApiError::BadGateway(_) => Problem::new("issuer-unavailable")
                 .detail("the card issuer failed; nothing was changed, retry later"),
+            ApiError::IssuerUnconfirmed(_) => Problem::new("issuer-unavailable").detail(
+                "the card issuer's answer was lost; Tern finishes the change once the issuer \
+                 confirms it (GET the card to see it), so there is nothing to retry",
+            ),
             // The cause goes to the log with the request id, never to the client.
             ApiError::Internal(_) => {
                 Problem::new("internal-error").detail("an internal error occurred")
@@ -250,7 +257,7 @@ impl ResponseError for ApiError {
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
-            ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
+            ApiError::BadGateway(_) | ApiError::IssuerUnconfirmed(_) => StatusCode::BAD_GATEWAY,
             ApiError::Overloaded { .. }
             | ApiError::Elsewhere { .. }
             | ApiError::NotReady(_)
@@ -262,7 +269,9 @@ impl ResponseError for ApiError {
     fn error_response(&self) -> HttpResponse {
         match self {
             ApiError::Internal(cause) => tracing::error!(cause = %cause, "internal error"),
-            ApiError::BadGateway(cause) => tracing::warn!(cause = %cause, "provider failed"),
+            ApiError::BadGateway(cause) | ApiError::IssuerUnconfirmed(cause) => {
+                tracing::warn!(cause = %cause, "provider failed")
+            }
             _ => {}
         }
         let mut response = HttpResponse::build(self.status_code());
@@ -542,6 +551,7 @@ impl From<tern_actors::card::CardFailure> for ApiError {
                 detail: "the user already has an active or frozen virtual card".into(),
             },
             CardFailure::Issuer(cause) => ApiError::BadGateway(cause),
+            CardFailure::IssuerUnconfirmed(cause) => ApiError::IssuerUnconfirmed(cause),
             CardFailure::WalletNotSupported(reason) => {
                 // The issuer's words stay in the log, as with BadGateway.
                 tracing::info!(%reason, "wallet provisioning not supported");

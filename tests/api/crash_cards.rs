@@ -2,7 +2,8 @@
 //! the next process, with one issue at the issuer: the intent was durable
 //! before the call and the retry reuses its key. A hold whose expiry fell
 //! due while no process ran is released by the next one, and a freeze the
-//! issuer carried out before the process died is finished by the next one.
+//! issuer carried out before the process died is finished by the next one,
+//! as is a wallet token the issuer made.
 
 use std::time::{Duration, Instant};
 
@@ -209,4 +210,49 @@ async fn a_freeze_cut_short_after_the_issuer_froze_the_card_is_finished_after_re
     }
     let changes = cluster.issuer_keys("status").await;
     assert_eq!(changes.len(), 1, "frozen once at the issuer: {changes:?}");
+}
+
+#[actix_web::test]
+async fn a_token_made_before_the_process_died_is_recorded_when_the_issuer_reports_it() {
+    let mut cluster = Cluster::start("1s").await;
+    let (cookie, user_id) = sign_up_at(&cluster.client, &cluster.base).await;
+    let card_id = issue_card(&cluster, &cookie).await;
+
+    // The issuer makes the token, then holds its answer past the kill.
+    cluster
+        .arm(
+            json!({"target": "issuer", "match": {"user_id": user_id, "operation": "wallet"},
+                    "mode": "timeout_after_success", "count": 1}),
+        )
+        .await;
+    let url = format!("{}/v1/cards/{card_id}/wallet/apple_pay", cluster.base);
+    let request = cluster
+        .client
+        .post(url)
+        .header("cookie", &cookie)
+        .json(&json!({}));
+    cluster.kill_after_issuer(request, "wallet").await;
+    cluster.restart().await;
+
+    // The issuer's `wallet_token.updated` (re-sent for about 12 s) arrives
+    // while the provisioning's intent still waits (20 s provider timeout):
+    // it proves the token was made, and Tern records the token and the
+    // update. Were it refused until the intent ran, the issuer would have
+    // given up and the token would stay `requested`.
+    let path = format!("/v1/cards/{card_id}/wallet/status");
+    let started = Instant::now();
+    let view = loop {
+        let view = get_json(&cluster, &cookie, &path).await;
+        if view["tokens"][0]["status"] == "active" {
+            break view;
+        }
+        assert!(
+            started.elapsed() < WAIT_MAX,
+            "the token never became active: {view}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(view["tokens"].as_array().map(Vec::len), Some(1), "{view}");
+    let made = cluster.issuer_keys("wallet").await;
+    assert_eq!(made.len(), 1, "made once at the issuer: {made:?}");
 }

@@ -59,18 +59,16 @@ impl<'a> Cards<'a> {
             .await
     }
 
-    /// Blocks the card and issues a new one in its place; answers the new
-    /// card. The new card's id is minted in a slot this node owns, like a
-    /// created card's: should this node die while the issuer is asked,
-    /// the slot's next owner finds the replacement being issued and
-    /// finishes it.
+    /// Blocks the card and issues a new one in its place (its id in the
+    /// old card's slot, [`super::create::new_card_id_beside`]); answers the
+    /// new card.
     pub async fn replace(
         &self,
         card_id: &str,
         reason: Option<String>,
         origin: Origin,
     ) -> Answer<CardRow> {
-        let new_card_id = self.registry.mint(super::create::new_card_id)?;
+        let new_card_id = super::create::new_card_id_beside(card_id);
         let command = CardCommand::Replace {
             reason,
             new_card_id,

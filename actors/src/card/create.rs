@@ -5,6 +5,7 @@
 use chrono::NaiveDateTime;
 use tern_schema::models::CardRow;
 use tern_schema::plan::{Plan, RowWrite};
+use tern_schema::store::cluster::SLOTS;
 use tern_schema::vocabulary::{CardType, WalletStatus};
 use tern_schema::{PlanError, StoreError};
 
@@ -13,7 +14,7 @@ use super::kind::CardKind;
 use super::machine::Status;
 use super::messages::{CardFailure, Origin};
 use super::program::{self, Program, DEFAULT_THEME};
-use crate::runtime::{Registry, RuntimeError, Versioned};
+use crate::runtime::{cluster, EntityKind, Registry, RuntimeError, Versioned};
 
 /// Prefix of every card id.
 pub const CARD_ID_PREFIX: &str = "card_";
@@ -50,6 +51,20 @@ pub enum CreateError {
 /// A fresh card id.
 pub fn new_card_id() -> String {
     format!("{CARD_ID_PREFIX}{}", uuid::Uuid::now_v7().simple())
+}
+
+/// A fresh card id in the slot of the card `beside`: a replacement lives
+/// where the card it replaces does, so the node running that card runs it
+/// too, and should that node die while the issuer makes it, the slot's
+/// next owner finds it being issued and finishes it.
+pub fn new_card_id_beside(beside: &str) -> String {
+    let slot = cluster::slot_for(CardKind::NAME, beside);
+    // Each try lands there with probability 1/SLOTS.
+    let tries = 16 * usize::try_from(SLOTS).unwrap_or(64);
+    (0..tries)
+        .map(|_| new_card_id())
+        .find(|id| cluster::slot_for(CardKind::NAME, id) == slot)
+        .unwrap_or_else(new_card_id)
 }
 
 /// The intent a request makes: issuing, with the program's network, art
@@ -118,5 +133,24 @@ pub async fn create(
         Ok(Err(failure)) => Err(CreateError::Refused(failure)),
         Err(RuntimeError::Elsewhere { .. }) => Err(CreateError::Moved),
         Err(other) => Err(other.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replacements_id_lives_in_the_slot_of_the_card_it_replaces() {
+        for _ in 0..20 {
+            let old = new_card_id();
+            let new = new_card_id_beside(&old);
+            assert_ne!(new, old);
+            assert!(new.starts_with(CARD_ID_PREFIX), "{new}");
+            assert_eq!(
+                cluster::slot_for(CardKind::NAME, &new),
+                cluster::slot_for(CardKind::NAME, &old)
+            );
+        }
     }
 }

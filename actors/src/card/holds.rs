@@ -19,16 +19,15 @@ use tern_schema::store::timers::TimerRow;
 use tern_schema::vocabulary::{
     CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource,
 };
-use tern_schema::{Db, StoreError};
 
 use super::kind::{CardContext, CardKind, CardState};
-use super::machine::{Effect, Event};
+use super::machine::{Effect, Event, Rejected};
 use super::spend::{following, funding_account, replayed};
 use super::write::{
     answer, commit, decided, is_unique_violation, recorded, rejected, runtime_error, settled,
     unexpected, Step,
 };
-use crate::runtime::{EntityEnv, EntityKind, RuntimeError, TimerFiring, TimerSpec};
+use crate::runtime::{EntityEnv, EntityKind, RuntimeError, RuntimeResult, TimerFiring, TimerSpec};
 
 /// How long an authorization's hold lasts when nothing clears it, unless
 /// the operator sets `TERN_CARD_HOLD_TTL`.
@@ -116,22 +115,61 @@ fn end_status(
     }));
 }
 
-/// The card's authorization `authorization_id`, as stored.
-pub(super) async fn find_authorization(
-    db: &Db,
-    card_id: &str,
+/// What the card makes of a provider event naming one of its
+/// authorizations (a clearing, a reversal).
+pub(super) enum Heard {
+    /// The event was recorded before.
+    Repeated,
+    /// Nothing to do: `found` is the authorization as stored (if at all),
+    /// `open` whether it still holds (the machine ignores the event).
+    Ignored {
+        found: Option<CardTransactionRow>,
+        open: bool,
+    },
+    /// The open authorization, its hold, and the machine's effects.
+    Acts {
+        open: (CardTransactionRow, String),
+        effects: Vec<Effect>,
+    },
+}
+
+/// Hears a provider event about `authorization_id`: `event` is built from
+/// what the authorization still holds (`None` when unknown or ended).
+pub(super) async fn hear(
+    env: &EntityEnv<CardContext>,
+    state: &CardState,
+    event_id: &str,
     authorization_id: &str,
-) -> Result<Option<CardTransactionRow>, StoreError> {
-    let mut pooled = db.get().await?;
-    let found = store::authorization(&mut pooled.tx(), card_id, authorization_id).await?;
-    Ok(found)
+    event: impl FnOnce(Option<i64>) -> Event,
+) -> RuntimeResult<Result<Heard, Rejected>> {
+    if replayed(&env.db, event_id).await?.is_some() {
+        return Ok(Ok(Heard::Repeated));
+    }
+    let found = {
+        let mut pooled = env.db.get().await?;
+        let found = store::authorization(&mut pooled.tx(), &state.row.id, authorization_id).await?;
+        found
+    };
+    let open = open_hold(found.as_ref());
+    let held_minor = open
+        .as_ref()
+        .map(|(authorization, _)| authorization.hold_minor);
+    let effects = match decided(state, event(held_minor)) {
+        Ok((_, effects)) => effects,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    Ok(Ok(match open {
+        Some(open) if !effects.contains(&Effect::Ignore) => Heard::Acts { open, effects },
+        open => Heard::Ignored {
+            found,
+            open: open.is_some(),
+        },
+    }))
 }
 
 /// The open authorization and its hold, or `None` when the authorization is
 /// unknown or has ended (or never held: declined).
-pub(super) fn open_hold(
-    authorization: Option<&CardTransactionRow>,
-) -> Option<(CardTransactionRow, String)> {
+fn open_hold(authorization: Option<&CardTransactionRow>) -> Option<(CardTransactionRow, String)> {
     let authorization = authorization
         .filter(|row| row.kind == Kind::Authorization && row.status == TxStatus::Approved)?;
     let hold = authorization.ledger_transaction_id.clone()?;
@@ -184,31 +222,23 @@ pub(super) async fn reverse(
         authorization_id,
         amount_minor,
     } = reversal;
-    if replayed(&env.db, &event_id).await?.is_some() {
-        return answer(state, recorded(true, false));
-    }
-    let found = find_authorization(&env.db, &state.row.id, &authorization_id).await?;
-    let open = open_hold(found.as_ref());
-    let event = Event::Reverse {
-        held_minor: open
-            .as_ref()
-            .map(|(authorization, _)| authorization.hold_minor),
-        asked_minor: amount_minor,
+    let asked_minor = amount_minor;
+    let event = |held_minor| Event::Reverse {
+        held_minor,
+        asked_minor,
     };
-    let effects = match decided(&state, event) {
-        Ok((_, effects)) => effects,
-        Err(refused) => return rejected(state, refused),
-    };
-    let open = match open {
-        None => {
+    let (open, effects) = match hear(env, &state, &event_id, &authorization_id, event).await? {
+        Ok(Heard::Acts { open, effects }) => (open, effects),
+        Ok(Heard::Repeated) => return answer(state, recorded(true, false)),
+        Ok(Heard::Ignored { open: false, .. }) => {
             tracing::info!(card = %state.row.id, %authorization_id, "reversal for an unknown or ended authorization ignored");
             return answer(state, recorded(false, true));
         }
-        Some(_) if effects.contains(&Effect::Ignore) => {
+        Ok(Heard::Ignored { open: true, .. }) => {
             tracing::warn!(card = %state.row.id, %authorization_id, ?amount_minor, "reversal of no amount ignored");
             return answer(state, recorded(false, true));
         }
-        Some(open) => open,
+        Err(refused) => return rejected(state, refused),
     };
     let funding = funding_account(env, &mut state).await?;
     // What it releases is the machine's to say (`RecordRelease`).

@@ -7,12 +7,13 @@
 
 use tern_schema::plan::Plan;
 use tern_schema::store::timers::TimerRow;
-use tern_schema::types::utc_now;
+use tern_schema::types::{truncate_micros, utc_now};
 use tern_schema::Db;
 
 use super::kind::CardKind;
 use super::write::{commit, runtime_error};
 use crate::ports::ProviderError;
+use crate::runtime::timers::retry_delay_ms;
 use crate::runtime::{EntityKind, RuntimeError, TimerFiring, TimerSpec};
 
 /// How long an intent waits before the card finishes its call (again
@@ -67,15 +68,28 @@ pub(super) fn timer(card_id: &str, id: &str, payload: &str, delay: chrono::TimeD
 }
 
 /// Writes the intent before its call, replacing one of the same id. A
-/// firing rewrites its own timer, due later, by completing its claim:
-/// that fails when a later request replaced or dropped the intent, and
-/// then the call is not made.
+/// firing rewrites its own timer by completing its claim, due later each
+/// time as a failing timer's retries are: that fails when a later request
+/// replaced or dropped the intent, and then the call is not made.
 pub(super) async fn write(
     db: &Db,
     card_id: &str,
-    intent: TimerRow,
+    mut intent: TimerRow,
+    delay: chrono::TimeDelta,
     firing: Option<&TimerFiring>,
 ) -> Result<(), RuntimeError> {
+    if let Some(firing) = firing {
+        // The claim counts the attempts; the rewritten row carries them on.
+        intent.attempts = firing.attempts;
+        let delay_ms = u64::try_from(delay.num_milliseconds()).unwrap_or(0);
+        let backoff = retry_delay_ms(delay_ms, firing.attempts.saturating_add(1));
+        let backoff = chrono::TimeDelta::milliseconds(i64::try_from(backoff).unwrap_or(i64::MAX));
+        intent.due_at = truncate_micros(
+            utc_now()
+                .checked_add_signed(backoff)
+                .unwrap_or(chrono::NaiveDateTime::MAX),
+        );
+    }
     let plan = Plan {
         completes_timer: firing.map(TimerFiring::claim),
         cancels_timers: match firing {
@@ -83,6 +97,15 @@ pub(super) async fn write(
             None => vec![intent.id.clone()],
         },
         timers: vec![intent],
+        ..Plan::default()
+    };
+    commit(db, card_id, plan).await.map_err(runtime_error)
+}
+
+/// Drops an intent nothing is left to finish.
+pub(super) async fn drop(db: &Db, card_id: &str, timer_id: &str) -> Result<(), RuntimeError> {
+    let plan = Plan {
+        cancels_timers: vec![timer_id.to_owned()],
         ..Plan::default()
     };
     commit(db, card_id, plan).await.map_err(runtime_error)
@@ -99,11 +122,7 @@ pub(super) async fn settle(
 ) -> Result<Fate, RuntimeError> {
     let fate = fate(error, finishing);
     if fate == Fate::Drop {
-        let plan = Plan {
-            cancels_timers: vec![timer_id.to_owned()],
-            ..Plan::default()
-        };
-        commit(db, card_id, plan).await.map_err(runtime_error)?;
+        drop(db, card_id, timer_id).await?;
     }
     Ok(fate)
 }

@@ -7,7 +7,8 @@
 //! finishing a change repeats nothing there.
 
 use serde_json::json;
-use tern_schema::store::timers::TimerRow;
+use tern_schema::store::timers::{self, TimerRow};
+use tern_schema::{Db, StoreError};
 
 use super::intent;
 use super::kind::{CardContext, CardState};
@@ -52,14 +53,52 @@ fn intent_timer(card_id: &str, operation: Operation, delay: chrono::TimeDelta) -
     intent::timer(card_id, &intent_timer_id(card_id), &payload, delay)
 }
 
-/// Freezes, unfreezes or closes the card for a request.
+/// Whether the issuer is told of a change for a request or to finish an
+/// intent (which keeps trying while the issuer is unavailable).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cause {
+    Request,
+    Intent,
+}
+
+/// Freezes, unfreezes or closes the card for a request. A change still
+/// unconfirmed at the issuer is finished first, so the request is decided
+/// against the status it led to and a stale intent never overrides a
+/// newer request; the same change asked again only finishes it.
 pub(super) async fn change(
     env: &EntityEnv<CardContext>,
     state: CardState,
     operation: Operation,
     origin: Origin,
 ) -> Step {
-    carry_out(env, state, operation, origin, None).await
+    let Some(pending) = pending_change(&env.db, &state.row.id).await? else {
+        return carry_out(env, state, operation, origin, Cause::Request, None).await;
+    };
+    if pending == operation {
+        return carry_out(env, state, operation, origin, Cause::Intent, None).await;
+    }
+    let system = Origin::system(&state.row);
+    let finished = carry_out(env, state, pending, system, Cause::Intent, None).await?;
+    let state = match finished.reply {
+        Ok(_) => finished.state,
+        // The card moved on since the intent was written: nothing is left
+        // to finish.
+        Err(CardFailure::Refused(_)) => {
+            let timer_id = intent_timer_id(&finished.state.row.id);
+            intent::drop(&env.db, &finished.state.row.id, &timer_id).await?;
+            finished.state
+        }
+        // Still unconfirmed: the request waits for it.
+        Err(_) => return Ok(finished),
+    };
+    carry_out(env, state, operation, origin, Cause::Request, None).await
+}
+
+/// The status change the card's intent names, if one is pending.
+async fn pending_change(db: &Db, card_id: &str) -> Result<Option<Operation>, StoreError> {
+    let mut pooled = db.get().await?;
+    let found = timers::find(&mut pooled.tx(), &intent_timer_id(card_id)).await?;
+    Ok(found.and_then(|timer| finishing(&timer.payload)))
 }
 
 /// Finishes the status change an intent's timer names. Refused when the
@@ -72,7 +111,7 @@ pub(super) async fn finish(
     firing: TimerFiring,
 ) -> Step {
     let origin = Origin::system(&state.row);
-    carry_out(env, state, operation, origin, Some(firing)).await
+    carry_out(env, state, operation, origin, Cause::Intent, Some(firing)).await
 }
 
 async fn carry_out(
@@ -80,6 +119,7 @@ async fn carry_out(
     state: CardState,
     operation: Operation,
     origin: Origin,
+    cause: Cause,
     firing: Option<TimerFiring>,
 ) -> Step {
     let (next, effects) = match decided(&state, Event::Operate(operation)) {
@@ -101,9 +141,16 @@ async fn carry_out(
                 };
                 let timer = intent_timer(&state.row.id, operation, env.ctx.intent_delay);
                 step.plan.cancels_timers.push(timer.id.clone());
-                intent::write(&env.db, &state.row.id, timer, firing.as_ref()).await?;
+                intent::write(
+                    &env.db,
+                    &state.row.id,
+                    timer,
+                    env.ctx.intent_delay,
+                    firing.as_ref(),
+                )
+                .await?;
                 if let Err(error) = env.ctx.issuer.set_status(&provider_card_id, status).await {
-                    return not_followed(env, state, operation, firing.is_some(), error).await;
+                    return not_followed(env, state, operation, cause, error).await;
                 }
             }
             Effect::Persist => {
@@ -130,13 +177,14 @@ async fn not_followed(
     env: &EntityEnv<CardContext>,
     state: CardState,
     operation: Operation,
-    finishing: bool,
+    cause: Cause,
     error: ProviderError,
 ) -> Step {
     let timer_id = intent_timer_id(&state.row.id);
+    let finishing = cause == Cause::Intent;
     let fate = intent::settle(&env.db, &state.row.id, &timer_id, &error, finishing).await?;
     tracing::warn!(card = %state.row.id, operation = operation_name(operation), %error, ?fate, "the issuer did not confirm a status change");
-    answer(state, Err(issuer_failure(&error)))
+    answer(state, Err(issuer_failure(&error, fate)))
 }
 
 /// The card after a change: written as the step's row when the machine
@@ -168,8 +216,14 @@ fn operation_name(operation: Operation) -> &'static str {
     }
 }
 
-pub(super) fn issuer_failure(error: &ProviderError) -> CardFailure {
-    CardFailure::Issuer(error.to_string())
+/// What a request is answered when the issuer did not confirm its call:
+/// a failure, or, when the call's intent stays to finish it, that the
+/// outcome is not known yet.
+pub(super) fn issuer_failure(error: &ProviderError, fate: intent::Fate) -> CardFailure {
+    match fate {
+        intent::Fate::Drop => CardFailure::Issuer(error.to_string()),
+        intent::Fate::Keep => CardFailure::IssuerUnconfirmed(error.to_string()),
+    }
 }
 
 pub(super) async fn update(

@@ -167,9 +167,9 @@ pub enum Effect {
     Audit(&'static str),
     /// Nothing to record: the event names nothing the card can act on.
     Ignore,
-    /// Nothing to record yet: the event names something the card is still
-    /// recording, so its sender should send it again later.
-    NotYet,
+    /// The token an update names is still being provisioned (the issuer's
+    /// answer was lost): finish that first, then hear the update again.
+    FinishProvisioning,
 }
 
 /// Why the card does not do what an event asks.
@@ -356,7 +356,7 @@ pub fn transition(state: &State, event: Event) -> Outcome {
         Event::WalletUpdated { status, token } => {
             match (status, token) {
                 (None, _) | (_, Token::Unknown) => return Ok((next, vec![Effect::Ignore])),
-                (Some(_), Token::Pending) => return Ok((next, vec![Effect::NotYet])),
+                (Some(_), Token::Pending) => return Ok((next, vec![Effect::FinishProvisioning])),
                 (Some(_), Token::Recorded) => {}
             }
             Ok((

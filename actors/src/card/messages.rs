@@ -199,6 +199,9 @@ pub enum CardFailure {
     LiveCardExists,
     /// The issuer failed; nothing was changed (502).
     Issuer(String),
+    /// The issuer's answer was lost: the call's intent finishes it once the
+    /// issuer confirms (502, saying so).
+    IssuerUnconfirmed(String),
     /// The issuer cannot provision into that wallet (501).
     WalletNotSupported(String),
     /// Limits out of bounds or out of order (422), per field.
@@ -207,8 +210,9 @@ pub enum CardFailure {
     WalletTokenLimit,
     /// The card does not exist (never issued, or its issue was abandoned).
     NotFound,
-    /// A provider event names what the card is still recording (a wallet
-    /// token whose provisioning answer was lost): 503, send it again.
+    /// A provider event names what the card cannot record yet (a wallet
+    /// token whose provisioning the issuer cannot confirm now): 503, send
+    /// it again.
     NotYet,
     /// The ledger refuses for good the entry an event's `field` asks for
     /// (an amount that would overflow a balance): 422, nothing recorded,

@@ -13,7 +13,7 @@ use tern_schema::vocabulary::{
 };
 use tern_schema::{Db, StoreError};
 
-use super::holds;
+use super::holds::{self, Heard};
 use super::kind::{CardContext, CardState};
 use super::machine::{Authorization, Decline, Effect, Event};
 use super::messages::{AuthorizationRequest, CardReply, RefundRequest};
@@ -301,32 +301,27 @@ pub(super) async fn clear(
     authorization_id: String,
     amount_minor: Option<i64>,
 ) -> Step {
-    if replayed(&env.db, &event_id).await?.is_some() {
-        return answer(state, recorded(true, false));
-    }
-    let authorization =
-        holds::find_authorization(&env.db, &state.row.id, &authorization_id).await?;
-    let open = holds::open_hold(authorization.as_ref());
-    let event = Event::Clear {
-        held_minor: open
-            .as_ref()
-            .map(|(authorization, _)| authorization.hold_minor),
-        asked_minor: amount_minor,
+    let asked_minor = amount_minor;
+    let event = |held_minor| Event::Clear {
+        held_minor,
+        asked_minor,
     };
-    let effects = match decided(&state, event) {
-        Ok((_, effects)) => effects,
-        Err(refused) => return rejected(state, refused),
-    };
-    let Some((authorization, hold)) = open.filter(|_| !effects.contains(&Effect::Ignore)) else {
-        match &authorization {
-            None => {
-                tracing::warn!(card = %state.row.id, %authorization_id, "clearing for an unknown authorization ignored");
-            }
-            Some(authorization) => {
-                tracing::info!(card = %state.row.id, %authorization_id, status = %authorization.status, "clearing for an authorization not open; ignored");
-            }
+    let heard = holds::hear(env, &state, &event_id, &authorization_id, event).await?;
+    let ((authorization, hold), effects) = match heard {
+        Ok(Heard::Acts { open, effects }) => (open, effects),
+        Ok(Heard::Repeated) => return answer(state, recorded(true, false)),
+        Ok(Heard::Ignored { found: None, .. }) => {
+            tracing::warn!(card = %state.row.id, %authorization_id, "clearing for an unknown authorization ignored");
+            return answer(state, recorded(false, true));
         }
-        return answer(state, recorded(false, true));
+        Ok(Heard::Ignored {
+            found: Some(authorization),
+            ..
+        }) => {
+            tracing::info!(card = %state.row.id, %authorization_id, status = %authorization.status, "clearing for an authorization not open; ignored");
+            return answer(state, recorded(false, true));
+        }
+        Err(refused) => return rejected(state, refused),
     };
     let held = authorization.hold_minor;
     if amount_minor.is_some_and(|asked| asked > held) {

@@ -13,7 +13,7 @@ use tern_schema::vocabulary::{WalletStatus, WalletTokenStatus};
 use tern_schema::{Db, StoreError};
 
 use super::intent;
-use super::kind::{CardContext, CardState};
+use super::kind::{CardContext, CardKind, CardState};
 use super::lifecycle::issuer_failure;
 use super::machine::{Effect, Event, Operation, Refusal, Token};
 use super::messages::{CardFailure, CardReply, Origin};
@@ -22,7 +22,7 @@ use super::write::{
     answer, commit_step, decided, recorded, refusal, rejected, runtime_error, unexpected, Step,
 };
 use crate::ports::{ProviderError, Wallet, WalletOutcome, WalletRequest};
-use crate::runtime::{self, EntityEnv, RuntimeError, TimerFiring};
+use crate::runtime::{self, EntityEnv, EntityKind, RuntimeError, TimerFiring};
 
 /// The card's wallet status from its tokens: active when any token is,
 /// otherwise the newest token's status, `none` without tokens.
@@ -77,12 +77,15 @@ fn intent_timer_id(card_id: &str, token_id: &str) -> String {
     format!("{card_id}:wallet:{token_id}")
 }
 
-/// Whether the token was asked of the issuer and its answer is not
-/// recorded yet.
-async fn provisioning_pending(db: &Db, card_id: &str, token_id: &str) -> Result<bool, StoreError> {
+/// The token's provisioning, while the issuer's answer is not recorded.
+async fn pending_provisioning(
+    db: &Db,
+    card_id: &str,
+    token_id: &str,
+) -> Result<Option<Provisioning>, StoreError> {
     let mut pooled = db.get().await?;
     let found = timers::find(&mut pooled.tx(), &intent_timer_id(card_id, token_id)).await?;
-    Ok(found.is_some())
+    Ok(found.and_then(|timer| finishing(&timer.payload)))
 }
 
 /// Provisions a token for a request.
@@ -92,7 +95,7 @@ pub(super) async fn provision(
     asked: Provisioning,
     origin: Origin,
 ) -> Step {
-    request_token(env, state, asked, origin, None).await
+    request_token(env, state, asked, origin, false, None).await
 }
 
 /// Finishes a provisioning whose issuer answer was lost: asks again under
@@ -104,21 +107,23 @@ pub(super) async fn finish(
     firing: TimerFiring,
 ) -> Step {
     let origin = Origin::system(&state.row);
-    request_token(env, state, asked, origin, Some(firing)).await
+    request_token(env, state, asked, origin, true, Some(firing)).await
 }
 
+/// Asks the issuer for a token, for a request or to finish an intent
+/// (`finishing`, through its timer's `firing` or not).
 async fn request_token(
     env: &EntityEnv<CardContext>,
     mut state: CardState,
     asked: Provisioning,
     origin: Origin,
+    finishing: bool,
     firing: Option<TimerFiring>,
 ) -> Step {
     let effects = match decided(&state, Event::Operate(Operation::ProvisionWallet)) {
         Ok((_, effects)) => effects,
         Err(refused) => return rejected(state, refused),
     };
-    let finishing = firing.is_some();
     // Every token change moves the card (its wallet status), so the step
     // always writes the card's row.
     let mut step = runtime::Step::begin(&state.row, state.row.clone(), None);
@@ -127,14 +132,24 @@ async fn request_token(
     for effect in effects {
         match effect {
             Effect::RequestWalletToken => {
-                let tokens = {
+                let (tokens, pending) = {
                     let mut pooled = env.db.get().await?;
                     let mut tx = pooled.tx();
-                    store::wallet_tokens(&mut tx, &state.row.id).await?
+                    let tokens = store::wallet_tokens(&mut tx, &state.row.id).await?;
+                    let pending = timers::count_for_entity(
+                        &mut tx,
+                        CardKind::NAME,
+                        &state.row.id,
+                        TIMER_FINISH_PROVISIONING,
+                    )
+                    .await?;
+                    (tokens, pending)
                 };
-                // A token the issuer may have made already is recorded
+                // Tokens still being provisioned count: each may exist at
+                // the issuer. A token that may exist already is recorded
                 // whatever the count.
-                if !finishing && tokens.len() as i64 >= store::WALLET_TOKENS_PER_CARD_MAX {
+                let count = (tokens.len() as i64).saturating_add(pending);
+                if !finishing && count >= store::WALLET_TOKENS_PER_CARD_MAX {
                     return answer(state, Err(CardFailure::WalletTokenLimit));
                 }
                 let Some(provider_card_id) = state.row.provider_card_id.clone() else {
@@ -142,7 +157,14 @@ async fn request_token(
                 };
                 let timer = intent_timer(&state.row.id, &asked, env.ctx.intent_delay)?;
                 let timer_id = timer.id.clone();
-                intent::write(&env.db, &state.row.id, timer, firing.as_ref()).await?;
+                intent::write(
+                    &env.db,
+                    &state.row.id,
+                    timer,
+                    env.ctx.intent_delay,
+                    firing.as_ref(),
+                )
+                .await?;
                 step.plan.cancels_timers.push(timer_id.clone());
                 let request = WalletRequest {
                     idempotency_key: asked.token_id.clone(),
@@ -168,7 +190,7 @@ async fn request_token(
                             intent::settle(&env.db, &state.row.id, &timer_id, &error, finishing)
                                 .await?;
                         tracing::warn!(card = %state.row.id, token = %asked.token_id, %error, ?fate, "the issuer did not confirm a wallet token");
-                        return answer(state, Err(issuer_failure(&error)));
+                        return answer(state, Err(issuer_failure(&error, fate)));
                     }
                 };
                 let token = CardWalletTokenRow {
@@ -227,12 +249,15 @@ pub(super) async fn updated(
         tokens
     };
     let parsed = WalletTokenStatus::parse(&status);
+    let mut pending = None;
     let token = if tokens.iter().any(|token| token.id == token_id) {
         Token::Recorded
-    } else if provisioning_pending(&env.db, &state.row.id, &token_id).await? {
-        Token::Pending
     } else {
-        Token::Unknown
+        pending = pending_provisioning(&env.db, &state.row.id, &token_id).await?;
+        match pending {
+            Some(_) => Token::Pending,
+            None => Token::Unknown,
+        }
     };
     let event = Event::WalletUpdated {
         status: parsed,
@@ -246,7 +271,12 @@ pub(super) async fn updated(
     for effect in effects {
         match effect {
             Effect::Ignore => return answer(state, recorded(false, true)),
-            Effect::NotYet => return answer(state, Err(CardFailure::NotYet)),
+            Effect::FinishProvisioning => {
+                let Some(asked) = pending else {
+                    return Err(unexpected(&Effect::FinishProvisioning, "wallet_updated"));
+                };
+                return finish_then_update(env, state, asked, status).await;
+            }
             Effect::UpdateWalletToken => {
                 let Some(status) = parsed else {
                     return Err(unexpected(&Effect::UpdateWalletToken, "wallet_updated"));
@@ -274,6 +304,25 @@ pub(super) async fn updated(
     }
     state.row = commit_step(&env.db, step).await.map_err(runtime_error)?;
     answer(state, recorded(false, false))
+}
+
+/// An update for a token whose provisioning answer was lost proves the
+/// issuer made it: the provisioning is finished now (same key), then the
+/// update heard again. While the issuer cannot be reached, the update is
+/// refused for its sender to send again.
+async fn finish_then_update(
+    env: &EntityEnv<CardContext>,
+    state: CardState,
+    asked: Provisioning,
+    status: String,
+) -> Step {
+    let token_id = asked.token_id.clone();
+    let origin = Origin::system(&state.row);
+    let finished = request_token(env, state, asked, origin, true, None).await?;
+    if finished.reply.is_err() {
+        return answer(finished.state, Err(CardFailure::NotYet));
+    }
+    Box::pin(updated(env, finished.state, token_id, status)).await
 }
 
 #[cfg(test)]

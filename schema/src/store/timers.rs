@@ -220,6 +220,24 @@ pub async fn cancel_for_entity(tx: &mut Tx<'_>, kind: &str, entity_id: &str) -> 
     Ok(deleted)
 }
 
+/// How many timers of one entity have a payload starting with `prefix`
+/// (no `%` or `_` in it): work of one sort it still has to do.
+pub async fn count_for_entity(
+    tx: &mut Tx<'_>,
+    kind: &str,
+    entity_id: &str,
+    prefix: &str,
+) -> StoreResult<i64> {
+    let count = dispatch!(tx, conn => actor_timers::table
+        .filter(actor_timers::kind.eq(kind))
+        .filter(actor_timers::entity_id.eq(entity_id))
+        .filter(actor_timers::payload.like(format!("{prefix}%")))
+        .count()
+        .get_result(conn)
+        .await)?;
+    Ok(count)
+}
+
 /// Timers of one kind due at `now` or earlier, claimed or not: what an
 /// operator (and a teardown check) calls overdue work.
 pub async fn count_due(tx: &mut Tx<'_>, kind: &str, now: NaiveDateTime) -> StoreResult<i64> {

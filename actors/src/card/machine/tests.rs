@@ -642,12 +642,12 @@ fn wallet_updates() {
         updated(Some(WalletTokenStatus::Active), Token::Unknown),
         Ok((S::Active, vec![E::Ignore])),
     ));
-    // Its provisioning's answer was lost: the issuer sends it again once
-    // the intent has recorded the token.
+    // Its provisioning's answer was lost: the update proves the issuer
+    // made it.
     rows.push((
         card(S::Active),
         updated(Some(WalletTokenStatus::Active), Token::Pending),
-        Ok((S::Active, vec![E::NotYet])),
+        Ok((S::Active, vec![E::FinishProvisioning])),
     ));
     check(rows);
 }
