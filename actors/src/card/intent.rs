@@ -6,9 +6,9 @@
 //! process died. A card being issued needs none: its intent is its row.
 
 use tern_schema::plan::Plan;
-use tern_schema::store::timers::TimerRow;
+use tern_schema::store::timers;
 use tern_schema::types::{truncate_micros, utc_now};
-use tern_schema::Db;
+use tern_schema::{Db, StoreError};
 
 use super::kind::CardKind;
 use super::write::{commit, runtime_error};
@@ -53,78 +53,96 @@ pub(super) fn fate(error: &ProviderError, finishing: bool) -> Fate {
     }
 }
 
-/// The card's timer `id`, due after `delay`.
-pub(super) fn timer(card_id: &str, id: &str, payload: &str, delay: chrono::TimeDelta) -> TimerRow {
-    TimerSpec {
-        id,
-        kind: CardKind::NAME,
-        entity_id: card_id,
-        due_at: utc_now()
-            .checked_add_signed(delay)
-            .unwrap_or(chrono::NaiveDateTime::MAX),
-        payload,
+/// An issuer call's intent: the card's timer `id`, whose `payload` says
+/// what to call again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Intent {
+    pub card_id: String,
+    pub id: String,
+    pub payload: String,
+}
+
+impl Intent {
+    /// Writes the intent before its call, due after `delay`, replacing one
+    /// of the same id. A firing rewrites its own timer by completing its
+    /// claim, due later each time as a failing timer's retries are: that
+    /// fails when a later request replaced or dropped the intent, and then
+    /// the call is not made.
+    pub(super) async fn write(
+        &self,
+        db: &Db,
+        delay: chrono::TimeDelta,
+        firing: Option<&TimerFiring>,
+    ) -> Result<(), RuntimeError> {
+        let mut timer = TimerSpec {
+            id: &self.id,
+            kind: CardKind::NAME,
+            entity_id: &self.card_id,
+            due_at: after(delay),
+            payload: &self.payload,
+        }
+        .row();
+        if let Some(firing) = firing {
+            // The claim counts the attempts; the rewritten row carries them.
+            timer.attempts = firing.attempts;
+            let delay_ms = u64::try_from(delay.num_milliseconds()).unwrap_or(0);
+            let backoff = retry_delay_ms(delay_ms, firing.attempts.saturating_add(1));
+            timer.due_at = truncate_micros(after(chrono::TimeDelta::milliseconds(
+                i64::try_from(backoff).unwrap_or(i64::MAX),
+            )));
+        }
+        let plan = Plan {
+            completes_timer: firing.map(TimerFiring::claim),
+            cancels_timers: match firing {
+                Some(_) => Vec::new(),
+                None => vec![self.id.clone()],
+            },
+            timers: vec![timer],
+            ..Plan::default()
+        };
+        commit(db, &self.card_id, plan).await.map_err(runtime_error)
     }
-    .row()
-}
 
-/// Writes the intent before its call, replacing one of the same id. A
-/// firing rewrites its own timer by completing its claim, due later each
-/// time as a failing timer's retries are: that fails when a later request
-/// replaced or dropped the intent, and then the call is not made.
-pub(super) async fn write(
-    db: &Db,
-    card_id: &str,
-    mut intent: TimerRow,
-    delay: chrono::TimeDelta,
-    firing: Option<&TimerFiring>,
-) -> Result<(), RuntimeError> {
-    if let Some(firing) = firing {
-        // The claim counts the attempts; the rewritten row carries them on.
-        intent.attempts = firing.attempts;
-        let delay_ms = u64::try_from(delay.num_milliseconds()).unwrap_or(0);
-        let backoff = retry_delay_ms(delay_ms, firing.attempts.saturating_add(1));
-        let backoff = chrono::TimeDelta::milliseconds(i64::try_from(backoff).unwrap_or(i64::MAX));
-        intent.due_at = truncate_micros(
-            utc_now()
-                .checked_add_signed(backoff)
-                .unwrap_or(chrono::NaiveDateTime::MAX),
-        );
+    /// Drops the intent: nothing is left to finish.
+    pub(super) async fn drop(&self, db: &Db) -> Result<(), RuntimeError> {
+        let plan = Plan {
+            cancels_timers: vec![self.id.clone()],
+            ..Plan::default()
+        };
+        commit(db, &self.card_id, plan).await.map_err(runtime_error)
     }
-    let plan = Plan {
-        completes_timer: firing.map(TimerFiring::claim),
-        cancels_timers: match firing {
-            Some(_) => Vec::new(),
-            None => vec![intent.id.clone()],
-        },
-        timers: vec![intent],
-        ..Plan::default()
-    };
-    commit(db, card_id, plan).await.map_err(runtime_error)
+
+    /// After a call the issuer did not confirm: drops the intent when the
+    /// issuer did not act, else leaves it to finish the call.
+    pub(super) async fn settle(
+        &self,
+        db: &Db,
+        error: &ProviderError,
+        finishing: bool,
+    ) -> Result<Fate, RuntimeError> {
+        let fate = fate(error, finishing);
+        if fate == Fate::Drop {
+            self.drop(db).await?;
+        }
+        Ok(fate)
+    }
 }
 
-/// Drops an intent nothing is left to finish.
-pub(super) async fn drop(db: &Db, card_id: &str, timer_id: &str) -> Result<(), RuntimeError> {
-    let plan = Plan {
-        cancels_timers: vec![timer_id.to_owned()],
-        ..Plan::default()
-    };
-    commit(db, card_id, plan).await.map_err(runtime_error)
+fn after(delay: chrono::TimeDelta) -> chrono::NaiveDateTime {
+    utc_now()
+        .checked_add_signed(delay)
+        .unwrap_or(chrono::NaiveDateTime::MAX)
 }
 
-/// After a call the issuer did not confirm: drops the intent when the
-/// issuer did not act, else leaves it to finish the call.
-pub(super) async fn settle(
+/// The pending intent `timer_id`, as `parse` reads its payload.
+pub(super) async fn pending<T>(
     db: &Db,
-    card_id: &str,
     timer_id: &str,
-    error: &ProviderError,
-    finishing: bool,
-) -> Result<Fate, RuntimeError> {
-    let fate = fate(error, finishing);
-    if fate == Fate::Drop {
-        drop(db, card_id, timer_id).await?;
-    }
-    Ok(fate)
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<Option<T>, StoreError> {
+    let mut pooled = db.get().await?;
+    let found = timers::find(&mut pooled.tx(), timer_id).await?;
+    Ok(found.and_then(|timer| parse(&timer.payload)))
 }
 
 #[cfg(test)]

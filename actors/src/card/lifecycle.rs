@@ -7,10 +7,8 @@
 //! finishing a change repeats nothing there.
 
 use serde_json::json;
-use tern_schema::store::timers::{self, TimerRow};
-use tern_schema::{Db, StoreError};
 
-use super::intent;
+use super::intent::{self, Intent};
 use super::kind::{CardContext, CardState};
 use super::machine::{Effect, Event, LimitsChange, Operation, Status};
 use super::messages::{CardFailure, CardReply, LimitsPatch, Origin};
@@ -48,9 +46,12 @@ fn intent_timer_id(card_id: &str) -> String {
     format!("{card_id}:change")
 }
 
-fn intent_timer(card_id: &str, operation: Operation, delay: chrono::TimeDelta) -> TimerRow {
-    let payload = format!("{TIMER_FINISH_CHANGE}{}", operation_name(operation));
-    intent::timer(card_id, &intent_timer_id(card_id), &payload, delay)
+fn change_intent(card_id: &str, operation: Operation) -> Intent {
+    Intent {
+        card_id: card_id.to_owned(),
+        id: intent_timer_id(card_id),
+        payload: format!("{TIMER_FINISH_CHANGE}{}", operation_name(operation)),
+    }
 }
 
 /// Whether the issuer is told of a change for a request or to finish an
@@ -71,7 +72,8 @@ pub(super) async fn change(
     operation: Operation,
     origin: Origin,
 ) -> Step {
-    let Some(pending) = pending_change(&env.db, &state.row.id).await? else {
+    let timer_id = intent_timer_id(&state.row.id);
+    let Some(pending) = intent::pending(&env.db, &timer_id, finishing).await? else {
         return carry_out(env, state, operation, origin, Cause::Request, None).await;
     };
     if pending == operation {
@@ -84,21 +86,15 @@ pub(super) async fn change(
         // The card moved on since the intent was written: nothing is left
         // to finish.
         Err(CardFailure::Refused(_)) => {
-            let timer_id = intent_timer_id(&finished.state.row.id);
-            intent::drop(&env.db, &finished.state.row.id, &timer_id).await?;
+            change_intent(&finished.state.row.id, pending)
+                .drop(&env.db)
+                .await?;
             finished.state
         }
         // Still unconfirmed: the request waits for it.
         Err(_) => return Ok(finished),
     };
     carry_out(env, state, operation, origin, Cause::Request, None).await
-}
-
-/// The status change the card's intent names, if one is pending.
-async fn pending_change(db: &Db, card_id: &str) -> Result<Option<Operation>, StoreError> {
-    let mut pooled = db.get().await?;
-    let found = timers::find(&mut pooled.tx(), &intent_timer_id(card_id)).await?;
-    Ok(found.and_then(|timer| finishing(&timer.payload)))
 }
 
 /// Finishes the status change an intent's timer names. Refused when the
@@ -139,16 +135,10 @@ async fn carry_out(
                 else {
                     continue;
                 };
-                let timer = intent_timer(&state.row.id, operation, env.ctx.intent_delay);
-                step.plan.cancels_timers.push(timer.id.clone());
-                intent::write(
-                    &env.db,
-                    &state.row.id,
-                    timer,
-                    env.ctx.intent_delay,
-                    firing.as_ref(),
-                )
-                .await?;
+                let intent = change_intent(&state.row.id, operation);
+                step.plan.cancels_timers.push(intent.id.clone());
+                let delay = env.ctx.intent_delay;
+                intent.write(&env.db, delay, firing.as_ref()).await?;
                 if let Err(error) = env.ctx.issuer.set_status(&provider_card_id, status).await {
                     return not_followed(env, state, operation, cause, error).await;
                 }
@@ -180,9 +170,10 @@ async fn not_followed(
     cause: Cause,
     error: ProviderError,
 ) -> Step {
-    let timer_id = intent_timer_id(&state.row.id);
-    let finishing = cause == Cause::Intent;
-    let fate = intent::settle(&env.db, &state.row.id, &timer_id, &error, finishing).await?;
+    let intent = change_intent(&state.row.id, operation);
+    let fate = intent
+        .settle(&env.db, &error, cause == Cause::Intent)
+        .await?;
     tracing::warn!(card = %state.row.id, operation = operation_name(operation), %error, ?fate, "the issuer did not confirm a status change");
     answer(state, Err(issuer_failure(&error, fate)))
 }
@@ -294,9 +285,9 @@ mod tests {
     #[test]
     fn a_finishing_timer_names_a_status_change() {
         for operation in [Operation::Freeze, Operation::Unfreeze, Operation::Close] {
-            let timer = intent_timer("card_1", operation, chrono::TimeDelta::seconds(1));
-            assert_eq!(finishing(&timer.payload), Some(operation));
-            assert_eq!(timer.id, "card_1:change");
+            let intent = change_intent("card_1", operation);
+            assert_eq!(finishing(&intent.payload), Some(operation));
+            assert_eq!(intent.id, "card_1:change");
         }
         assert_eq!(finishing("change:replace"), None);
         assert_eq!(finishing("resume_issue"), None);

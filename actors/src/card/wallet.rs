@@ -8,11 +8,10 @@ use serde_json::json;
 use tern_schema::models::CardWalletTokenRow;
 use tern_schema::plan::RowWrite;
 use tern_schema::store::cards as store;
-use tern_schema::store::timers::{self, TimerRow};
+use tern_schema::store::timers;
 use tern_schema::vocabulary::{WalletStatus, WalletTokenStatus};
-use tern_schema::{Db, StoreError};
 
-use super::intent;
+use super::intent::{self, Intent};
 use super::kind::{CardContext, CardKind, CardState};
 use super::lifecycle::issuer_failure;
 use super::machine::{Effect, Event, Operation, Refusal, Token};
@@ -58,34 +57,18 @@ pub(super) fn finishing(payload: &str) -> Option<Provisioning> {
     serde_json::from_str(json).ok()
 }
 
-fn intent_timer(
-    card_id: &str,
-    asked: &Provisioning,
-    delay: chrono::TimeDelta,
-) -> Result<TimerRow, RuntimeError> {
+fn provisioning_intent(card_id: &str, asked: &Provisioning) -> Result<Intent, RuntimeError> {
     let json = serde_json::to_string(asked)
         .map_err(|error| RuntimeError::Refused(format!("provisioning intent: {error}")))?;
-    Ok(intent::timer(
-        card_id,
-        &intent_timer_id(card_id, &asked.token_id),
-        &format!("{TIMER_FINISH_PROVISIONING}{json}"),
-        delay,
-    ))
+    Ok(Intent {
+        card_id: card_id.to_owned(),
+        id: intent_timer_id(card_id, &asked.token_id),
+        payload: format!("{TIMER_FINISH_PROVISIONING}{json}"),
+    })
 }
 
 fn intent_timer_id(card_id: &str, token_id: &str) -> String {
     format!("{card_id}:wallet:{token_id}")
-}
-
-/// The token's provisioning, while the issuer's answer is not recorded.
-async fn pending_provisioning(
-    db: &Db,
-    card_id: &str,
-    token_id: &str,
-) -> Result<Option<Provisioning>, StoreError> {
-    let mut pooled = db.get().await?;
-    let found = timers::find(&mut pooled.tx(), &intent_timer_id(card_id, token_id)).await?;
-    Ok(found.and_then(|timer| finishing(&timer.payload)))
 }
 
 /// Provisions a token for a request.
@@ -155,17 +138,10 @@ async fn request_token(
                 let Some(provider_card_id) = state.row.provider_card_id.clone() else {
                     return refusal(state, Refusal::NotIssued);
                 };
-                let timer = intent_timer(&state.row.id, &asked, env.ctx.intent_delay)?;
-                let timer_id = timer.id.clone();
-                intent::write(
-                    &env.db,
-                    &state.row.id,
-                    timer,
-                    env.ctx.intent_delay,
-                    firing.as_ref(),
-                )
-                .await?;
-                step.plan.cancels_timers.push(timer_id.clone());
+                let intent = provisioning_intent(&state.row.id, &asked)?;
+                let delay = env.ctx.intent_delay;
+                intent.write(&env.db, delay, firing.as_ref()).await?;
+                step.plan.cancels_timers.push(intent.id.clone());
                 let request = WalletRequest {
                     idempotency_key: asked.token_id.clone(),
                     provider_card_id,
@@ -181,14 +157,11 @@ async fn request_token(
                             code: "wallet_not_supported".into(),
                             message: reason.clone(),
                         };
-                        intent::settle(&env.db, &state.row.id, &timer_id, &refused, finishing)
-                            .await?;
+                        intent.settle(&env.db, &refused, finishing).await?;
                         return answer(state, Err(CardFailure::WalletNotSupported(reason)));
                     }
                     Err(error) => {
-                        let fate =
-                            intent::settle(&env.db, &state.row.id, &timer_id, &error, finishing)
-                                .await?;
+                        let fate = intent.settle(&env.db, &error, finishing).await?;
                         tracing::warn!(card = %state.row.id, token = %asked.token_id, %error, ?fate, "the issuer did not confirm a wallet token");
                         return answer(state, Err(issuer_failure(&error, fate)));
                     }
@@ -253,7 +226,8 @@ pub(super) async fn updated(
     let token = if tokens.iter().any(|token| token.id == token_id) {
         Token::Recorded
     } else {
-        pending = pending_provisioning(&env.db, &state.row.id, &token_id).await?;
+        let timer_id = intent_timer_id(&state.row.id, &token_id);
+        pending = intent::pending(&env.db, &timer_id, finishing).await?;
         match pending {
             Some(_) => Token::Pending,
             None => Token::Unknown,

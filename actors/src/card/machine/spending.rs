@@ -19,6 +19,19 @@ pub struct Limits {
     pub atm_enabled: bool,
 }
 
+impl Limits {
+    /// No amount limit, every channel on.
+    pub const OPEN: Limits = Limits {
+        per_transaction_minor: None,
+        daily_spend_minor: None,
+        monthly_spend_minor: None,
+        atm_daily_minor: None,
+        online_enabled: true,
+        international_enabled: true,
+        atm_enabled: true,
+    };
+}
+
 /// Largest spend limit accepted (decisions §10).
 pub const LIMIT_MAX_MINOR: i64 = 1_000_000_000_000;
 
@@ -230,18 +243,6 @@ mod tests {
         NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S").unwrap()
     }
 
-    fn open() -> Limits {
-        Limits {
-            per_transaction_minor: None,
-            daily_spend_minor: None,
-            monthly_spend_minor: None,
-            atm_daily_minor: None,
-            online_enabled: true,
-            international_enabled: true,
-            atm_enabled: true,
-        }
-    }
-
     fn request(amount_minor: i64, channel: Channel, country: &str) -> Authorization {
         Authorization {
             amount_minor,
@@ -266,31 +267,43 @@ mod tests {
             daily_spend_minor: Some(1_000),
             monthly_spend_minor: Some(4_200),
             atm_daily_minor: Some(150),
-            ..open()
+            ..Limits::OPEN
         };
         let pos = |amount| request(amount, Channel::Pos, "US");
         type Case = (Status, Limits, Spend, Authorization, Result<(), Decline>);
         let cases: Vec<Case> = vec![
-            (S::Active, open(), spent, pos(100), Ok(())),
-            (S::Frozen, open(), spent, pos(100), Err(Decline::CardFrozen)),
+            (S::Active, Limits::OPEN, spent, pos(100), Ok(())),
+            (
+                S::Frozen,
+                Limits::OPEN,
+                spent,
+                pos(100),
+                Err(Decline::CardFrozen),
+            ),
             (
                 S::Blocked,
-                open(),
+                Limits::OPEN,
                 spent,
                 pos(100),
                 Err(Decline::CardBlocked),
             ),
-            (S::Closed, open(), spent, pos(100), Err(Decline::CardClosed)),
+            (
+                S::Closed,
+                Limits::OPEN,
+                spent,
+                pos(100),
+                Err(Decline::CardClosed),
+            ),
             (
                 S::Issuing,
-                open(),
+                Limits::OPEN,
                 spent,
                 pos(100),
                 Err(Decline::CardNotIssued),
             ),
             (
                 S::Active,
-                open(),
+                Limits::OPEN,
                 spent,
                 Authorization {
                     currency: "EUR".into(),
@@ -300,7 +313,7 @@ mod tests {
             ),
             (
                 S::Active,
-                open(),
+                Limits::OPEN,
                 spent,
                 pos(0),
                 Err(Decline::InvalidAmount),
@@ -309,7 +322,7 @@ mod tests {
                 S::Active,
                 Limits {
                     online_enabled: false,
-                    ..open()
+                    ..Limits::OPEN
                 },
                 spent,
                 request(100, Channel::Online, "US"),
@@ -319,7 +332,7 @@ mod tests {
                 S::Active,
                 Limits {
                     atm_enabled: false,
-                    ..open()
+                    ..Limits::OPEN
                 },
                 spent,
                 request(100, Channel::Atm, "US"),
@@ -329,7 +342,7 @@ mod tests {
                 S::Active,
                 Limits {
                     international_enabled: false,
-                    ..open()
+                    ..Limits::OPEN
                 },
                 spent,
                 request(100, Channel::Pos, "FR"),
@@ -339,7 +352,7 @@ mod tests {
                 S::Active,
                 Limits {
                     international_enabled: false,
-                    ..open()
+                    ..Limits::OPEN
                 },
                 spent,
                 pos(100),
@@ -425,7 +438,7 @@ mod tests {
         // A window past its day counts nothing against today's limit.
         let limited = Limits {
             daily_spend_minor: Some(1_000),
-            ..open()
+            ..Limits::OPEN
         };
         let yesterday = Spend {
             day: at("2026-11-24 00:00:00").date(),
@@ -459,7 +472,7 @@ mod tests {
             daily_spend_minor: Some(100),
             monthly_spend_minor: Some(100),
             atm_daily_minor: Some(0),
-            ..open()
+            ..Limits::OPEN
         };
         assert!(check_limits(&ok).is_empty());
         let fields = |limits: Limits| {
@@ -472,14 +485,14 @@ mod tests {
             fields(Limits {
                 per_transaction_minor: Some(-1),
                 atm_daily_minor: Some(LIMIT_MAX_MINOR + 1),
-                ..open()
+                ..Limits::OPEN
             }),
             ["per_transaction_minor", "atm_daily_minor"]
         );
         assert_eq!(
             fields(Limits {
                 per_transaction_minor: Some(LIMIT_MAX_MINOR),
-                ..open()
+                ..Limits::OPEN
             }),
             Vec::<&str>::new()
         );
@@ -487,7 +500,7 @@ mod tests {
             fields(Limits {
                 per_transaction_minor: Some(200),
                 daily_spend_minor: Some(100),
-                ..open()
+                ..Limits::OPEN
             }),
             ["per_transaction_minor"]
         );
@@ -495,7 +508,7 @@ mod tests {
             fields(Limits {
                 daily_spend_minor: Some(200),
                 monthly_spend_minor: Some(100),
-                ..open()
+                ..Limits::OPEN
             }),
             ["daily_spend_minor"]
         );
@@ -503,7 +516,7 @@ mod tests {
             fields(Limits {
                 per_transaction_minor: Some(200),
                 monthly_spend_minor: Some(100),
-                ..open()
+                ..Limits::OPEN
             }),
             ["per_transaction_minor"]
         );

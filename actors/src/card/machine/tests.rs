@@ -17,23 +17,11 @@ fn now() -> NaiveDateTime {
     at("2026-11-25 12:00:00")
 }
 
-fn open() -> Limits {
-    Limits {
-        per_transaction_minor: None,
-        daily_spend_minor: None,
-        monthly_spend_minor: None,
-        atm_daily_minor: None,
-        online_enabled: true,
-        international_enabled: true,
-        atm_enabled: true,
-    }
-}
-
 fn card(status: Status) -> State {
     State {
         status,
         currency: "USD".into(),
-        limits: open(),
+        limits: Limits::OPEN,
         spend: Spend::empty(now()),
         replacing: false,
     }
@@ -309,7 +297,7 @@ fn authorizations() {
     let limited = State {
         limits: Limits {
             per_transaction_minor: Some(500),
-            ..open()
+            ..Limits::OPEN
         },
         ..card(S::Active)
     };
