@@ -8,7 +8,7 @@ use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::store::{merchants, transfers, users};
 use tern_schema::types::utc_now;
 use tern_schema::types::MerchantStatus;
-use tern_schema::vocabulary::UserStatus;
+use tern_schema::vocabulary::{MerchantId, UserStatus};
 use tern_schema::{ledger, migrate, write_tx, Db, StoreError};
 
 use crate::config::Config;
@@ -538,6 +538,7 @@ async fn set_merchant_status(config: &Config, action: MerchantAction) -> anyhow:
         MerchantAction::Suspend { merchant_id } => (merchant_id, MerchantStatus::Suspended),
         MerchantAction::Disable { merchant_id } => (merchant_id, MerchantStatus::Disabled),
     };
+    let merchant_id = MerchantId::new(merchant_id);
     migrate::run_pending(&config.database_url).await?;
     let db = Db::connect(&config.database_url).await?;
     let request_id = format!("cli-{}", uuid::Uuid::new_v4());
@@ -550,7 +551,7 @@ async fn set_merchant_status(config: &Config, action: MerchantAction) -> anyhow:
             actor: AuditActor::Operator,
             action: "merchant.status_changed",
             resource_type: "merchant",
-            resource_id: merchant_id.clone(),
+            resource_id: merchant_id.to_string(),
             request_id: request_id.clone(),
             data: serde_json::json!({"from": before.status, "to": status.as_str()}),
         };
@@ -707,7 +708,7 @@ async fn audit_verify(config: &Config, merchant: Option<String>) -> anyhow::Resu
     let mut pooled = db.get().await?;
     let tx = &mut pooled.tx();
     let merchants = match merchant {
-        Some(id) => vec![id],
+        Some(id) => vec![MerchantId::new(id)],
         None => audit::all_chains(tx).await?,
     };
     let broken = audit::broken_chains(tx, &merchants).await?;

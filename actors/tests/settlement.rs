@@ -26,7 +26,7 @@ use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};
 use tern_schema::store::{ledger as ledger_store, merchants, settlements, timers};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::SettlementStatus;
+use tern_schema::vocabulary::{MerchantId, SettlementStatus};
 use tern_schema::{audit, ledger, migrate, write_tx, Db, StoreError};
 
 /// Longest any test waits for an asynchronous effect before failing.
@@ -193,7 +193,7 @@ struct World {
     registry: Registry<SettlementKind>,
     acquirer: Arc<ChallengingAcquirer>,
     moves: Arc<Moves>,
-    merchant_id: String,
+    merchant_id: MerchantId,
 }
 
 async fn world(challenge_ttl: chrono::Duration) -> World {
@@ -202,7 +202,7 @@ async fn world(challenge_ttl: chrono::Duration) -> World {
         .await
         .expect("migrations apply");
     let db = Db::connect(test_db.url()).await.expect("database connects");
-    let merchant_id = uuid::Uuid::new_v4().to_string();
+    let merchant_id = MerchantId::generate();
     let merchant = MerchantRow {
         id: merchant_id.clone(),
         organization_name: "Acme".into(),

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use crate::models::{AuditEventRow, AuditHeadRow};
 use crate::store::audit as store;
 use crate::types::utc_now;
+use crate::vocabulary::MerchantId;
 use crate::{StoreError, StoreResult, Tx};
 
 mod verify;
@@ -56,7 +57,7 @@ impl AuditActor {
 /// An event to append.
 #[derive(Clone, Debug)]
 pub struct AuditRecord {
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub actor: AuditActor,
     /// Dotted, past tense: `api_key.created`, `settlement.status_changed`.
     pub action: &'static str,
@@ -67,7 +68,7 @@ pub struct AuditRecord {
 }
 
 /// Starts a merchant's chain; call in the transaction that creates it.
-pub async fn open_chain(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<()> {
+pub async fn open_chain(tx: &mut Tx<'_>, merchant_id: &MerchantId) -> StoreResult<()> {
     store::insert_head(
         tx,
         &AuditHeadRow {
@@ -119,7 +120,7 @@ fn unchained(record: AuditRecord) -> AuditEventRow {
 /// update per merchant. Heads are locked in merchant id order, so two
 /// transactions chaining for the same merchants cannot deadlock.
 pub(crate) async fn chain(tx: &mut Tx<'_>, events: Vec<AuditEventRow>) -> StoreResult<()> {
-    let mut chains: BTreeMap<String, Vec<AuditEventRow>> = BTreeMap::new();
+    let mut chains: BTreeMap<MerchantId, Vec<AuditEventRow>> = BTreeMap::new();
     for event in events {
         chains
             .entry(event.merchant_id.clone())
@@ -188,7 +189,7 @@ mod tests {
 
     fn row() -> AuditEventRow {
         AuditEventRow {
-            merchant_id: "m".into(),
+            merchant_id: MerchantId::new("m"),
             seq: 1,
             id: "aud_1".into(),
             occurred_at: chrono::DateTime::from_timestamp(1_700_000_000, 123_000)

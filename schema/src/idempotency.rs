@@ -7,6 +7,7 @@ use sha2::{Digest, Sha256};
 use crate::models::IdempotencyRow;
 use crate::store::idempotency as store;
 use crate::types::utc_now;
+use crate::vocabulary::MerchantId;
 #[cfg(doc)]
 use crate::Refusal;
 use crate::{StoreResult, Tx};
@@ -56,7 +57,7 @@ fn judge(existing: Option<IdempotencyRow>, request_sha256: &str) -> KeyUse {
 /// The record of a key answered before its work starts, written with the
 /// work's plan (`Plan::answer`): a key already recorded refuses the plan.
 pub fn answered(
-    (merchant_id, scope, key): (&str, &str, &str),
+    (merchant_id, scope, key): (&MerchantId, &str, &str),
     request_sha256: &str,
     status: u16,
     body: &str,
@@ -79,7 +80,7 @@ pub fn answered(
 /// committed record at all.
 pub async fn recorded_use(
     tx: &mut Tx<'_>,
-    (merchant_id, scope, key): (&str, &str, &str),
+    (merchant_id, scope, key): (&MerchantId, &str, &str),
     request_sha256: &str,
 ) -> StoreResult<Option<KeyUse>> {
     let existing = store::find(tx, merchant_id, scope, key).await?;

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::models::{LedgerAccountRow, LedgerEntryRow};
-use crate::vocabulary::AccountKind;
+use crate::vocabulary::{AccountKind, MerchantId};
 
 /// Accounts remembered at most before the cache starts over.
 pub const ACCOUNTS_MAX: usize = 100_000;
@@ -26,7 +26,7 @@ pub const TRANSACTIONS_MAX: usize = 100_000;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AccountFacts {
     pub id: String,
-    pub merchant_id: Option<String>,
+    pub merchant_id: Option<MerchantId>,
     pub kind: AccountKind,
     pub currency: String,
 }

@@ -21,7 +21,7 @@ use crate::money::Currency;
 use crate::plan::{LedgerWrite, Plan, PlanError};
 use crate::store::ledger::{self as store, Bucket};
 use crate::types::utc_now;
-use crate::vocabulary::AccountKind;
+use crate::vocabulary::{AccountKind, MerchantId};
 use crate::{Db, DieselError, Refusal, StoreError, Tx};
 
 mod check;
@@ -124,7 +124,7 @@ pub struct Line {
 /// A journal entry to record.
 #[derive(Clone, Debug)]
 pub struct Entry {
-    pub merchant_id: Option<String>,
+    pub merchant_id: Option<MerchantId>,
     pub settlement_key: Option<String>,
     pub description: String,
     pub lines: Vec<Line>,
@@ -201,7 +201,10 @@ pub fn check_balanced(lines: &[Line]) -> Result<(), LedgerError> {
 }
 
 /// Opens one funding account per fiat currency for a new merchant.
-pub async fn open_funding_accounts(tx: &mut Tx<'_>, merchant_id: &str) -> Result<(), LedgerError> {
+pub async fn open_funding_accounts(
+    tx: &mut Tx<'_>,
+    merchant_id: &MerchantId,
+) -> Result<(), LedgerError> {
     let now = utc_now();
     for currency in Currency::fiat() {
         let row = LedgerAccountRow {

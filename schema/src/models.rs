@@ -14,14 +14,14 @@ use crate::schema::{
 use crate::vocabulary::{
     AccountKind, Asset, CardNetwork, CardStatus, CardTransactionKind, CardTransactionStatus,
     CardType, Decline, DeliveryStatus, DeviceStatus, EventSource, LedgerStatus, LegStatus,
-    MerchantStatus, Network, Platform, Purpose, PushStatus, Reversal, SettlementMethod,
+    MerchantId, MerchantStatus, Network, Platform, Purpose, PushStatus, Reversal, SettlementMethod,
     SettlementStatus, TransferStatus, UserStatus, Wallet, WalletStatus, WalletTokenStatus,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
 #[diesel(table_name = merchants, treat_none_as_default_value = false)]
 pub struct MerchantRow {
-    pub id: String,
+    pub id: MerchantId,
     pub organization_name: String,
     pub status: MerchantStatus,
     pub created_at: NaiveDateTime,
@@ -32,7 +32,7 @@ pub struct MerchantRow {
 #[diesel(table_name = api_keys, treat_none_as_default_value = false)]
 pub struct ApiKeyRow {
     pub id: String,
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub prefix: String,
     /// Hex SHA-256 of the secret part; the secret itself is never stored.
     pub secret_sha256: String,
@@ -49,7 +49,7 @@ pub struct ApiKeyRow {
 #[diesel(table_name = ledger_accounts, treat_none_as_default_value = false)]
 pub struct LedgerAccountRow {
     pub id: String,
-    pub merchant_id: Option<String>,
+    pub merchant_id: Option<MerchantId>,
     pub kind: AccountKind,
     pub currency: String,
     pub posted_debits_minor: i64,
@@ -80,7 +80,7 @@ impl LedgerAccountRow {
 pub struct LedgerTransactionRow {
     pub id: String,
     pub status: LedgerStatus,
-    pub merchant_id: Option<String>,
+    pub merchant_id: Option<MerchantId>,
     pub settlement_key: Option<String>,
     pub description: String,
     pub created_at: NaiveDateTime,
@@ -104,7 +104,7 @@ pub struct LedgerEntryRow {
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
 #[diesel(table_name = audit_heads, treat_none_as_default_value = false)]
 pub struct AuditHeadRow {
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub seq: i64,
     pub hash: String,
     pub updated_at: NaiveDateTime,
@@ -115,7 +115,7 @@ pub struct AuditHeadRow {
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
 #[diesel(table_name = audit_checkpoints, treat_none_as_default_value = false)]
 pub struct AuditCheckpointRow {
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     /// The last event verified, and its hash.
     pub seq: i64,
     pub hash: String,
@@ -130,7 +130,7 @@ pub struct AuditCheckpointRow {
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
 #[diesel(table_name = audit_events, treat_none_as_default_value = false)]
 pub struct AuditEventRow {
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub seq: i64,
     pub id: String,
     pub occurred_at: NaiveDateTime,
@@ -148,7 +148,7 @@ pub struct AuditEventRow {
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable, AsChangeset)]
 #[diesel(table_name = settlements, treat_none_as_null = true, treat_none_as_default_value = false)]
 pub struct SettlementRow {
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub idempotency_key: String,
     pub method: SettlementMethod,
     pub currency: String,
@@ -192,7 +192,7 @@ pub struct SettlementRow {
 /// transition fills in starts empty.
 #[derive(Clone, Debug)]
 pub struct SettlementIntent {
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub idempotency_key: String,
     pub method: SettlementMethod,
     pub currency: String,
@@ -253,7 +253,7 @@ impl SettlementRow {
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
 #[diesel(table_name = idempotency_records, treat_none_as_default_value = false)]
 pub struct IdempotencyRow {
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub scope: String,
     pub idempotency_key: String,
     pub request_sha256: String,
@@ -281,7 +281,7 @@ pub struct InboundEventRow {
 pub struct QuoteRow {
     /// `qt_` + a UUID v7: opaque and time-sortable.
     pub id: String,
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub send_currency: String,
     pub send_amount_minor: i64,
     pub receive_asset: Asset,
@@ -310,7 +310,7 @@ impl QuoteRow {
 pub struct TransferRow {
     /// `tr_` + a UUID v7: opaque and time-sortable.
     pub id: String,
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub idempotency_key: String,
     pub flow: String,
     pub quote_id: String,
@@ -349,7 +349,7 @@ pub struct TransferRow {
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable, AsChangeset)]
 #[diesel(table_name = webhook_endpoints, treat_none_as_default_value = false)]
 pub struct WebhookEndpointRow {
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub url: String,
     /// The signing secret as the merchant gave it.
     pub secret: String,
@@ -362,7 +362,7 @@ pub struct WebhookEndpointRow {
 pub struct WebhookEventRow {
     /// `evt_` + a UUID v7; the `webhook-id` of every attempt.
     pub id: String,
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub transfer_id: String,
     /// Orders the transfer's events: the rank of its status in the saga.
     pub seq: i32,
@@ -432,7 +432,7 @@ pub struct WebhookAttemptRow {
 #[diesel(table_name = users, treat_none_as_default_value = false)]
 pub struct UserRow {
     pub id: String,
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     /// Trimmed and lowercased.
     pub email: String,
     pub name: String,
@@ -476,7 +476,7 @@ pub struct EmailTokenRow {
 pub struct DeviceRow {
     /// `dev_` + a UUID v7 (time-sortable).
     pub id: String,
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub user_id: String,
     pub platform: Platform,
     pub token: String,
@@ -493,7 +493,7 @@ pub struct DeviceRow {
 pub struct PushDispatchRow {
     /// `psh_` + a UUID v7.
     pub id: String,
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub user_id: String,
     pub title: String,
     pub body: String,
@@ -528,7 +528,7 @@ pub struct PushDeliveryRow {
 pub struct CardRow {
     /// `card_` + a UUID v7 (time-sortable).
     pub id: String,
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub user_id: String,
     pub program_id: String,
     pub card_type: CardType,
@@ -571,7 +571,7 @@ pub struct CardTransactionRow {
     /// `ctx_` + a UUID v7.
     pub id: String,
     pub card_id: String,
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub provider_event_id: String,
     pub authorization_id: String,
     pub kind: CardTransactionKind,
@@ -602,7 +602,7 @@ pub struct CardWalletTokenRow {
     /// `wtk_` + a UUID v7; also the issuer's idempotency key.
     pub id: String,
     pub card_id: String,
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub wallet: Wallet,
     pub status: WalletTokenStatus,
     pub device_id: Option<String>,

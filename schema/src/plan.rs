@@ -32,6 +32,7 @@ use crate::models::{
     TransferRow, WebhookAttemptRow, WebhookEndpointRow, WebhookEventRow,
 };
 use crate::store::timers::TimerRow;
+use crate::vocabulary::MerchantId;
 use crate::{Refusal, StoreError};
 
 pub(crate) use batch::write;
@@ -97,7 +98,7 @@ pub struct Plan {
 #[derive(Clone, Debug)]
 pub struct FundingSource {
     pub account_id: String,
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub currency: String,
 }
 
@@ -189,13 +190,13 @@ pub enum RowWrite {
     /// The merchant's webhook endpoint removed, with `audit` recorded if
     /// there was one to remove.
     WebhookEndpointRemoved {
-        merchant_id: String,
+        merchant_id: MerchantId,
         audit: AuditRecord,
     },
     /// The merchant's events still waiting for delivery skipped, if it has
     /// no endpoint to deliver them to.
     PendingEventsSkipped {
-        merchant_id: String,
+        merchant_id: MerchantId,
         at: chrono::NaiveDateTime,
     },
     /// An attempted event's new delivery state and the attempt's record,
@@ -209,7 +210,7 @@ pub enum RowWrite {
     /// The transfer's delivered and dead-lettered events re-armed for an
     /// attempt at `at`, in a new round; [`Written::rearmed`] says how many.
     EventsRearmed {
-        merchant_id: String,
+        merchant_id: MerchantId,
         transfer_id: String,
         at: chrono::NaiveDateTime,
     },

@@ -8,24 +8,25 @@
 
 use serde_json::json;
 use tern_schema::audit::{self, AuditActor, AuditRecord};
+use tern_schema::vocabulary::MerchantId;
 use tern_schema::{dispatch, write_tx, Db, StoreError};
 
 mod common;
 
 /// A migrated database and a merchant whose chain is open.
-async fn setup() -> (tern_schema::testing::TestDatabase, Db, String) {
+async fn setup() -> (tern_schema::testing::TestDatabase, Db, MerchantId) {
     let (database, db) = common::setup().await;
     let id = common::merchant_with_chain(&db).await;
     (database, db, id)
 }
 
-async fn append(db: &Db, merchant_id: &str, n: usize) {
+async fn append(db: &Db, merchant_id: &MerchantId, n: usize) {
     for i in 0..n {
         let appended: Result<_, StoreError> = write_tx!(db, |tx| {
             audit::append(
                 tx,
                 AuditRecord {
-                    merchant_id: merchant_id.to_owned(),
+                    merchant_id: merchant_id.clone(),
                     actor: AuditActor::ApiKey("key".into()),
                     action: "settlement.created",
                     resource_type: "settlement",
@@ -42,7 +43,7 @@ async fn append(db: &Db, merchant_id: &str, n: usize) {
 
 /// Verifies as GET /v1/audit/verify does (from the checkpoint), and checks
 /// that a full verification from the first event agrees.
-async fn verify(db: &Db, merchant_id: &str) -> audit::Verification {
+async fn verify(db: &Db, merchant_id: &MerchantId) -> audit::Verification {
     let mut pooled = db.get().await.expect("conn");
     let full = audit::verify_full(&mut pooled.tx(), merchant_id)
         .await
@@ -112,9 +113,9 @@ async fn concurrent_appends_to_one_chain_stay_linked() {
     assert_eq!((result.valid, result.checked), (true, 40));
 }
 
-fn record(merchant_id: &str, i: usize) -> AuditRecord {
+fn record(merchant_id: &MerchantId, i: usize) -> AuditRecord {
     AuditRecord {
-        merchant_id: merchant_id.to_owned(),
+        merchant_id: merchant_id.clone(),
         actor: AuditActor::System,
         action: "settlement.status_changed",
         resource_type: "settlement",

@@ -11,12 +11,13 @@ use serde_json::json;
 use tern_schema::audit::{self, AuditActor, AuditRecord, Verification, RESCAN_ROWS_PER_CALL};
 use tern_schema::models::AuditCheckpointRow;
 use tern_schema::store::{audit as events, audit_checkpoints};
+use tern_schema::vocabulary::MerchantId;
 use tern_schema::{dispatch, write_tx, Db, StoreError};
 
 mod common;
 
 /// A migrated database and a merchant whose chain is open.
-async fn setup() -> (tern_schema::testing::TestDatabase, Db, String) {
+async fn setup() -> (tern_schema::testing::TestDatabase, Db, MerchantId) {
     let (database, db) = common::setup().await;
     let id = common::merchant_with_chain(&db).await;
     (database, db, id)
@@ -25,9 +26,9 @@ async fn setup() -> (tern_schema::testing::TestDatabase, Db, String) {
 /// Events appended per group-committed unit while building long chains.
 const EVENTS_PER_UNIT: usize = 500;
 
-fn record(merchant_id: &str, i: usize) -> AuditRecord {
+fn record(merchant_id: &MerchantId, i: usize) -> AuditRecord {
     AuditRecord {
-        merchant_id: merchant_id.to_owned(),
+        merchant_id: merchant_id.clone(),
         actor: AuditActor::System,
         action: "settlement.status_changed",
         resource_type: "settlement",
@@ -38,12 +39,12 @@ fn record(merchant_id: &str, i: usize) -> AuditRecord {
 }
 
 /// Appends `n` events through the group committer, many per unit.
-async fn append(db: &Db, merchant_id: &str, n: usize) {
+async fn append(db: &Db, merchant_id: &MerchantId, n: usize) {
     let mut left = n;
     while left > 0 {
         let count = left.min(EVENTS_PER_UNIT);
         left -= count;
-        let merchant_id = merchant_id.to_owned();
+        let merchant_id = merchant_id.clone();
         db.write(move |tx| {
             Box::pin(async move {
                 for i in 0..count {
@@ -57,17 +58,17 @@ async fn append(db: &Db, merchant_id: &str, n: usize) {
     }
 }
 
-async fn verify(db: &Db, merchant_id: &str) -> Verification {
+async fn verify(db: &Db, merchant_id: &MerchantId) -> Verification {
     audit::verify(db, merchant_id).await.expect("verify")
 }
 
-async fn verify_full(db: &Db, merchant_id: &str) -> Verification {
+async fn verify_full(db: &Db, merchant_id: &MerchantId) -> Verification {
     let mut pooled = db.get().await.expect("conn");
     let full = audit::verify_full(&mut pooled.tx(), merchant_id).await;
     full.expect("verify in full")
 }
 
-async fn checkpoint(db: &Db, merchant_id: &str) -> Option<AuditCheckpointRow> {
+async fn checkpoint(db: &Db, merchant_id: &MerchantId) -> Option<AuditCheckpointRow> {
     let mut pooled = db.get().await.expect("conn");
     let found = audit_checkpoints::find(&mut pooled.tx(), merchant_id).await;
     found.expect("checkpoint")
@@ -79,11 +80,11 @@ async fn sql(db: &Db, statement: &str) {
     dispatch!(tx, conn => diesel_async::SimpleAsyncConnection::batch_execute(conn, statement).await).expect("sql");
 }
 
-fn edit_data(merchant: &str, seq: i64) -> String {
+fn edit_data(merchant: &MerchantId, seq: i64) -> String {
     format!("UPDATE audit_events SET data = '{{\"i\":-1}}' WHERE merchant_id = '{merchant}' AND seq = {seq}")
 }
 
-fn delete(merchant: &str, seq: i64) -> String {
+fn delete(merchant: &MerchantId, seq: i64) -> String {
     format!("DELETE FROM audit_events WHERE merchant_id = '{merchant}' AND seq = {seq}")
 }
 

@@ -23,7 +23,7 @@ use tern_schema::store::{ledger as ledger_store, merchants, users};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
 use tern_schema::vocabulary::{
-    CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource,
+    CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource, MerchantId,
 };
 use tern_schema::{dispatch, write_tx, Db, StoreError};
 
@@ -36,9 +36,9 @@ const CARD: &str = "card_plans";
 /// The merchant, a user and an active card, with the funding accounts'
 /// rows copied from `accounts` when given; answers the USD account.
 async fn open_card(db: &Db, accounts: Option<&[LedgerAccountRow]>) -> Vec<LedgerAccountRow> {
-    let merchant = merchant_row(MERCHANT);
-    let user = user_row("user_cards", MERCHANT);
-    let card = card_row(CARD, MERCHANT, &user.id);
+    let merchant = merchant_row(&MerchantId::new(MERCHANT));
+    let user = user_row("user_cards", &MerchantId::new(MERCHANT));
+    let card = card_row(CARD, &MerchantId::new(MERCHANT), &user.id);
     let copied = accounts.map(<[LedgerAccountRow]>::to_vec);
     let made: Result<(), LedgerError> = write_tx!(db, |tx| {
         merchants::insert(tx, &merchant).await?;
@@ -51,13 +51,13 @@ async fn open_card(db: &Db, accounts: Option<&[LedgerAccountRow]>) -> Vec<Ledger
                 }
                 Ok(())
             }
-            None => ledger::open_funding_accounts(tx, MERCHANT).await,
+            None => ledger::open_funding_accounts(tx, &MerchantId::new(MERCHANT)).await,
         }
     });
     made.expect("card");
     let mut pooled = db.get().await.expect("conn");
     let mut tx = pooled.tx();
-    let accounts = ledger_store::merchant_accounts(&mut tx, MERCHANT)
+    let accounts = ledger_store::merchant_accounts(&mut tx, &MerchantId::new(MERCHANT))
         .await
         .expect("accounts");
     accounts
@@ -71,7 +71,7 @@ fn entry(description: &str, debit: &str, credit: &str, amount_minor: i64) -> Ent
         currency: "USD".into(),
     };
     Entry {
-        merchant_id: Some(MERCHANT.into()),
+        merchant_id: Some(MerchantId::new(MERCHANT)),
         settlement_key: None,
         description: description.into(),
         lines: vec![
@@ -96,7 +96,7 @@ fn row(
     CardTransactionRow {
         id: format!("ctx_{step:05}"),
         card_id: CARD.into(),
-        merchant_id: MERCHANT.into(),
+        merchant_id: MerchantId::new(MERCHANT),
         provider_event_id: event.into(),
         authorization_id: authorization.into(),
         kind,

@@ -12,6 +12,7 @@ use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::{merchants, settlements};
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::MerchantId;
 use tern_schema::{Db, StoreError};
 
 mod common;
@@ -19,10 +20,10 @@ mod common;
 use common::setup;
 
 /// A settlement row that was never inserted: updating it changes no row.
-fn missing_settlement(merchant_id: &str) -> SettlementRow {
+fn missing_settlement(merchant_id: &MerchantId) -> SettlementRow {
     SettlementRow::pending(
         SettlementIntent {
-            merchant_id: merchant_id.to_owned(),
+            merchant_id: merchant_id.clone(),
             idempotency_key: "never-inserted".into(),
             method: tern_schema::vocabulary::SettlementMethod::CardPush,
             currency: "USD".into(),
@@ -38,7 +39,7 @@ fn missing_settlement(merchant_id: &str) -> SettlementRow {
     )
 }
 
-async fn exists(db: &Db, id: &str) -> bool {
+async fn exists(db: &Db, id: &MerchantId) -> bool {
     let mut pooled = db.get().await.expect("conn");
     let mut tx = pooled.tx();
     merchants::find(&mut tx, id).await.expect("read").is_some()
@@ -47,8 +48,8 @@ async fn exists(db: &Db, id: &str) -> bool {
 #[tokio::test]
 async fn a_unit_whose_checked_write_fails_rolls_back_alone() {
     let (_database, db) = setup().await;
-    let ids: Vec<String> = (0..40)
-        .map(|i| format!("m_{i}_{}", uuid::Uuid::new_v4()))
+    let ids: Vec<MerchantId> = (0..40)
+        .map(|i| MerchantId::new(format!("m_{i}_{}", uuid::Uuid::new_v4())))
         .collect();
     let writes = ids.iter().enumerate().map(|(i, id)| {
         let db = db.clone();
@@ -86,8 +87,8 @@ async fn a_unit_whose_checked_write_fails_rolls_back_alone() {
 #[tokio::test]
 async fn plans_and_work_share_a_batch_and_each_fails_alone() {
     let (_database, db) = setup().await;
-    let ids: Vec<String> = (0..60)
-        .map(|i| format!("m_{i}_{}", uuid::Uuid::new_v4()))
+    let ids: Vec<MerchantId> = (0..60)
+        .map(|i| MerchantId::new(format!("m_{i}_{}", uuid::Uuid::new_v4())))
         .collect();
     let jobs = ids.iter().enumerate().map(|(i, id)| {
         let db = db.clone();
@@ -106,7 +107,7 @@ async fn plans_and_work_share_a_batch_and_each_fails_alone() {
                         entry: Entry {
                             merchant_id: None,
                             settlement_key: None,
-                            description: row.id.clone(),
+                            description: row.id.to_string(),
                             lines: vec![
                                 line(&account, Direction::Debit),
                                 line(

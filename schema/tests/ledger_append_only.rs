@@ -11,15 +11,15 @@
 use tern_schema::ledger::{self, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::LedgerEntryRow;
 use tern_schema::store::ledger as store;
-use tern_schema::vocabulary::LedgerStatus;
+use tern_schema::vocabulary::{LedgerStatus, MerchantId};
 use tern_schema::{dispatch, Db};
 
 mod common;
 use common::{account, check, fund, lines, merchant, setup};
 
-fn entry(merchant_id: &str, lines: Vec<Line>) -> Entry {
+fn entry(merchant_id: &MerchantId, lines: Vec<Line>) -> Entry {
     Entry {
-        merchant_id: Some(merchant_id.into()),
+        merchant_id: Some(merchant_id.clone()),
         settlement_key: Some("key".into()),
         description: "test".into(),
         lines,

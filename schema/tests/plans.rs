@@ -25,7 +25,7 @@ use tern_schema::store::timers::TimerRow;
 use tern_schema::store::{ledger as ledger_store, merchants};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::SettlementStatus;
+use tern_schema::vocabulary::{MerchantId, SettlementStatus};
 use tern_schema::{dispatch, idempotency, write_tx, Db, Refusal, StoreError};
 
 mod common;
@@ -40,7 +40,7 @@ const FUNDS: i64 = 20_000;
 async fn open_merchant(db: &Db, accounts: Option<&[LedgerAccountRow]>) -> Vec<LedgerAccountRow> {
     let now = utc_now();
     let row = MerchantRow {
-        id: MERCHANT.into(),
+        id: MerchantId::new(MERCHANT),
         organization_name: "M".into(),
         status: tern_schema::vocabulary::MerchantStatus::Active,
         created_at: now,
@@ -49,7 +49,7 @@ async fn open_merchant(db: &Db, accounts: Option<&[LedgerAccountRow]>) -> Vec<Le
     let copied = accounts.map(<[LedgerAccountRow]>::to_vec);
     let made: Result<(), LedgerError> = write_tx!(db, |tx| {
         merchants::insert(tx, &row).await?;
-        audit::open_chain(tx, MERCHANT).await?;
+        audit::open_chain(tx, &MerchantId::new(MERCHANT)).await?;
         match &copied {
             Some(rows) => {
                 for account in rows {
@@ -57,13 +57,13 @@ async fn open_merchant(db: &Db, accounts: Option<&[LedgerAccountRow]>) -> Vec<Le
                 }
                 Ok(())
             }
-            None => ledger::open_funding_accounts(tx, MERCHANT).await,
+            None => ledger::open_funding_accounts(tx, &MerchantId::new(MERCHANT)).await,
         }
     });
     made.expect("merchant");
     let mut pooled = db.get().await.expect("conn");
     let mut tx = pooled.tx();
-    let accounts = ledger_store::merchant_accounts(&mut tx, MERCHANT)
+    let accounts = ledger_store::merchant_accounts(&mut tx, &MerchantId::new(MERCHANT))
         .await
         .expect("accounts");
     accounts
@@ -92,7 +92,7 @@ fn two_lines(debit: &str, credit: &str, amount_minor: i64) -> Vec<Line> {
 
 fn entry(description: &str, lines: Vec<Line>) -> Entry {
     Entry {
-        merchant_id: Some(MERCHANT.into()),
+        merchant_id: Some(MerchantId::new(MERCHANT)),
         settlement_key: None,
         description: description.into(),
         lines,
@@ -121,7 +121,7 @@ fn funding(usd: &str, amount_minor: i64, id: &str) -> Plan {
 
 fn audit_record(action: &'static str, key: &str) -> AuditRecord {
     AuditRecord {
-        merchant_id: MERCHANT.into(),
+        merchant_id: MerchantId::new(MERCHANT),
         actor: AuditActor::System,
         action,
         resource_type: "settlement",
@@ -136,7 +136,7 @@ fn audit_record(action: &'static str, key: &str) -> AuditRecord {
 fn creation(key: &str, source: &str, currency: &str, amount_minor: i64, hold_id: &str) -> Plan {
     let mut row = SettlementRow::pending(
         SettlementIntent {
-            merchant_id: MERCHANT.into(),
+            merchant_id: MerchantId::new(MERCHANT),
             idempotency_key: key.into(),
             method: tern_schema::vocabulary::SettlementMethod::CardPush,
             currency: currency.into(),
@@ -170,12 +170,12 @@ fn creation(key: &str, source: &str, currency: &str, amount_minor: i64, hold_id:
     Plan {
         funding_source: Some(FundingSource {
             account_id: source.into(),
-            merchant_id: MERCHANT.into(),
+            merchant_id: MerchantId::new(MERCHANT),
             currency: currency.into(),
         }),
         audit: vec![audit_record("settlement.created", key)],
         answer: Some(idempotency::answered(
-            (MERCHANT, "settlements", key),
+            (&MerchantId::new(MERCHANT), "settlements", key),
             &format!("digest-{key}"),
             201,
             &format!("{{\"key\":\"{key}\"}}"),

@@ -9,25 +9,25 @@ use chrono::Duration;
 use tern_schema::models::QuoteRow;
 use tern_schema::store::{merchants, quotes};
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{Asset, Network};
+use tern_schema::vocabulary::{Asset, MerchantId, Network};
 use tern_schema::{write_tx, Db, StoreError};
 
 mod common;
 
 use common::setup;
 
-async fn merchant(db: &Db) -> String {
-    let row = common::merchant_row(&uuid::Uuid::new_v4().to_string());
+async fn merchant(db: &Db) -> MerchantId {
+    let row = common::merchant_row(&MerchantId::generate());
     let made: Result<(), StoreError> = write_tx!(db, |tx| merchants::insert(tx, &row).await);
     made.expect("merchant");
     row.id
 }
 
-fn quote(merchant_id: &str, id: &str) -> QuoteRow {
+fn quote(merchant_id: &MerchantId, id: &str) -> QuoteRow {
     let now = utc_now();
     QuoteRow {
         id: id.into(),
-        merchant_id: merchant_id.into(),
+        merchant_id: merchant_id.clone(),
         send_currency: "EUR".into(),
         send_amount_minor: 10_000,
         receive_asset: Asset::Usdc,

@@ -17,7 +17,7 @@ use tern_schema::schema::{audit_events, cards, quotes, webhook_endpoints};
 use tern_schema::store::{cards as card_store, merchants, users};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{Asset, Network};
+use tern_schema::vocabulary::{Asset, MerchantId, Network};
 use tern_schema::{dispatch, write_tx, Db, StoreError};
 
 mod common;
@@ -27,13 +27,13 @@ const MERCHANT: &str = "m_rows";
 const CARD: &str = "card_rows";
 
 async fn open_merchant(db: &Db) -> CardRow {
-    let merchant = merchant_row(MERCHANT);
-    let user = user_row("user_rows", MERCHANT);
-    let card = card_row(CARD, MERCHANT, &user.id);
+    let merchant = merchant_row(&MerchantId::new(MERCHANT));
+    let user = user_row("user_rows", &MerchantId::new(MERCHANT));
+    let card = card_row(CARD, &MerchantId::new(MERCHANT), &user.id);
     let stored = card.clone();
     let made: Result<(), StoreError> = write_tx!(db, |tx| {
         merchants::insert(tx, &merchant).await?;
-        audit::open_chain(tx, MERCHANT).await?;
+        audit::open_chain(tx, &MerchantId::new(MERCHANT)).await?;
         users::insert(tx, &user).await?;
         card_store::insert(tx, &stored).await
     });
@@ -46,7 +46,7 @@ fn quote(i: usize) -> Plan {
     Plan {
         rows: vec![RowWrite::NewQuote(QuoteRow {
             id: format!("qt_rows_{i}"),
-            merchant_id: MERCHANT.into(),
+            merchant_id: MerchantId::new(MERCHANT),
             send_currency: "USD".into(),
             send_amount_minor: 1_000,
             receive_asset: Asset::Usdt,
@@ -127,9 +127,9 @@ fn removal() -> Plan {
     Plan {
         rows: vec![
             RowWrite::WebhookEndpointRemoved {
-                merchant_id: MERCHANT.into(),
+                merchant_id: MerchantId::new(MERCHANT),
                 audit: AuditRecord {
-                    merchant_id: MERCHANT.into(),
+                    merchant_id: MerchantId::new(MERCHANT),
                     actor: AuditActor::System,
                     action: "webhook_endpoint.deleted",
                     resource_type: "webhook_endpoint",
@@ -139,7 +139,7 @@ fn removal() -> Plan {
                 },
             },
             RowWrite::PendingEventsSkipped {
-                merchant_id: MERCHANT.into(),
+                merchant_id: MerchantId::new(MERCHANT),
                 at: utc_now(),
             },
         ],
@@ -172,7 +172,7 @@ async fn a_webhook_endpoint_removal_is_audited_only_when_there_was_one() {
     let now = utc_now();
     let stored = Plan {
         rows: vec![RowWrite::WebhookEndpoint(WebhookEndpointRow {
-            merchant_id: MERCHANT.into(),
+            merchant_id: MerchantId::new(MERCHANT),
             url: "https://example.com/hooks".into(),
             secret: "whsec_0123456789abcdefghijklmnop".into(),
             created_at: now,
@@ -198,7 +198,7 @@ fn refused_endpoint() -> Plan {
     let now = utc_now();
     Plan {
         rows: vec![RowWrite::WebhookEndpoint(WebhookEndpointRow {
-            merchant_id: MERCHANT.into(),
+            merchant_id: MerchantId::new(MERCHANT),
             url: "https://example.com/hooks".into(),
             secret: "short".into(),
             created_at: now,

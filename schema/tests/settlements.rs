@@ -8,23 +8,23 @@ use tern_schema::idempotency::{self, KeyUse};
 use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::SettlementStatus;
+use tern_schema::vocabulary::{MerchantId, SettlementStatus};
 use tern_schema::{migrate, write_tx, Db, Plan, PlanError, Refusal, StoreError};
 
 mod common;
 
 /// A migrated database and a merchant: (database, db, merchant id, its
 /// USD funding account).
-async fn setup() -> (tern_schema::testing::TestDatabase, Db, String, String) {
+async fn setup() -> (tern_schema::testing::TestDatabase, Db, MerchantId, String) {
     let (database, db) = common::setup().await;
     let (id, usd) = common::merchant(&db).await;
     (database, db, id, usd)
 }
 
-fn settlement(merchant_id: &str, source: &str, key: &str) -> SettlementRow {
+fn settlement(merchant_id: &MerchantId, source: &str, key: &str) -> SettlementRow {
     SettlementRow::pending(
         SettlementIntent {
-            merchant_id: merchant_id.into(),
+            merchant_id: merchant_id.clone(),
             idempotency_key: key.into(),
             method: tern_schema::vocabulary::SettlementMethod::CardPush,
             currency: "USD".into(),
@@ -72,7 +72,7 @@ async fn versioned_updates_refuse_stale_writers() {
         ("in_flight", 2, 1)
     );
     assert_eq!(
-        settlements::find(&mut pooled.tx(), "other-merchant", "k1")
+        settlements::find(&mut pooled.tx(), &MerchantId::new("other-merchant"), "k1")
             .await
             .expect("find"),
         None
@@ -116,7 +116,7 @@ async fn lists_filter_by_status_newest_first_and_recovery_finds_work() {
     assert_eq!(keys, ["b", "d"]);
 }
 
-async fn recorded(db: &Db, merchant: &str, scope: &str, digest: &str) -> Option<KeyUse> {
+async fn recorded(db: &Db, merchant: &MerchantId, scope: &str, digest: &str) -> Option<KeyUse> {
     let mut pooled = db.get().await.expect("checkout");
     let tx = &mut pooled.tx();
     idempotency::recorded_use(tx, (merchant, scope, "key-1"), digest)
@@ -124,7 +124,7 @@ async fn recorded(db: &Db, merchant: &str, scope: &str, digest: &str) -> Option<
         .expect("read the key")
 }
 
-fn answering(merchant: &str, digest: &str) -> Plan {
+fn answering(merchant: &MerchantId, digest: &str) -> Plan {
     Plan {
         answer: Some(idempotency::answered(
             (merchant, "settlements", "key-1"),

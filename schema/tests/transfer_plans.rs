@@ -22,7 +22,7 @@ use tern_schema::plan::{Plan, PlanError, RowMove};
 use tern_schema::schema::{audit_events, idempotency_records, transfers};
 use tern_schema::store::{merchants, quotes};
 use tern_schema::testing::TestDatabase;
-use tern_schema::vocabulary::{Asset, Network};
+use tern_schema::vocabulary::{Asset, MerchantId, Network};
 use tern_schema::{dispatch, idempotency, write_tx, Db, Refusal, StoreError, Written};
 
 mod common;
@@ -50,7 +50,7 @@ fn at(seconds: usize) -> NaiveDateTime {
 fn quote(index: u64) -> QuoteRow {
     QuoteRow {
         id: format!("qt_{index:02}"),
-        merchant_id: MERCHANT.into(),
+        merchant_id: MerchantId::new(MERCHANT),
         send_currency: "EUR".into(),
         send_amount_minor: 10_000 + 100 * index as i64,
         receive_asset: [Asset::Usdc, Asset::Usdt][index as usize % 2],
@@ -68,7 +68,7 @@ fn quote(index: u64) -> QuoteRow {
 /// The merchant, its audit chain and the quotes, the same on every database.
 async fn open_merchant(db: &Db) {
     let row = MerchantRow {
-        id: MERCHANT.into(),
+        id: MerchantId::new(MERCHANT),
         organization_name: "M".into(),
         status: tern_schema::vocabulary::MerchantStatus::Active,
         created_at: at(0),
@@ -76,7 +76,7 @@ async fn open_merchant(db: &Db) {
     };
     let made: Result<(), StoreError> = write_tx!(db, |tx| {
         merchants::insert(tx, &row).await?;
-        audit::open_chain(tx, MERCHANT).await?;
+        audit::open_chain(tx, &MerchantId::new(MERCHANT)).await?;
         for index in 0..QUOTES {
             quotes::insert(tx, &quote(index)).await?;
         }
@@ -87,7 +87,7 @@ async fn open_merchant(db: &Db) {
 
 fn audit_record(action: &'static str, row: &TransferRow) -> AuditRecord {
     AuditRecord {
-        merchant_id: MERCHANT.into(),
+        merchant_id: MerchantId::new(MERCHANT),
         actor: AuditActor::System,
         action,
         resource_type: "transfer",
@@ -105,7 +105,7 @@ fn creation(step: usize, key: &str, quote: &QuoteRow, answered: bool) -> Plan {
         leg1_key: format!("{id}.leg1"),
         leg2_key: format!("{id}.leg2"),
         id,
-        merchant_id: MERCHANT.into(),
+        merchant_id: MerchantId::new(MERCHANT),
         idempotency_key: key.into(),
         flow: "tern".into(),
         quote_id: quote.id.clone(),
@@ -139,7 +139,7 @@ fn creation(step: usize, key: &str, quote: &QuoteRow, answered: bool) -> Plan {
         created_at: at(step),
         updated_at: at(step),
         ..idempotency::answered(
-            (MERCHANT, SCOPE, key),
+            (&MerchantId::new(MERCHANT), SCOPE, key),
             &format!("digest-{key}-{step}"),
             201,
             &format!("{{\"id\":\"{}\"}}", row.id),

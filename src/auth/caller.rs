@@ -7,6 +7,7 @@ use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use futures_util::future::LocalBoxFuture;
 use tern_schema::audit::AuditActor;
 use tern_schema::types::{utc_now, MerchantStatus};
+use tern_schema::vocabulary::MerchantId;
 
 use crate::auth::api_key;
 use crate::auth::operator::Authenticated;
@@ -30,7 +31,7 @@ pub enum Credential {
 /// An authenticated merchant credential.
 #[derive(Clone, Debug)]
 pub struct Caller {
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub credential: Credential,
     pub scopes: Scopes,
     pub merchant_status: MerchantStatus,
@@ -42,14 +43,15 @@ pub struct Caller {
     pub key_expires_at: Option<chrono::NaiveDateTime>,
 }
 
-/// A resource that belongs to one merchant.
+/// A resource that belongs to one merchant, or to none (a system ledger
+/// account), which is nobody's to read.
 pub trait MerchantOwned {
-    fn merchant_id(&self) -> &str;
+    fn merchant_id(&self) -> Option<&MerchantId>;
 }
 
 impl MerchantOwned for tern_schema::models::ApiKeyRow {
-    fn merchant_id(&self) -> &str {
-        &self.merchant_id
+    fn merchant_id(&self) -> Option<&MerchantId> {
+        Some(&self.merchant_id)
     }
 }
 
@@ -118,7 +120,7 @@ impl Caller {
     /// reported exactly like a missing one, so ids cannot be probed.
     pub fn own<T: MerchantOwned>(&self, found: Option<T>, what: &str) -> Result<T, ApiError> {
         match found {
-            Some(resource) if resource.merchant_id() == self.merchant_id => Ok(resource),
+            Some(resource) if resource.merchant_id() == Some(&self.merchant_id) => Ok(resource),
             _ => Err(ApiError::NotFound(format!("no such {what}"))),
         }
     }

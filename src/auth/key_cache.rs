@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use chrono::NaiveDateTime;
 use tern_schema::store::api_keys;
 use tern_schema::types::MerchantStatus;
+use tern_schema::vocabulary::MerchantId;
 use tern_schema::{Db, StoreResult};
 
 use crate::auth::scopes::Scopes;
@@ -26,7 +27,7 @@ pub const LAST_USED_RESOLUTION: Duration = Duration::from_secs(60);
 #[derive(Clone, Debug)]
 pub struct CachedKey {
     pub key_id: String,
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub secret_sha256: String,
     pub scopes: Scopes,
     pub expires_at: Option<NaiveDateTime>,
@@ -128,13 +129,13 @@ impl KeyCache {
         }
     }
 
-    pub fn invalidate_merchant(&self, merchant_id: &str) {
+    pub fn invalidate_merchant(&self, merchant_id: &MerchantId) {
         if let Ok(mut entries) = self.entries.lock() {
             entries.retain(|_, entry| {
                 entry
                     .key
                     .as_ref()
-                    .is_none_or(|key| key.merchant_id != merchant_id)
+                    .is_none_or(|key| key.merchant_id != *merchant_id)
             });
         }
     }

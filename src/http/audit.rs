@@ -166,7 +166,9 @@ pub async fn events(
     ))]
 pub async fn verify(caller: Caller, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     caller.require("audit:read")?;
-    state.limits.check("audit_verify", &caller.merchant_id)?;
+    state
+        .limits
+        .check("audit_verify", caller.merchant_id.as_str())?;
     let db = state.db.clone();
     let merchant_id = caller.merchant_id.clone();
     // In a task of its own: a client that hangs up must not drop the

@@ -9,7 +9,7 @@ use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::models::{MerchantRow, SessionRow, UserRow};
 use tern_schema::store::{sessions, users};
 use tern_schema::types::{as_utc, utc_now, MerchantStatus};
-use tern_schema::vocabulary::UserStatus;
+use tern_schema::vocabulary::{MerchantId, UserStatus};
 use tern_schema::{write_tx, StoreError, Tx};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -54,8 +54,8 @@ pub struct LoginRequest {
 pub struct LoginResponse {
     #[schema(format = Uuid)]
     pub user_id: String,
-    #[schema(format = Uuid)]
-    pub merchant_id: String,
+    #[schema(value_type = String, format = Uuid)]
+    pub merchant_id: MerchantId,
     pub email_verified: bool,
     pub session_expires_at: DateTime<Utc>,
 }
@@ -95,7 +95,7 @@ pub async fn register(
     let now = utc_now();
     let request_id = request_id(&req);
     let merchant = MerchantRow {
-        id: Uuid::new_v4().to_string(),
+        id: MerchantId::generate(),
         organization_name: name.clone(),
         status: MerchantStatus::Active,
         created_at: now,

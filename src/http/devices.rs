@@ -138,7 +138,9 @@ pub async fn register(
     JsonBody(request): JsonBody<DeviceRequest>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("devices:write")?;
-    state.limits.check("device_write", &caller.merchant_id)?;
+    state
+        .limits
+        .check("device_write", caller.merchant_id.as_str())?;
     let mut errors = FieldErrors::new();
     let platform = check::platform(&request.platform)
         .map_err(|message| errors.insert("platform".into(), message))
@@ -259,7 +261,9 @@ pub async fn list(
     Query(query): Query<DeviceQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("devices:read")?;
-    state.limits.check("device_read", &caller.merchant_id)?;
+    state
+        .limits
+        .check("device_read", caller.merchant_id.as_str())?;
     let mut errors = FieldErrors::new();
     let limit = validate::list_limit(query.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, &mut errors);
     if !errors.is_empty() {
@@ -302,7 +306,9 @@ pub async fn revoke(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("devices:write")?;
-    state.limits.check("device_write", &caller.merchant_id)?;
+    state
+        .limits
+        .check("device_write", caller.merchant_id.as_str())?;
     let device_id = path.into_inner();
     if !device_id.starts_with(DEVICE_ID_PREFIX) || device_id.len() > check::DEVICE_ID_CHARS_MAX {
         return Err(ApiError::NotFound("no such device".into()));

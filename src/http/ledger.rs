@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use tern_schema::models::LedgerAccountRow;
 use tern_schema::store::ledger as store;
 use tern_schema::types::as_utc;
+use tern_schema::vocabulary::MerchantId;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::{Caller, MerchantOwned};
@@ -83,8 +84,8 @@ pub struct EntriesQuery {
 }
 
 impl MerchantOwned for LedgerAccountRow {
-    fn merchant_id(&self) -> &str {
-        self.merchant_id.as_deref().unwrap_or_default()
+    fn merchant_id(&self) -> Option<&MerchantId> {
+        self.merchant_id.as_ref()
     }
 }
 

@@ -8,6 +8,7 @@ use tern_schema::ledger;
 use tern_schema::models::{ApiKeyRow, MerchantRow};
 use tern_schema::store::{api_keys, merchants};
 use tern_schema::types::{utc_now, MerchantStatus};
+use tern_schema::vocabulary::MerchantId;
 use tern_schema::{write_tx, Tx};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -81,7 +82,7 @@ pub async fn register(
     let api_key_id = Uuid::new_v4();
     let key = api_key::generate();
     let merchant = MerchantRow {
-        id: merchant_id.to_string(),
+        id: MerchantId::new(merchant_id.to_string()),
         organization_name,
         status: MerchantStatus::Active,
         created_at: now,
@@ -133,7 +134,7 @@ pub async fn open_merchant(
         actor,
         action: "merchant.registered",
         resource_type: "merchant",
-        resource_id: merchant.id.clone(),
+        resource_id: merchant.id.to_string(),
         request_id: request_id.to_owned(),
         data: json!({"organization_name": merchant.organization_name, "status": merchant.status}),
     };

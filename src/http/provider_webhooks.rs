@@ -15,6 +15,7 @@ use tern_actors::settlement::SettlementCommand;
 use tern_schema::models::InboundEventRow;
 use tern_schema::store::inbound_events;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::MerchantId;
 use tern_schema::write_tx;
 use tracing::Instrument;
 use utoipa::ToSchema;
@@ -182,7 +183,7 @@ pub async fn receive(
 /// its provider key is one Tern made for that settlement:
 /// `{merchant_id}_{settlement_key}`, or with `_reversal` for its reversal.
 /// Merchant ids are UUIDs, so they hold no `_` (nor the `/` of actor ids).
-fn named_settlement(data: &serde_json::Value) -> Option<(String, String)> {
+fn named_settlement(data: &serde_json::Value) -> Option<(MerchantId, String)> {
     let key = data.get("settlement_key")?.as_str()?;
     let provider_key = data.get("idempotency_key")?.as_str()?;
     if key.is_empty() || key.len() > EVENT_FIELD_LENGTH_MAX {
@@ -197,13 +198,13 @@ fn named_settlement(data: &serde_json::Value) -> Option<(String, String)> {
         let plausible = !merchant_id.is_empty()
             && !merchant_id.contains(['_', '/'])
             && merchant_id.len() <= EVENT_FIELD_LENGTH_MAX;
-        plausible.then(|| (merchant_id.to_owned(), key.to_owned()))
+        plausible.then(|| (MerchantId::new(merchant_id), key.to_owned()))
     })
 }
 
 /// Tells the settlement's actor to ask its provider, off the request path:
 /// the provider gets its 200 at once, whatever the actor is doing.
-fn nudge(state: &AppState, merchant_id: &str, key: &str) {
+fn nudge(state: &AppState, merchant_id: &MerchantId, key: &str) {
     let Some(registry) = state.settlements.clone() else {
         tracing::debug!("no settlement provider configured; provider event not followed");
         return;
@@ -242,7 +243,7 @@ mod tests {
 
     #[test]
     fn a_charge_or_refund_key_names_its_settlement() {
-        let expected = Some((MERCHANT.to_owned(), KEY.to_owned()));
+        let expected = Some((MerchantId::new(MERCHANT), KEY.to_owned()));
         assert_eq!(
             named_settlement(&data(&format!("{MERCHANT}_{KEY}"))),
             expected

@@ -11,6 +11,7 @@ use tern_schema::models::QuoteRow;
 use tern_schema::money::{parse_minor, AmountError, Currency, CurrencyKind};
 use tern_schema::store::quotes as store;
 use tern_schema::types::{as_utc, utc_now};
+use tern_schema::vocabulary::MerchantId;
 use utoipa::ToSchema;
 
 use crate::auth::{Caller, MerchantOwned};
@@ -72,8 +73,8 @@ pub struct Quote {
 }
 
 impl MerchantOwned for QuoteRow {
-    fn merchant_id(&self) -> &str {
-        &self.merchant_id
+    fn merchant_id(&self) -> Option<&MerchantId> {
+        Some(&self.merchant_id)
     }
 }
 
@@ -181,7 +182,9 @@ pub async fn create(
     let JsonBody(request) = body?;
     caller.require("quotes:write")?;
     caller.require_active()?;
-    state.limits.check("quote_create", &caller.merchant_id)?;
+    state
+        .limits
+        .check("quote_create", caller.merchant_id.as_str())?;
     let request = validate(&request, &caller)?;
     let row = quote::create(
         &state.db,
@@ -215,7 +218,9 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("quotes:read")?;
-    state.limits.check("quote_read", &caller.merchant_id)?;
+    state
+        .limits
+        .check("quote_read", caller.merchant_id.as_str())?;
     let id = path.into_inner();
     let found = if id.starts_with(quote::ID_PREFIX) && id.len() <= QUOTE_ID_LENGTH_MAX {
         let mut pooled = state.db.get().await?;

@@ -20,7 +20,7 @@ use tern_schema::idempotency::request_digest;
 use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::settlements as store;
 use tern_schema::types::as_utc;
-use tern_schema::vocabulary::Asset;
+use tern_schema::vocabulary::{Asset, MerchantId};
 use tracing::Instrument;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -133,8 +133,8 @@ pub struct ReverseResponse {
 }
 
 impl MerchantOwned for SettlementRow {
-    fn merchant_id(&self) -> &str {
-        &self.merchant_id
+    fn merchant_id(&self) -> Option<&MerchantId> {
+        Some(&self.merchant_id)
     }
 }
 
@@ -480,7 +480,9 @@ pub async fn list(
 ) -> Result<HttpResponse, ApiError> {
     caller.require("settlements:read")?;
     caller.require_active()?;
-    state.limits.check("settlement_read", &caller.merchant_id)?;
+    state
+        .limits
+        .check("settlement_read", caller.merchant_id.as_str())?;
     let mut errors = FieldErrors::new();
     let limit = validate::list_limit(query.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, &mut errors);
     if let Some(status) = &query.status {
@@ -530,7 +532,9 @@ pub async fn get(
 ) -> Result<HttpResponse, ApiError> {
     caller.require("settlements:read")?;
     caller.require_active()?;
-    state.limits.check("settlement_read", &caller.merchant_id)?;
+    state
+        .limits
+        .check("settlement_read", caller.merchant_id.as_str())?;
     let key = settlement_id(&path.into_inner());
     let mut pooled = state.db.get().await?;
     let found = store::find(&mut pooled.tx(), &caller.merchant_id, &key).await?;
@@ -567,7 +571,7 @@ pub async fn reverse(
     caller.require_active()?;
     state
         .limits
-        .check("settlement_reverse", &caller.merchant_id)?;
+        .check("settlement_reverse", caller.merchant_id.as_str())?;
     let mut errors = FieldErrors::new();
     let reason = text("reason", &request.reason, &mut errors);
     let key = settlement_id(&path.into_inner());

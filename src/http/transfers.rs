@@ -17,6 +17,7 @@ use tern_schema::idempotency::request_digest;
 use tern_schema::models::TransferRow;
 use tern_schema::store::transfers as store;
 use tern_schema::types::{as_utc, utc_now};
+use tern_schema::vocabulary::MerchantId;
 use tracing::Instrument;
 use utoipa::{IntoParams, ToSchema};
 
@@ -130,8 +131,8 @@ pub struct ListQuery {
 }
 
 impl MerchantOwned for TransferRow {
-    fn merchant_id(&self) -> &str {
-        &self.merchant_id
+    fn merchant_id(&self) -> Option<&MerchantId> {
+        Some(&self.merchant_id)
     }
 }
 
@@ -297,7 +298,9 @@ pub async fn create(
     let JsonBody(request) = body?;
     caller.require("transfers:write")?;
     caller.require_active()?;
-    state.limits.check("transfer_create", &caller.merchant_id)?;
+    state
+        .limits
+        .check("transfer_create", caller.merchant_id.as_str())?;
     let key = idempotency_key(&req)?;
     let registry = registry(&state)?.clone();
     let new = validate_create(&request, key, &caller)?;
@@ -382,7 +385,9 @@ pub async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("transfers:read")?;
-    state.limits.check("transfer_read", &caller.merchant_id)?;
+    state
+        .limits
+        .check("transfer_read", caller.merchant_id.as_str())?;
     let mut errors = FieldErrors::new();
     let limit = validate::list_limit(query.limit, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, &mut errors);
     let offset = query.offset.unwrap_or(0);
@@ -441,7 +446,9 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("transfers:read")?;
-    state.limits.check("transfer_read", &caller.merchant_id)?;
+    state
+        .limits
+        .check("transfer_read", caller.merchant_id.as_str())?;
     let id = path.into_inner();
     let found = if id.starts_with(ID_PREFIX) && id.len() <= TRANSFER_ID_LENGTH_MAX {
         let mut pooled = state.db.get().await?;

@@ -14,6 +14,7 @@ use tern_actors::webhook::{EndpointCommand, EndpointReply, WebhookEndpointKind};
 use tern_schema::models::{WebhookAttemptRow, WebhookEndpointRow, WebhookEventRow};
 use tern_schema::store::{transfers, webhooks as store};
 use tern_schema::types::as_utc;
+use tern_schema::vocabulary::MerchantId;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
@@ -41,7 +42,8 @@ pub struct WebhookEndpointRequest {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct WebhookEndpointResponse {
-    pub merchant_id: String,
+    #[schema(value_type = String)]
+    pub merchant_id: MerchantId,
     pub url: String,
     /// A redacted preview; the secret is never returned.
     #[schema(example = "whsec_****LaSw")]
@@ -152,7 +154,9 @@ pub async fn put_endpoint(
     let JsonBody(request) = body?;
     caller.require("webhooks:write")?;
     caller.require_active()?;
-    state.limits.check("webhook_write", &caller.merchant_id)?;
+    state
+        .limits
+        .check("webhook_write", caller.merchant_id.as_str())?;
     let mut errors = FieldErrors::new();
     let url = validate::webhook::url(&request.url, state.config.webhook_allow_private)
         .map_err(|message| errors.insert("url".into(), message))
@@ -169,7 +173,9 @@ pub async fn put_endpoint(
         actor: caller.actor(),
         request_id: caller.request_id.clone(),
     };
-    registry(&state).call(&caller.merchant_id, command).await?;
+    registry(&state)
+        .call(caller.merchant_id.as_str(), command)
+        .await?;
     tracing::info!(merchant_id = %caller.merchant_id, "webhook endpoint stored");
     Ok(HttpResponse::NoContent().finish())
 }
@@ -188,7 +194,9 @@ pub async fn get_endpoint(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("webhooks:read")?;
-    state.limits.check("webhook_read", &caller.merchant_id)?;
+    state
+        .limits
+        .check("webhook_read", caller.merchant_id.as_str())?;
     let mut pooled = state.db.get().await?;
     let mut tx = pooled.tx();
     match store::endpoint(&mut tx, &caller.merchant_id).await? {
@@ -210,12 +218,16 @@ pub async fn delete_endpoint(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("webhooks:write")?;
-    state.limits.check("webhook_write", &caller.merchant_id)?;
+    state
+        .limits
+        .check("webhook_write", caller.merchant_id.as_str())?;
     let command = EndpointCommand::Delete {
         actor: caller.actor(),
         request_id: caller.request_id.clone(),
     };
-    registry(&state).call(&caller.merchant_id, command).await?;
+    registry(&state)
+        .call(caller.merchant_id.as_str(), command)
+        .await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -244,7 +256,9 @@ pub async fn replay(
     let JsonBody(request) = body?;
     caller.require("webhooks:write")?;
     caller.require_active()?;
-    state.limits.check("webhook_write", &caller.merchant_id)?;
+    state
+        .limits
+        .check("webhook_write", caller.merchant_id.as_str())?;
     let transfer_id = match request.transfer_id {
         Some(id) if !id.trim().is_empty() => id,
         _ => {
@@ -259,7 +273,10 @@ pub async fn replay(
         actor: caller.actor(),
         request_id: caller.request_id.clone(),
     };
-    match registry(&state).call(&caller.merchant_id, command).await? {
+    match registry(&state)
+        .call(caller.merchant_id.as_str(), command)
+        .await?
+    {
         EndpointReply::Requeued(requeued) => {
             Ok(HttpResponse::Ok().json(ReplayResponse { requeued }))
         }
@@ -329,7 +346,9 @@ pub async fn deliveries(
     Query(query): Query<DeliveriesQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require("webhooks:read")?;
-    state.limits.check("webhook_read", &caller.merchant_id)?;
+    state
+        .limits
+        .check("webhook_read", caller.merchant_id.as_str())?;
     let mut errors = FieldErrors::new();
     let limit = validate::list_limit(
         query.limit,

@@ -9,7 +9,7 @@ use tern_schema::models::UserRow;
 use tern_schema::store::users;
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::UserStatus;
+use tern_schema::vocabulary::{MerchantId, UserStatus};
 use tern_schema::{write_tx, StoreError};
 
 use crate::helpers::{assert_problem, TestApp};
@@ -90,7 +90,11 @@ async fn merchant_status_commands_take_effect_within_a_second() {
     let url = app.database.url().to_owned();
     let env = [("TERN_DATABASE_URL", url.as_str())];
 
-    let output = tern_beside_app(&["merchant", "suspend", &merchant.merchant_id], &env).await;
+    let output = tern_beside_app(
+        &["merchant", "suspend", merchant.merchant_id.as_str()],
+        &env,
+    )
+    .await;
     assert!(
         output.status.success(),
         "{}",
@@ -128,12 +132,13 @@ async fn merchant_status_commands_take_effect_within_a_second() {
         200
     );
 
-    assert!(
-        tern_beside_app(&["merchant", "disable", &merchant.merchant_id], &env)
-            .await
-            .status
-            .success()
-    );
+    assert!(tern_beside_app(
+        &["merchant", "disable", merchant.merchant_id.as_str()],
+        &env
+    )
+    .await
+    .status
+    .success());
     actix_web::rt::time::sleep(Duration::from_millis(600)).await;
     let problem = assert_problem(
         app.post("/v1/api-keys")
@@ -147,12 +152,13 @@ async fn merchant_status_commands_take_effect_within_a_second() {
     .await;
     assert_eq!(problem["code"], "MERCHANT_DISABLED");
 
-    assert!(
-        tern_beside_app(&["merchant", "activate", &merchant.merchant_id], &env)
-            .await
-            .status
-            .success()
-    );
+    assert!(tern_beside_app(
+        &["merchant", "activate", merchant.merchant_id.as_str()],
+        &env
+    )
+    .await
+    .status
+    .success());
     actix_web::rt::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
         app.post("/v1/api-keys")
@@ -177,11 +183,11 @@ async fn merchant_status_commands_take_effect_within_a_second() {
 }
 
 /// A user row written directly: registration is not on this branch.
-async fn insert_user(app: &TestApp, merchant_id: &str, email: &str) -> UserRow {
+async fn insert_user(app: &TestApp, merchant_id: &MerchantId, email: &str) -> UserRow {
     let now = utc_now();
     let row = UserRow {
         id: uuid::Uuid::now_v7().to_string(),
-        merchant_id: merchant_id.to_owned(),
+        merchant_id: merchant_id.clone(),
         email: email.to_owned(),
         name: "Ada Lovelace".into(),
         password_hash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHQ$aGFzaGhhc2g".into(),
@@ -251,7 +257,12 @@ async fn user_disable_and_enable_change_the_status_and_audit_it() {
     assert_eq!(events[0].action, "user.enabled");
     drop(pooled);
     let verify = tern_beside_app(
-        &["audit", "verify", "--merchant", &merchant.merchant_id],
+        &[
+            "audit",
+            "verify",
+            "--merchant",
+            merchant.merchant_id.as_str(),
+        ],
         &env,
     )
     .await;
@@ -358,7 +369,12 @@ async fn ledger_check_and_audit_verify_report_tampering() {
     assert!(!check.status.success(), "a tampered ledger fails the check");
     assert!(String::from_utf8_lossy(&check.stdout).contains("VIOLATION"));
     let verify = tern_beside_app(
-        &["audit", "verify", "--merchant", &merchant.merchant_id],
+        &[
+            "audit",
+            "verify",
+            "--merchant",
+            merchant.merchant_id.as_str(),
+        ],
         &env,
     )
     .await;

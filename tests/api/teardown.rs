@@ -5,13 +5,14 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use tern_actors::runtime::{KindFigures, RuntimeFigures, StuckEntity};
+use tern_schema::vocabulary::MerchantId;
 
 use crate::helpers::invariants::{check_stuck, Broken};
 use crate::helpers::{Merchant, TestApp};
 
 /// Raises the merchant's USD funding account's posted debits behind the
 /// store: the account goes below zero and USD no longer sums to zero.
-async fn overdraw(app: &TestApp, merchant_id: &str) {
+async fn overdraw(app: &TestApp, merchant_id: &MerchantId) {
     app.sql(&format!(
         "UPDATE ledger_accounts SET posted_debits_minor = 500 \
          WHERE merchant_id = '{merchant_id}' AND currency = 'USD'"
@@ -22,7 +23,7 @@ async fn overdraw(app: &TestApp, merchant_id: &str) {
 
 /// Edits the merchant's first audit event behind the store: its chain no
 /// longer verifies from seq 1.
-async fn tamper_audit(app: &TestApp, merchant_id: &str) {
+async fn tamper_audit(app: &TestApp, merchant_id: &MerchantId) {
     app.sql(&format!(
         "UPDATE audit_events SET action = 'merchant.forgotten' \
          WHERE merchant_id = '{merchant_id}' AND seq = 1"
@@ -105,7 +106,7 @@ async fn an_audit_event_edited_in_the_database_is_found() {
     let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(
         message.contains(&format!("audit chain of merchant {}", other.merchant_id))
-            && !message.contains(&merchant.merchant_id),
+            && !message.contains(merchant.merchant_id.as_str()),
         "{message}"
     );
 }

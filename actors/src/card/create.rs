@@ -6,7 +6,7 @@ use chrono::NaiveDateTime;
 use tern_schema::models::CardRow;
 use tern_schema::plan::{Plan, RowWrite};
 use tern_schema::store::cluster::SLOTS;
-use tern_schema::vocabulary::{CardType, WalletStatus};
+use tern_schema::vocabulary::{CardType, MerchantId, WalletStatus};
 use tern_schema::{PlanError, StoreError};
 
 use super::ask::Cards;
@@ -22,7 +22,7 @@ pub const CARD_ID_PREFIX: &str = "card_";
 /// A validated request for a card.
 #[derive(Clone, Debug)]
 pub struct NewCard {
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub user_id: String,
     pub program: &'static Program,
     pub card_type: CardType,

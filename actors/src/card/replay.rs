@@ -67,7 +67,7 @@ pub(super) async fn earlier_decision(
 mod tests {
     use super::*;
     use crate::card::machine::Channel;
-    use tern_schema::vocabulary::EventSource;
+    use tern_schema::vocabulary::{EventSource, MerchantId};
 
     fn request(amount_minor: i64, currency: &str) -> AuthorizationRequest {
         AuthorizationRequest {
@@ -86,7 +86,7 @@ mod tests {
         CardTransactionRow {
             id: "ctx_1".into(),
             card_id: "card_1".into(),
-            merchant_id: "m_1".into(),
+            merchant_id: MerchantId::new("m_1"),
             provider_event_id: "evt_1".into(),
             authorization_id: "auth_1".into(),
             kind: Kind::Authorization,

@@ -303,7 +303,7 @@ async fn finish_then_update(
 mod tests {
     use super::*;
 
-    use tern_schema::vocabulary::Wallet;
+    use tern_schema::vocabulary::{MerchantId, Wallet};
 
     fn token(id: &str, status: WalletTokenStatus, second: u32) -> CardWalletTokenRow {
         let at = chrono::NaiveDate::from_ymd_opt(2026, 11, 25)
@@ -312,7 +312,7 @@ mod tests {
         CardWalletTokenRow {
             id: id.into(),
             card_id: "card_1".into(),
-            merchant_id: "m".into(),
+            merchant_id: MerchantId::new("m"),
             wallet: Wallet::ApplePay,
             status,
             device_id: None,

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tern_schema::models::QuoteRow;
 use tern_schema::money::Currency;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::MerchantId;
 use tern_schema::{Db, Plan, PlanError, RowWrite, StoreError};
 
 pub use decimal::{DecimalError, Rate};
@@ -24,7 +25,7 @@ pub const ID_PREFIX: &str = "qt_";
 /// A validated request for a quote.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QuoteRequest {
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub request_id: String,
     pub send_currency: Currency,
     pub send_amount_minor: i64,

@@ -147,12 +147,12 @@ impl<R: VersionedRow> Step<R> {
 mod tests {
     use super::*;
     use tern_schema::models::SettlementIntent;
-    use tern_schema::vocabulary::SettlementMethod;
+    use tern_schema::vocabulary::{MerchantId, SettlementMethod};
 
     fn row() -> SettlementRow {
         SettlementRow::pending(
             SettlementIntent {
-                merchant_id: "m".into(),
+                merchant_id: MerchantId::new("m"),
                 idempotency_key: "k".into(),
                 method: SettlementMethod::CardPush,
                 currency: "USD".into(),

@@ -11,6 +11,7 @@ use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, Syst
 use tern_schema::models::SettlementRow;
 use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::settlements;
+use tern_schema::vocabulary::MerchantId;
 use tern_schema::{Db, StoreError};
 
 use super::machine::{self, Effect, Event, Method, Rejected, RetryPolicy, Reversal, Status};
@@ -125,7 +126,7 @@ impl EntityKind for SettlementKind {
         };
         let mut pooled = env.db.get().await?;
         let mut tx = pooled.tx();
-        Ok(settlements::find(&mut tx, merchant_id, key).await?)
+        Ok(settlements::find(&mut tx, &MerchantId::new(merchant_id), key).await?)
     }
 
     async fn handle(

@@ -43,6 +43,7 @@ mod tests {
 
     use tern_schema::models::SettlementIntent;
     use tern_schema::types::utc_now;
+    use tern_schema::vocabulary::MerchantId;
 
     use super::*;
 
@@ -70,7 +71,7 @@ mod tests {
     fn row(key: &str, transfer_id: Option<&str>) -> SettlementRow {
         let mut row = SettlementRow::pending(
             SettlementIntent {
-                merchant_id: "m".into(),
+                merchant_id: MerchantId::new("m"),
                 idempotency_key: key.into(),
                 method: tern_schema::vocabulary::SettlementMethod::CardCharge,
                 currency: "USD".into(),

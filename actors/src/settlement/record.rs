@@ -4,11 +4,12 @@
 
 use tern_schema::models::SettlementRow;
 use tern_schema::types::as_utc;
+use tern_schema::vocabulary::MerchantId;
 
 use super::machine::{Execution, State};
 
 /// The actor id of a settlement: keys are scoped per merchant.
-pub fn entity_id(merchant_id: &str, key: &str) -> String {
+pub fn entity_id(merchant_id: &MerchantId, key: &str) -> String {
     format!("{merchant_id}/{key}")
 }
 
@@ -97,7 +98,7 @@ mod tests {
     pub(crate) fn row() -> SettlementRow {
         SettlementRow::pending(
             SettlementIntent {
-                merchant_id: "m".into(),
+                merchant_id: MerchantId::new("m"),
                 idempotency_key: "k".into(),
                 method: Method::CardPush,
                 currency: "USD".into(),
@@ -138,7 +139,10 @@ mod tests {
     #[test]
     fn ids_are_scoped_by_merchant() {
         let row = row();
-        assert_eq!(split_entity_id(&entity_id("m", "k")), Some(("m", "k")));
+        assert_eq!(
+            split_entity_id(&entity_id(&MerchantId::new("m"), "k")),
+            Some(("m", "k"))
+        );
         assert_ne!(provider_key(&row), reversal_key(&row));
         assert!(provider_key(&row).starts_with("m_"));
     }

@@ -10,6 +10,7 @@ use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::plan::{FundingSource, Plan};
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::MerchantId;
 use tern_schema::{Db, DieselError, PlanError, Refusal, StoreError};
 
 use super::machine::Method;
@@ -132,7 +133,7 @@ pub async fn submit(
     row.funding_transaction_id = Some(ledger::new_transaction_id());
     let body = render(&row);
     let key = (
-        new.intent.merchant_id.as_str(),
+        &new.intent.merchant_id,
         IDEMPOTENCY_SCOPE,
         new.intent.idempotency_key.as_str(),
     );
@@ -180,7 +181,7 @@ pub async fn submit(
 /// What the key's committed record answers this request, if it has one.
 async fn earlier_use(
     db: &Db,
-    key: (&str, &str, &str),
+    key: (&MerchantId, &str, &str),
     digest: &str,
 ) -> Result<Option<Submitted>, SubmitError> {
     let mut pooled = db.get().await?;
@@ -198,7 +199,7 @@ async fn earlier_use(
 /// Whether a settlement holds the key (merchant, _, key).
 async fn is_settlement(
     db: &Db,
-    (merchant_id, _, key): (&str, &str, &str),
+    (merchant_id, _, key): (&MerchantId, &str, &str),
 ) -> Result<bool, SubmitError> {
     let mut pooled = db.get().await?;
     let mut tx = pooled.tx();

@@ -10,6 +10,7 @@ use tern_schema::idempotency::{self, KeyUse};
 use tern_schema::models::{QuoteRow, TransferRow};
 use tern_schema::plan::Plan;
 use tern_schema::store::quotes;
+use tern_schema::vocabulary::MerchantId;
 use tern_schema::{Db, DieselError, PlanError, Refusal, StoreError, Tx};
 
 use super::legs::leg_key;
@@ -28,7 +29,7 @@ pub const FLOW: &str = "tern";
 /// A validated request to create a transfer.
 #[derive(Clone, Debug)]
 pub struct NewTransfer {
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub idempotency_key: String,
     pub quote_id: String,
     pub card_pm: String,
@@ -164,7 +165,7 @@ pub async fn create(
     let id = transfers.mint(new_id)?;
     let db = &transfers.local_db(&id)?;
     let key = (
-        new.merchant_id.as_str(),
+        &new.merchant_id,
         IDEMPOTENCY_SCOPE,
         new.idempotency_key.as_str(),
     );
@@ -224,7 +225,7 @@ pub async fn create(
 /// What the key's committed record answers this request, if it has one.
 async fn earlier_use(
     db: &Db,
-    key: (&str, &str, &str),
+    key: (&MerchantId, &str, &str),
     digest: &str,
 ) -> Result<Option<Created>, CreateError> {
     let mut pooled = db.get().await?;
@@ -234,7 +235,7 @@ async fn earlier_use(
 
 async fn recorded(
     tx: &mut Tx<'_>,
-    key: (&str, &str, &str),
+    key: (&MerchantId, &str, &str),
     digest: &str,
 ) -> Result<Option<Created>, CreateError> {
     Ok(match idempotency::recorded_use(tx, key, digest).await? {

@@ -11,6 +11,7 @@ use tern_schema::ledger::SystemAccount;
 use tern_schema::models::{SettlementIntent, SettlementRow, TransferRow};
 use tern_schema::plan::Plan;
 use tern_schema::store::{settlements, transfers};
+use tern_schema::vocabulary::MerchantId;
 use tern_schema::Db;
 use tracing::Instrument;
 
@@ -325,7 +326,7 @@ fn follow_up(
 /// transition wrote, which spares the actor reading it back.
 fn start_leg(
     env: &EntityEnv<TransferContext>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     key: &str,
     created: Option<SettlementRow>,
 ) {
@@ -561,11 +562,12 @@ mod tests {
 
     mod settlement_rows {
         use tern_schema::models::{SettlementIntent, SettlementRow};
+        use tern_schema::vocabulary::MerchantId;
 
         pub fn row() -> SettlementRow {
             SettlementRow::pending(
                 SettlementIntent {
-                    merchant_id: "m".into(),
+                    merchant_id: MerchantId::new("m"),
                     idempotency_key: "k".into(),
                     method: tern_schema::vocabulary::SettlementMethod::CardCharge,
                     currency: "EUR".into(),

@@ -24,6 +24,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{PoisonError, RwLock};
 
 use tern_schema::store::transfers::{self, LegKeys};
+use tern_schema::vocabulary::MerchantId;
 use tern_schema::{Db, StoreError};
 
 use super::machine::{Leg, LegStatus};
@@ -72,26 +73,30 @@ pub fn parse_leg_key(key: &str) -> Option<(&str, Leg)> {
 /// Whether `key` is the leg key of one of the merchant's transfers, in the
 /// leg form. Another merchant's transfer is no answer: its keys are not this
 /// merchant's to know of.
-pub async fn is_leg_key_of(db: &Db, merchant_id: &str, key: &str) -> Result<bool, StoreError> {
+pub async fn is_leg_key_of(
+    db: &Db,
+    merchant_id: &MerchantId,
+    key: &str,
+) -> Result<bool, StoreError> {
     let Some((transfer_id, _)) = parse_leg_key(key) else {
         return Ok(false);
     };
     let mut pooled = db.get().await?;
     let mut tx = pooled.tx();
     let transfer = transfers::find(&mut tx, transfer_id).await?;
-    Ok(transfer.is_some_and(|row| row.merchant_id == merchant_id))
+    Ok(transfer.is_some_and(|row| row.merchant_id == *merchant_id))
 }
 
 /// The UUID-form keys of legs not yet created, of transfers made before
 /// leg keys took their own form, by merchant.
 #[derive(Debug, Default)]
 pub struct LegacyLegKeys {
-    keys: RwLock<HashMap<String, HashSet<String>>>,
+    keys: RwLock<HashMap<MerchantId, HashSet<String>>>,
 }
 
 impl LegacyLegKeys {
     /// Whether `key` is such a leg's key of the merchant's.
-    pub fn contains(&self, merchant_id: &str, key: &str) -> bool {
+    pub fn contains(&self, merchant_id: &MerchantId, key: &str) -> bool {
         let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
         keys.get(merchant_id).is_some_and(|held| held.contains(key))
     }
@@ -126,7 +131,7 @@ impl LegacyLegKeys {
                 "more transfers in flight than read for legacy leg keys"
             );
         }
-        let mut keys: HashMap<String, HashSet<String>> = HashMap::new();
+        let mut keys: HashMap<MerchantId, HashSet<String>> = HashMap::new();
         for (merchant_id, key) in rows.iter().flat_map(legacy_keys) {
             keys.entry(merchant_id).or_default().insert(key);
         }
@@ -171,7 +176,7 @@ pub async fn pin_legacy_legs(db: &Db) -> RuntimeResult<usize> {
 }
 
 /// The transfer's legs not created yet whose keys are not in the leg form.
-fn legacy_keys(row: &LegKeys) -> Vec<(String, String)> {
+fn legacy_keys(row: &LegKeys) -> Vec<(MerchantId, String)> {
     let not_started = LegStatus::NotStarted;
     [
         (&row.leg1_key, &row.leg1_status),
@@ -225,13 +230,13 @@ mod tests {
         let legacy = uuid::Uuid::new_v4().to_string();
         let row = |leg1_key: &str, leg1_status: &str, leg2_key: &str| LegKeys {
             id: id.clone(),
-            merchant_id: "m".into(),
+            merchant_id: MerchantId::new("m"),
             leg1_key: leg1_key.into(),
             leg1_status: leg1_status.parse().expect("a leg status"),
             leg2_key: leg2_key.into(),
             leg2_status: LegStatus::NotStarted,
         };
-        let pair = |key: &str| ("m".to_owned(), key.to_owned());
+        let pair = |key: &str| (MerchantId::new("m"), key.to_owned());
         let both = row(&legacy, "not_started", "l2");
         assert_eq!(legacy_keys(&both), [pair(&legacy), pair("l2")]);
         let started = row(&legacy, "in_flight", "l2");
@@ -241,6 +246,6 @@ mod tests {
             "not_started",
             &leg_key(&id, Leg::Two),
         );
-        assert_eq!(legacy_keys(&new_form), Vec::<(String, String)>::new());
+        assert_eq!(legacy_keys(&new_form), Vec::<(MerchantId, String)>::new());
     }
 }

@@ -70,13 +70,13 @@ pub(crate) mod tests {
     use super::*;
     use crate::transfer::machine::{LegStatus, Status};
     use tern_schema::types::utc_now;
-    use tern_schema::vocabulary::{Asset, Network};
+    use tern_schema::vocabulary::{Asset, MerchantId, Network};
 
     pub(crate) fn row() -> TransferRow {
         let now = utc_now();
         TransferRow {
             id: new_id(),
-            merchant_id: "m".into(),
+            merchant_id: MerchantId::new("m"),
             idempotency_key: "k".into(),
             flow: "tern".into(),
             quote_id: "qt_1".into(),

@@ -13,6 +13,7 @@ use tern_schema::audit::{AuditActor, AuditRecord};
 use tern_schema::models::{WebhookAttemptRow, WebhookEndpointRow, WebhookEventRow};
 use tern_schema::store::webhooks as store;
 use tern_schema::types::{as_utc, truncate_micros, utc_now};
+use tern_schema::vocabulary::MerchantId;
 use tern_schema::{Db, Plan, RowWrite};
 
 use super::deliver::{Attempt, Deliverer};
@@ -103,7 +104,7 @@ impl EntityKind for WebhookEndpointKind {
 
     async fn load(env: EntityEnv<WebhookContext>) -> RuntimeResult<Option<EndpointState>> {
         let mut pooled = env.db.get().await?;
-        let endpoint = store::endpoint(&mut pooled.tx(), &env.id).await?;
+        let endpoint = store::endpoint(&mut pooled.tx(), &merchant_of(&env)).await?;
         Ok(Some(EndpointState {
             endpoint,
             in_flight: HashSet::new(),
@@ -160,7 +161,7 @@ impl EntityKind for WebhookEndpointKind {
         let mut pooled = db.get().await?;
         let after = after.as_deref().unwrap_or("");
         let ids = store::merchants_with_pending(&mut pooled.tx(), after, limit).await?;
-        Ok(ids)
+        Ok(ids.into_iter().map(String::from).collect())
     }
 
     fn timer_command(firing: TimerFiring) -> RuntimeResult<EndpointCommand> {
@@ -202,7 +203,7 @@ async fn poll(
         // Events written while the endpoint was being removed: no recipient.
         let plan = Plan {
             rows: vec![RowWrite::PendingEventsSkipped {
-                merchant_id: env.id.to_string(),
+                merchant_id: merchant_of(env),
                 at: utc_now(),
             }],
             ..Plan::default()
@@ -222,7 +223,7 @@ async fn poll(
     let due = {
         let mut pooled = env.db.get().await?;
         let mut tx = pooled.tx();
-        store::due_heads(&mut tx, &env.id, utc_now(), limit).await?
+        store::due_heads(&mut tx, &merchant_of(env), utc_now(), limit).await?
     };
     let batch: Vec<WebhookEventRow> = due
         .into_iter()
@@ -439,6 +440,12 @@ fn log_attempt(endpoint: &str, event: &WebhookEventRow, attempt: &Attempt, next:
     }
 }
 
+/// The merchant whose endpoint this is: an endpoint actor's id is its
+/// merchant's id.
+fn merchant_of(env: &EntityEnv<WebhookContext>) -> MerchantId {
+    MerchantId::new(&*env.id)
+}
+
 fn audit_record(
     env: &EntityEnv<WebhookContext>,
     actor: AuditActor,
@@ -447,7 +454,7 @@ fn audit_record(
     data: serde_json::Value,
 ) -> AuditRecord {
     AuditRecord {
-        merchant_id: env.id.to_string(),
+        merchant_id: merchant_of(env),
         actor,
         action,
         resource_type: "webhook_endpoint",
@@ -467,7 +474,7 @@ async fn put(
 ) -> RuntimeResult<Transition<WebhookEndpointKind>> {
     let now = utc_now();
     let row = WebhookEndpointRow {
-        merchant_id: env.id.to_string(),
+        merchant_id: merchant_of(env),
         url,
         secret,
         created_at: state
@@ -512,11 +519,11 @@ async fn delete(
     let plan = Plan {
         rows: vec![
             RowWrite::WebhookEndpointRemoved {
-                merchant_id: env.id.to_string(),
+                merchant_id: merchant_of(env),
                 audit: record,
             },
             RowWrite::PendingEventsSkipped {
-                merchant_id: env.id.to_string(),
+                merchant_id: merchant_of(env),
                 at: utc_now(),
             },
         ],
@@ -550,7 +557,7 @@ async fn replay(
     let plan = Plan {
         audit: vec![record],
         rows: vec![RowWrite::EventsRearmed {
-            merchant_id: env.id.to_string(),
+            merchant_id: merchant_of(env),
             transfer_id,
             at: utc_now(),
         }],

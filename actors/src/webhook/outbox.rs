@@ -11,6 +11,7 @@ use serde::Serialize;
 use tern_schema::models::{TransferRow, WebhookEventRow};
 use tern_schema::store::webhooks as store;
 use tern_schema::types::{as_utc, utc_now};
+use tern_schema::vocabulary::MerchantId;
 
 use super::kind::{EndpointCommand, WebhookEndpointKind};
 use crate::runtime::Registry;
@@ -87,8 +88,9 @@ impl Outbox {
     }
 
     /// Tells the merchant's endpoint actor that events wait.
-    pub fn wake(&self, merchant_id: &str) {
-        self.endpoints.tell(merchant_id, EndpointCommand::Wake);
+    pub fn wake(&self, merchant_id: &MerchantId) {
+        self.endpoints
+            .tell(merchant_id.as_str(), EndpointCommand::Wake);
     }
 }
 

@@ -37,6 +37,7 @@ use crate::models::AuditCheckpointRow;
 use crate::store::audit as events;
 use crate::store::audit_checkpoints as checkpoints;
 use crate::types::utc_now;
+use crate::vocabulary::MerchantId;
 use crate::{snapshot, StoreResult};
 
 /// Events read per query while verifying.
@@ -77,7 +78,7 @@ struct Advance {
 /// moves the checkpoint to the head. The walk reads one snapshot through a
 /// pooled connection; the checkpoint is written afterwards through the
 /// group committer, compare-and-set on its version.
-pub async fn verify(db: &Db, merchant_id: &str) -> StoreResult<Verification> {
+pub async fn verify(db: &Db, merchant_id: &MerchantId) -> StoreResult<Verification> {
     let (verification, advance) = {
         let mut pooled = db.get().await?;
         let tx = &mut pooled.tx();
@@ -104,7 +105,7 @@ pub async fn verify(db: &Db, merchant_id: &str) -> StoreResult<Verification> {
 
 /// Verifies the whole chain from its first event in one snapshot, trusting
 /// no checkpoint and moving none: the operator's check (`tern audit verify`).
-pub async fn verify_full(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Verification> {
+pub async fn verify_full(tx: &mut Tx<'_>, merchant_id: &MerchantId) -> StoreResult<Verification> {
     snapshot::begin(tx).await?;
     let read = from_genesis(tx, merchant_id).await;
     snapshot::end(tx, read).await
@@ -112,11 +113,11 @@ pub async fn verify_full(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Veri
 
 /// Every merchant with an audit chain, in id order, listed
 /// [`CHAINS_PAGE`] at a time.
-pub async fn all_chains(tx: &mut Tx<'_>) -> StoreResult<Vec<String>> {
-    let mut merchants: Vec<String> = Vec::new();
+pub async fn all_chains(tx: &mut Tx<'_>) -> StoreResult<Vec<MerchantId>> {
+    let mut merchants: Vec<MerchantId> = Vec::new();
     loop {
-        let after = merchants.last().cloned().unwrap_or_default();
-        let page = events::chains_after(tx, &after, CHAINS_PAGE).await?;
+        let after = merchants.last().map_or("", MerchantId::as_str);
+        let page = events::chains_after(tx, after, CHAINS_PAGE).await?;
         if page.is_empty() {
             return Ok(merchants);
         }
@@ -129,8 +130,8 @@ pub async fn all_chains(tx: &mut Tx<'_>) -> StoreResult<Vec<String>> {
 /// and the tests' teardown asserts away.
 pub async fn broken_chains(
     tx: &mut Tx<'_>,
-    merchants: &[String],
-) -> StoreResult<Vec<(String, Verification)>> {
+    merchants: &[MerchantId],
+) -> StoreResult<Vec<(MerchantId, Verification)>> {
     let mut broken = Vec::new();
     for merchant_id in merchants {
         let verification = verify_full(tx, merchant_id).await?;
@@ -141,7 +142,7 @@ pub async fn broken_chains(
     Ok(broken)
 }
 
-async fn from_genesis(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Verification> {
+async fn from_genesis(tx: &mut Tx<'_>, merchant_id: &MerchantId) -> StoreResult<Verification> {
     let (head_seq, head_hash) = head(tx, merchant_id).await?;
     let mut walk = Walk::from_genesis();
     walk_after(tx, merchant_id, &mut walk).await?;
@@ -158,7 +159,7 @@ async fn from_genesis(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Verific
     })
 }
 
-async fn head(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<(i64, String)> {
+async fn head(tx: &mut Tx<'_>, merchant_id: &MerchantId) -> StoreResult<(i64, String)> {
     Ok(events::find_head(tx, merchant_id)
         .await?
         .map(|head| (head.seq, head.hash))
@@ -168,7 +169,7 @@ async fn head(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<(i64, String)> 
 /// The verification proper, inside the snapshot.
 async fn from_checkpoint(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
 ) -> StoreResult<(Verification, Option<Advance>)> {
     let (head_seq, head_hash) = head(tx, merchant_id).await?;
     let checkpoint = checkpoints::find(tx, merchant_id).await?;
@@ -234,7 +235,7 @@ async fn from_checkpoint(
 
 /// Walks every event after the walk's position, page by page, until the
 /// chain ends or breaks.
-async fn walk_after(tx: &mut Tx<'_>, merchant_id: &str, walk: &mut Walk) -> StoreResult<()> {
+async fn walk_after(tx: &mut Tx<'_>, merchant_id: &MerchantId, walk: &mut Walk) -> StoreResult<()> {
     loop {
         let page = events::events_after(tx, merchant_id, walk.last_seq(), VERIFY_PAGE_ROWS).await?;
         if page.is_empty() {
@@ -252,7 +253,7 @@ async fn walk_after(tx: &mut Tx<'_>, merchant_id: &str, walk: &mut Walk) -> Stor
 /// for the chain's start) through `through`.
 async fn rescan(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     anchor: i64,
     through: i64,
 ) -> StoreResult<Walk> {
@@ -286,7 +287,12 @@ async fn rescan(
 
 /// Re-checks the checkpoint's event: still there, still carrying the
 /// recorded hash, and still hashing to it.
-async fn recheck(tx: &mut Tx<'_>, merchant_id: &str, seq: i64, hash: &str) -> StoreResult<Walk> {
+async fn recheck(
+    tx: &mut Tx<'_>,
+    merchant_id: &MerchantId,
+    seq: i64,
+    hash: &str,
+) -> StoreResult<Walk> {
     Ok(match events::event(tx, merchant_id, seq).await? {
         Some(row) => {
             let mut walk = Walk::anchored(&row);

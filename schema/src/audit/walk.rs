@@ -140,6 +140,7 @@ pub(crate) fn rescan_next(through: i64, checkpoint_seq: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocabulary::MerchantId;
 
     /// A sound chain of `n` events.
     fn chain(n: i64) -> Vec<AuditEventRow> {
@@ -147,7 +148,7 @@ mod tests {
         let mut prev = GENESIS_HASH.to_owned();
         for seq in 1..=n {
             let mut row = AuditEventRow {
-                merchant_id: "m".into(),
+                merchant_id: MerchantId::new("m"),
                 seq,
                 id: format!("aud_{seq}"),
                 occurred_at: chrono::DateTime::from_timestamp(1_700_000_000 + seq, 0)

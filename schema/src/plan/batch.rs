@@ -46,7 +46,7 @@ use crate::store::ledger::Bucket;
 use crate::store::transfers as transfer_store;
 use crate::store::{ledger as ledger_store, settlements as settlement_store};
 use crate::types::utc_now;
-use crate::vocabulary::LedgerStatus;
+use crate::vocabulary::{LedgerStatus, MerchantId};
 use crate::{audit, StoreError, StoreResult};
 
 /// Writes `plans` in the open transaction of `tx`; answers each plan's
@@ -89,7 +89,7 @@ const SETTLEMENT_VERSIONS: &str = "SELECT s.merchant_id, s.idempotency_key, s.ve
 #[derive(QueryableByName)]
 struct Versioned {
     #[diesel(sql_type = Text)]
-    merchant_id: String,
+    merchant_id: MerchantId,
     #[diesel(sql_type = Text)]
     idempotency_key: String,
     #[diesel(sql_type = BigInt)]
@@ -102,7 +102,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
     let mut timer_ids = Vec::new();
     let mut settlement_keys = Vec::new();
     let mut settlement_merchants = Vec::new();
-    let mut settlement_pairs: Vec<(String, String)> = Vec::new();
+    let mut settlement_pairs: Vec<(MerchantId, String)> = Vec::new();
     let mut transfer_ids = Vec::new();
     let mut quote_ids = Vec::new();
     let mut transfer_keys = Vec::new();
@@ -114,7 +114,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
     let mut account_ids = Vec::new();
     // (account, merchant): a debit by an entry of that merchant, whose
     // account is locked if it is that merchant's.
-    let mut debited: Vec<(String, String)> = Vec::new();
+    let mut debited: Vec<(String, MerchantId)> = Vec::new();
     let mut merchants = Vec::new();
     let mut slots: Vec<i32> = plans
         .iter()
@@ -195,15 +195,20 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
     for ids in [
         &mut timer_ids,
         &mut settlement_keys,
-        &mut settlement_merchants,
         &mut transfer_ids,
         &mut quote_ids,
         &mut transfer_keys,
-        &mut transfer_merchants,
         &mut answer_keys,
-        &mut answer_merchants,
         &mut answer_scopes,
         &mut hold_ids,
+    ] {
+        ids.sort();
+        ids.dedup();
+    }
+    for ids in [
+        &mut settlement_merchants,
+        &mut transfer_merchants,
+        &mut answer_merchants,
         &mut merchants,
     ] {
         ids.sort();
@@ -239,7 +244,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
         world.timers = found.into_iter().collect();
     }
     if !settlement_keys.is_empty() {
-        let found: Vec<(String, String, i64)> = match tx.parts() {
+        let found: Vec<(MerchantId, String, i64)> = match tx.parts() {
             // One index lookup per (merchant, key) pair: PostgreSQL 15 reads
             // a merchant's whole range for two arrays over the two columns.
             (Conn::Pg(inner), behind) => {
@@ -298,7 +303,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
                 .select(transfers::quote_id))
         )?;
         world.bound_quotes = bound.into_iter().collect();
-        let keys: Vec<(String, String)> = load!(
+        let keys: Vec<(MerchantId, String)> = load!(
             tx,
             (transfers::table
                 .filter(transfers::merchant_id.eq_any(&transfer_merchants))
@@ -308,7 +313,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
         world.transfer_keys = keys.into_iter().collect();
     }
     if !answer_keys.is_empty() {
-        let found: Vec<(String, String, String)> = load!(
+        let found: Vec<(MerchantId, String, String)> = load!(
             tx,
             (idempotency_records::table
                 .filter(idempotency_records::merchant_id.eq_any(&answer_merchants))
@@ -323,7 +328,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
         world.answers = found.into_iter().collect::<HashSet<AnswerKey>>();
     }
     if !merchants.is_empty() {
-        let found: Vec<String> = load!(
+        let found: Vec<MerchantId> = load!(
             tx,
             (webhook_endpoints::table
                 .filter(webhook_endpoints::merchant_id.eq_any(&merchants))
@@ -338,7 +343,13 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
 /// The holds the plans post or void: their rows, how they were resolved
 /// if they were, and their lines (remembered by the committer, or read).
 async fn read_holds(tx: &mut Tx<'_>, hold_ids: &[String], world: &mut World) -> StoreResult<()> {
-    type HoldFields = (String, LedgerStatus, Option<String>, Option<String>, String);
+    type HoldFields = (
+        String,
+        LedgerStatus,
+        Option<MerchantId>,
+        Option<String>,
+        String,
+    );
     let found: Vec<HoldFields> = load!(
         tx,
         (ledger_transactions::table
@@ -410,7 +421,7 @@ async fn read_holds(tx: &mut Tx<'_>, hold_ids: &[String], world: &mut World) -> 
 
 /// The (account, merchant) pairs of an entry's debits, when the entry is
 /// a merchant's.
-fn debits(entry: &crate::ledger::Entry) -> impl Iterator<Item = (String, String)> + '_ {
+fn debits(entry: &crate::ledger::Entry) -> impl Iterator<Item = (String, MerchantId)> + '_ {
     entry
         .lines
         .iter()
@@ -433,7 +444,7 @@ fn debits(entry: &crate::ledger::Entry) -> impl Iterator<Item = (String, String)
 async fn read_accounts(
     tx: &mut Tx<'_>,
     ids: &[String],
-    debited: &[(String, String)],
+    debited: &[(String, MerchantId)],
     world: &mut World,
 ) -> StoreResult<()> {
     let mut found: Vec<(LedgerAccountRow, bool)> = Vec::new();

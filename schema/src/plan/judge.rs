@@ -30,18 +30,18 @@ use crate::models::{
 use crate::store::ledger::Bucket;
 use crate::store::timers::TimerRow;
 use crate::store::webhooks::{PENDING, SKIPPED};
-use crate::vocabulary::{AccountKind, LedgerStatus};
+use crate::vocabulary::{AccountKind, LedgerStatus, MerchantId};
 use crate::{Refusal, StoreError};
 
 /// A settlement's key: (merchant id, Idempotency-Key).
-pub(crate) type SettlementKey = (String, String);
+pub(crate) type SettlementKey = (MerchantId, String);
 /// An Idempotency-Key record's key: (merchant id, scope, key).
-pub(crate) type AnswerKey = (String, String, String);
+pub(crate) type AnswerKey = (MerchantId, String, String);
 
 /// A hold as read, or as recorded earlier in the batch.
 #[derive(Clone, Debug)]
 pub(crate) struct Hold {
-    pub merchant_id: Option<String>,
+    pub merchant_id: Option<MerchantId>,
     pub settlement_key: Option<String>,
     pub description: String,
     /// `pending` for a hold; `posted` or `voided` for a row edited in
@@ -84,7 +84,7 @@ pub(crate) struct World {
     /// Accounts by id; an id read and not found is absent.
     pub accounts: HashMap<String, Account>,
     /// Merchants with a webhook endpoint.
-    pub endpoints: HashSet<String>,
+    pub endpoints: HashSet<MerchantId>,
     pub cards: Cards,
 }
 
@@ -196,8 +196,7 @@ fn plan_draft(
             Some(account)
                 if account.exists
                     && account.facts.kind == AccountKind::Funding
-                    && account.facts.merchant_id.as_deref()
-                        == Some(source.merchant_id.as_str()) =>
+                    && account.facts.merchant_id.as_ref() == Some(&source.merchant_id) =>
             {
                 if account.facts.currency != source.currency {
                     return Err(PlanError::Source(format!(

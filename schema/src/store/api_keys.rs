@@ -9,6 +9,7 @@ use crate::dispatch;
 use crate::models::ApiKeyRow;
 use crate::schema::{api_keys, merchants};
 use crate::store::cached::Cached;
+use crate::vocabulary::MerchantId;
 use crate::{StoreResult, Tx};
 
 /// Most keys one merchant may hold, revoked ones included, so that listing
@@ -35,7 +36,10 @@ pub async fn find_by_prefix(
     Ok(found)
 }
 
-pub async fn list_for_merchant(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Vec<ApiKeyRow>> {
+pub async fn list_for_merchant(
+    tx: &mut Tx<'_>,
+    merchant_id: &MerchantId,
+) -> StoreResult<Vec<ApiKeyRow>> {
     let rows = dispatch!(tx, conn => api_keys::table
         .filter(api_keys::merchant_id.eq(merchant_id))
         .order((api_keys::created_at.desc(), api_keys::id.desc()))
@@ -46,7 +50,7 @@ pub async fn list_for_merchant(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResul
     Ok(rows)
 }
 
-pub async fn count_for_merchant(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<i64> {
+pub async fn count_for_merchant(tx: &mut Tx<'_>, merchant_id: &MerchantId) -> StoreResult<i64> {
     let count = dispatch!(tx, conn => api_keys::table
         .filter(api_keys::merchant_id.eq(merchant_id))
         .count()
@@ -59,7 +63,7 @@ pub async fn count_for_merchant(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResu
 /// merchant has no such key. Revoking twice keeps the first revocation time.
 pub async fn revoke(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     key_id: &str,
     at: NaiveDateTime,
 ) -> StoreResult<Option<ApiKeyRow>> {

@@ -8,6 +8,7 @@ use crate::dispatch;
 use crate::models::{AuditEventRow, AuditHeadRow};
 use crate::schema::{audit_events, audit_heads};
 use crate::store::cached::Cached;
+use crate::vocabulary::MerchantId;
 use crate::StoreResult;
 
 pub async fn insert_head(tx: &mut Tx<'_>, row: &AuditHeadRow) -> StoreResult<()> {
@@ -19,7 +20,10 @@ pub async fn insert_head(tx: &mut Tx<'_>, row: &AuditHeadRow) -> StoreResult<()>
 /// appends to one chain take turns while other chains proceed. PostgreSQL
 /// needs FOR UPDATE for that; SQLite already holds the database's write lock
 /// in every write transaction (BEGIN IMMEDIATE) and has no FOR UPDATE.
-pub async fn lock_head(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Option<AuditHeadRow>> {
+pub async fn lock_head(
+    tx: &mut Tx<'_>,
+    merchant_id: &MerchantId,
+) -> StoreResult<Option<AuditHeadRow>> {
     let row = match tx.conn().await? {
         Conn::Sqlite(conn) => audit_heads::table
             .find(merchant_id)
@@ -38,7 +42,10 @@ pub async fn lock_head(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Option
     Ok(row)
 }
 
-pub async fn find_head(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Option<AuditHeadRow>> {
+pub async fn find_head(
+    tx: &mut Tx<'_>,
+    merchant_id: &MerchantId,
+) -> StoreResult<Option<AuditHeadRow>> {
     let row = dispatch!(tx, conn => audit_heads::table
         .find(merchant_id)
         .select(AuditHeadRow::as_select())
@@ -86,7 +93,7 @@ pub async fn insert_events(tx: &mut Tx<'_>, rows: &[AuditEventRow]) -> StoreResu
 /// Events with seq > `after_seq`, oldest first.
 pub async fn events_after(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     after_seq: i64,
     limit: i64,
 ) -> StoreResult<Vec<AuditEventRow>> {
@@ -104,7 +111,7 @@ pub async fn events_after(
 /// Events with `after_seq` < seq <= `through_seq`, oldest first.
 pub async fn events_between(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     after_seq: i64,
     through_seq: i64,
     limit: i64,
@@ -124,7 +131,7 @@ pub async fn events_between(
 /// The event at `seq`, if there is one.
 pub async fn event(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     seq: i64,
 ) -> StoreResult<Option<AuditEventRow>> {
     let row = dispatch!(tx, conn => audit_events::table
@@ -139,7 +146,7 @@ pub async fn event(
 /// Events with seq < `before_seq` (all when `None`), newest first.
 pub async fn events_before(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     before_seq: Option<i64>,
     limit: i64,
 ) -> StoreResult<Vec<AuditEventRow>> {
@@ -155,7 +162,11 @@ pub async fn events_before(
 }
 
 /// Merchant ids with a chain, after `after` in id order.
-pub async fn chains_after(tx: &mut Tx<'_>, after: &str, limit: i64) -> StoreResult<Vec<String>> {
+pub async fn chains_after(
+    tx: &mut Tx<'_>,
+    after: &str,
+    limit: i64,
+) -> StoreResult<Vec<MerchantId>> {
     let ids = dispatch!(tx, conn => audit_heads::table
         .filter(audit_heads::merchant_id.gt(after))
         .order(audit_heads::merchant_id.asc())

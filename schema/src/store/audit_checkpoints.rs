@@ -8,9 +8,13 @@ use crate::db::Tx;
 use crate::dispatch;
 use crate::models::AuditCheckpointRow;
 use crate::schema::audit_checkpoints;
+use crate::vocabulary::MerchantId;
 use crate::StoreResult;
 
-pub async fn find(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Option<AuditCheckpointRow>> {
+pub async fn find(
+    tx: &mut Tx<'_>,
+    merchant_id: &MerchantId,
+) -> StoreResult<Option<AuditCheckpointRow>> {
     let row = dispatch!(tx, conn => audit_checkpoints::table
         .find(merchant_id)
         .select(AuditCheckpointRow::as_select())

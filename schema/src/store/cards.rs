@@ -14,7 +14,7 @@ use crate::{dispatch, StoreResult, Tx};
 
 use crate::vocabulary::{
     CardStatus, CardTransactionKind, CardTransactionStatus, CardType, Channel, EventSource,
-    WalletTokenStatus,
+    MerchantId, WalletTokenStatus,
 };
 
 pub const STATUS_ISSUING: CardStatus = CardStatus::Issuing;
@@ -64,7 +64,7 @@ pub async fn find(tx: &mut Tx<'_>, card_id: &str) -> StoreResult<Option<CardRow>
 /// merchant's card, or one still being issued, is not found.
 pub async fn find_in_merchant(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     card_id: &str,
 ) -> StoreResult<Option<CardRow>> {
     let row = dispatch!(tx, conn => cards::table
@@ -81,7 +81,7 @@ pub async fn find_in_merchant(
 /// The user's issued cards, newest first.
 pub async fn list_for_user(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     user_id: &str,
 ) -> StoreResult<Vec<CardRow>> {
     let rows = dispatch!(tx, conn => cards::table

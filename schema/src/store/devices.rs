@@ -9,7 +9,7 @@ use diesel_async::RunQueryDsl;
 use crate::dispatch;
 use crate::models::DeviceRow;
 use crate::schema::devices;
-use crate::vocabulary::DeviceStatus;
+use crate::vocabulary::{DeviceStatus, MerchantId};
 use crate::{StoreResult, Tx};
 
 /// Most active devices one user may hold; a dispatch targets at most these.
@@ -51,7 +51,7 @@ pub async fn count_active_for_user(tx: &mut Tx<'_>, user_id: &str) -> StoreResul
 /// is not found, exactly like a missing one.
 pub async fn find_in_merchant(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     device_id: &str,
 ) -> StoreResult<Option<DeviceRow>> {
     let row = dispatch!(tx, conn => devices::table
@@ -82,7 +82,7 @@ pub async fn revoke(tx: &mut Tx<'_>, device_id: &str, at: NaiveDateTime) -> Stor
 /// The merchant's active devices, newest first; only `user_id`'s when given.
 pub async fn list_active(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     user_id: Option<&str>,
     limit: i64,
 ) -> StoreResult<Vec<DeviceRow>> {

@@ -6,11 +6,12 @@ use diesel_async::RunQueryDsl;
 use crate::dispatch;
 use crate::models::IdempotencyRow;
 use crate::schema::idempotency_records;
+use crate::vocabulary::MerchantId;
 use crate::{StoreResult, Tx};
 
 pub async fn find(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     scope: &str,
     key: &str,
 ) -> StoreResult<Option<IdempotencyRow>> {

@@ -15,7 +15,7 @@ use crate::models::{LedgerAccountRow, LedgerEntryRow, LedgerTransactionRow};
 use crate::schema::{ledger_accounts, ledger_entries, ledger_transactions};
 use crate::store::cached::Cached;
 use crate::types::utc_now;
-use crate::vocabulary::LedgerStatus;
+use crate::vocabulary::{LedgerStatus, MerchantId};
 use crate::{dispatch, write_behind};
 use crate::{Conn, StoreResult, Tx};
 
@@ -53,7 +53,7 @@ pub async fn find_account(
 
 pub async fn merchant_accounts(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
 ) -> StoreResult<Vec<LedgerAccountRow>> {
     let rows = dispatch!(tx, conn => ledger_accounts::table
         .filter(ledger_accounts::merchant_id.eq(merchant_id))

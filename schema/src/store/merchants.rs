@@ -7,6 +7,7 @@ use crate::dispatch;
 use crate::models::MerchantRow;
 use crate::schema::merchants;
 use crate::types::{utc_now, MerchantStatus};
+use crate::vocabulary::MerchantId;
 use crate::{StoreResult, Tx};
 
 pub async fn insert(tx: &mut Tx<'_>, row: &MerchantRow) -> StoreResult<()> {
@@ -14,7 +15,7 @@ pub async fn insert(tx: &mut Tx<'_>, row: &MerchantRow) -> StoreResult<()> {
     Ok(())
 }
 
-pub async fn find(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Option<MerchantRow>> {
+pub async fn find(tx: &mut Tx<'_>, merchant_id: &MerchantId) -> StoreResult<Option<MerchantRow>> {
     let row = dispatch!(tx, conn => merchants::table
         .find(merchant_id)
         .select(MerchantRow::as_select())
@@ -28,7 +29,7 @@ pub async fn find(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Option<Merc
 /// merchant does not exist.
 pub async fn set_status(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     status: MerchantStatus,
 ) -> StoreResult<Option<MerchantRow>> {
     let Some(before) = find(tx, merchant_id).await? else {

@@ -9,7 +9,7 @@ use diesel_async::RunQueryDsl;
 
 use crate::db::Tx;
 use crate::schema::{merchants, settlements, transfers, webhook_events};
-use crate::vocabulary::Reversal;
+use crate::vocabulary::{MerchantId, Reversal};
 use crate::{dispatch, StoreResult};
 
 use super::settlements::ACTIVE_STATUSES;
@@ -45,7 +45,7 @@ pub async fn transfers_in_flight(tx: &mut Tx<'_>) -> StoreResult<Vec<(String, i6
 pub async fn dead_letters_by_merchant(
     tx: &mut Tx<'_>,
     limit: i64,
-) -> StoreResult<Vec<(String, i64)>> {
+) -> StoreResult<Vec<(MerchantId, i64)>> {
     let rows = dispatch!(tx, conn => webhook_events::table
         .filter(webhook_events::status.eq(DEAD))
         .group_by(webhook_events::merchant_id)
@@ -61,7 +61,7 @@ pub async fn dead_letters_by_merchant(
 #[derive(Clone, Debug, PartialEq, Eq, Queryable)]
 pub struct DeadLetter {
     pub event_id: String,
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub transfer_id: String,
     pub event_type: String,
     /// Attempts in the round that ended in the dead letter.
@@ -106,12 +106,15 @@ pub async fn dead_letters(tx: &mut Tx<'_>, limit: i64) -> StoreResult<(Vec<DeadL
 
 /// The organization names of these merchants, by id (unknown ids are left
 /// out). At most as many rows as ids given.
-pub async fn merchant_names(tx: &mut Tx<'_>, ids: &[&str]) -> StoreResult<Vec<(String, String)>> {
+pub async fn merchant_names(
+    tx: &mut Tx<'_>,
+    ids: &[&MerchantId],
+) -> StoreResult<Vec<(MerchantId, String)>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
     let rows = dispatch!(tx, conn => merchants::table
-        .filter(merchants::id.eq_any(ids))
+        .filter(merchants::id.eq_any(ids.iter().copied()))
         .select((merchants::id, merchants::organization_name))
         .load(conn)
         .await)?;

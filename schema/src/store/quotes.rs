@@ -9,6 +9,7 @@ use crate::dispatch;
 use crate::models::QuoteRow;
 use crate::schema::quotes;
 use crate::store::cached::Cached;
+use crate::vocabulary::MerchantId;
 use crate::{StoreResult, Tx};
 
 pub async fn insert(tx: &mut Tx<'_>, row: &QuoteRow) -> StoreResult<()> {
@@ -20,7 +21,7 @@ pub async fn insert(tx: &mut Tx<'_>, row: &QuoteRow) -> StoreResult<()> {
 /// quote is `None`, exactly like a missing one.
 pub async fn find_for_merchant(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     quote_id: &str,
 ) -> StoreResult<Option<QuoteRow>> {
     let row = dispatch!(tx, conn => quotes::table

@@ -9,7 +9,7 @@ use crate::db::one_row;
 use crate::models::SettlementRow;
 use crate::schema::settlements;
 use crate::store::cached::Cached;
-use crate::vocabulary::{Reversal, SettlementStatus};
+use crate::vocabulary::{MerchantId, Reversal, SettlementStatus};
 use crate::{dispatch, write_behind};
 use crate::{StoreResult, Tx};
 
@@ -25,7 +25,7 @@ pub async fn insert(tx: &mut Tx<'_>, row: &SettlementRow) -> StoreResult<()> {
 
 pub async fn find(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     key: &str,
 ) -> StoreResult<Option<SettlementRow>> {
     let row = dispatch!(tx, conn => settlements::table
@@ -40,7 +40,7 @@ pub async fn find(
 /// The merchant's settlements, newest first, optionally of one status.
 pub async fn list(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     status: Option<SettlementStatus>,
     limit: i64,
 ) -> StoreResult<Vec<SettlementRow>> {
@@ -111,7 +111,7 @@ pub async fn with_work_left(
     tx: &mut Tx<'_>,
     after: (&str, &str),
     limit: i64,
-) -> StoreResult<Vec<(String, String)>> {
+) -> StoreResult<Vec<(MerchantId, String)>> {
     let (after_merchant, after_key) = after;
     let rows = dispatch!(tx, conn => settlements::table
         .filter(settlements::status.eq_any(ACTIVE_STATUSES).or(settlements::reversal.ne(Reversal::None)))
@@ -132,7 +132,7 @@ pub async fn with_work_left(
 /// particular order; missing keys are simply absent.
 pub async fn find_many(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     keys: &[&str],
 ) -> StoreResult<Vec<SettlementRow>> {
     let rows = dispatch!(tx, conn => settlements::table

@@ -8,7 +8,7 @@ use crate::db::one_row;
 use crate::models::TransferRow;
 use crate::schema::transfers;
 use crate::store::cached::Cached;
-use crate::vocabulary::{LegStatus, TransferStatus};
+use crate::vocabulary::{LegStatus, MerchantId, TransferStatus};
 use crate::{dispatch, write_behind};
 use crate::{StoreResult, Tx};
 
@@ -31,7 +31,7 @@ pub async fn find(tx: &mut Tx<'_>, id: &str) -> StoreResult<Option<TransferRow>>
 /// status, and how many match in all.
 pub async fn list(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     status: Option<TransferStatus>,
     limit: i64,
     offset: i64,
@@ -122,7 +122,7 @@ pub async fn with_work_left(tx: &mut Tx<'_>, after: &str, limit: i64) -> StoreRe
 #[derive(Clone, Debug, PartialEq, Eq, Queryable)]
 pub struct LegKeys {
     pub id: String,
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub leg1_key: String,
     pub leg1_status: LegStatus,
     pub leg2_key: String,
@@ -162,8 +162,8 @@ pub async fn legacy_leg_keys_with_work_left(
 pub async fn open_alerts(
     tx: &mut Tx<'_>,
     limit: i64,
-) -> StoreResult<Vec<(String, String, String)>> {
-    let rows: Vec<(String, String, Option<String>)> = dispatch!(tx, conn => transfers::table
+) -> StoreResult<Vec<(String, MerchantId, String)>> {
+    let rows: Vec<(String, MerchantId, Option<String>)> = dispatch!(tx, conn => transfers::table
         .filter(transfers::alert.is_not_null())
         .filter(transfers::alert_acknowledged_at.is_null())
         .order(transfers::id.asc())

@@ -7,7 +7,7 @@ use diesel_async::RunQueryDsl;
 use crate::dispatch;
 use crate::models::UserRow;
 use crate::schema::{merchants, users};
-use crate::vocabulary::{MerchantStatus, UserStatus};
+use crate::vocabulary::{MerchantId, MerchantStatus, UserStatus};
 use crate::{StoreResult, Tx};
 
 pub async fn insert(tx: &mut Tx<'_>, row: &UserRow) -> StoreResult<()> {
@@ -29,7 +29,7 @@ pub async fn find(tx: &mut Tx<'_>, user_id: &str) -> StoreResult<Option<UserRow>
 /// not found, exactly like a missing one.
 pub async fn find_in_merchant(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     user_id: &str,
 ) -> StoreResult<Option<UserRow>> {
     let row = dispatch!(tx, conn => users::table

@@ -15,7 +15,7 @@ use crate::schema::{webhook_attempts, webhook_endpoints, webhook_events};
 use crate::store::cached::Cached;
 use crate::{StoreResult, Tx};
 
-use crate::vocabulary::DeliveryStatus;
+use crate::vocabulary::{DeliveryStatus, MerchantId};
 
 pub const PENDING: DeliveryStatus = DeliveryStatus::Pending;
 pub const DELIVERED: DeliveryStatus = DeliveryStatus::Delivered;
@@ -26,7 +26,7 @@ pub const STATUSES: [DeliveryStatus; 4] = DeliveryStatus::ALL;
 
 pub async fn endpoint(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
 ) -> StoreResult<Option<WebhookEndpointRow>> {
     let row = dispatch!(tx, conn => webhook_endpoints::table
         .find(merchant_id)
@@ -54,7 +54,7 @@ pub async fn put_endpoint(tx: &mut Tx<'_>, row: &WebhookEndpointRow) -> StoreRes
 }
 
 /// Removes the endpoint; answers whether there was one.
-pub async fn delete_endpoint(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<bool> {
+pub async fn delete_endpoint(tx: &mut Tx<'_>, merchant_id: &MerchantId) -> StoreResult<bool> {
     let deleted = dispatch!(tx, conn => diesel::delete(webhook_endpoints::table.find(merchant_id))
         .execute(conn)
         .await)?;
@@ -73,7 +73,7 @@ pub async fn insert_event(tx: &mut Tx<'_>, row: &WebhookEventRow) -> StoreResult
 /// due first: what may be attempted now without breaking a transfer's order.
 pub async fn due_heads(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     now: NaiveDateTime,
     limit: i64,
 ) -> StoreResult<Vec<WebhookEventRow>> {
@@ -104,7 +104,7 @@ pub async fn due_heads(
 /// The events with these ids, of this merchant.
 pub async fn find_events(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     ids: &[String],
 ) -> StoreResult<Vec<WebhookEventRow>> {
     let rows = dispatch!(tx, conn => webhook_events::table
@@ -145,7 +145,7 @@ pub async fn record_attempt(
 /// answers how many.
 pub async fn skip_pending(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     now: NaiveDateTime,
 ) -> StoreResult<usize> {
     let changed = dispatch!(tx, conn => diesel::update(
@@ -167,7 +167,7 @@ pub async fn skip_pending(
 /// at `now`, in a new round with a fresh retry schedule; answers how many.
 pub async fn rearm(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     transfer_id: &str,
     now: NaiveDateTime,
 ) -> StoreResult<usize> {
@@ -195,7 +195,7 @@ pub async fn merchants_with_pending(
     tx: &mut Tx<'_>,
     after: &str,
     limit: i64,
-) -> StoreResult<Vec<String>> {
+) -> StoreResult<Vec<MerchantId>> {
     let ids = dispatch!(tx, conn => webhook_events::table
         .filter(webhook_events::status.eq(PENDING))
         .filter(webhook_events::merchant_id.gt(after))
@@ -209,7 +209,10 @@ pub async fn merchants_with_pending(
 }
 
 /// The earliest due time among the merchant's pending events.
-pub async fn next_due(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Option<NaiveDateTime>> {
+pub async fn next_due(
+    tx: &mut Tx<'_>,
+    merchant_id: &MerchantId,
+) -> StoreResult<Option<NaiveDateTime>> {
     let due = dispatch!(tx, conn => webhook_events::table
         .filter(webhook_events::merchant_id.eq(merchant_id))
         .filter(webhook_events::status.eq(PENDING))
@@ -223,7 +226,7 @@ pub async fn next_due(tx: &mut Tx<'_>, merchant_id: &str) -> StoreResult<Option<
 /// transfer and one delivery status, with each event's attempts in order.
 pub async fn list(
     tx: &mut Tx<'_>,
-    merchant_id: &str,
+    merchant_id: &MerchantId,
     transfer_id: Option<&str>,
     status: Option<DeliveryStatus>,
     limit: i64,

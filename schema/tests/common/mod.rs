@@ -8,7 +8,7 @@ use tern_schema::models::{CardRow, LedgerAccountRow, MerchantRow, UserRow};
 use tern_schema::store::{ledger as store, merchants};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::UserStatus;
+use tern_schema::vocabulary::{MerchantId, UserStatus};
 use tern_schema::{migrate, write_tx, Db};
 
 pub async fn setup() -> (TestDatabase, Db) {
@@ -43,8 +43,8 @@ impl Rng {
 }
 
 /// A merchant with its funding accounts; answers (merchant id, USD account id).
-pub async fn merchant(db: &Db) -> (String, String) {
-    let id = uuid::Uuid::new_v4().to_string();
+pub async fn merchant(db: &Db) -> (MerchantId, String) {
+    let id = MerchantId::generate();
     let row = merchant_row(&id);
     let made: Result<(), LedgerError> = write_tx!(db, |tx| {
         merchants::insert(tx, &row).await?;
@@ -64,8 +64,8 @@ pub async fn merchant(db: &Db) -> (String, String) {
 }
 
 /// A merchant with its audit chain opened; answers its id.
-pub async fn merchant_with_chain(db: &Db) -> String {
-    let row = merchant_row(&uuid::Uuid::new_v4().to_string());
+pub async fn merchant_with_chain(db: &Db) -> MerchantId {
+    let row = merchant_row(&MerchantId::generate());
     let made: Result<(), tern_schema::StoreError> = write_tx!(db, |tx| {
         merchants::insert(tx, &row).await?;
         tern_schema::audit::open_chain(tx, &row.id).await
@@ -75,10 +75,10 @@ pub async fn merchant_with_chain(db: &Db) -> String {
 }
 
 /// An active merchant's row.
-pub fn merchant_row(id: &str) -> MerchantRow {
+pub fn merchant_row(id: &MerchantId) -> MerchantRow {
     let now = utc_now();
     MerchantRow {
-        id: id.into(),
+        id: id.clone(),
         organization_name: "M".into(),
         status: tern_schema::vocabulary::MerchantStatus::Active,
         created_at: now,
@@ -87,11 +87,11 @@ pub fn merchant_row(id: &str) -> MerchantRow {
 }
 
 /// An active, verified-less user's row.
-pub fn user_row(id: &str, merchant_id: &str) -> UserRow {
+pub fn user_row(id: &str, merchant_id: &MerchantId) -> UserRow {
     let now = utc_now();
     UserRow {
         id: id.into(),
-        merchant_id: merchant_id.into(),
+        merchant_id: merchant_id.clone(),
         email: "ada@example.com".into(),
         name: "Ada".into(),
         password_hash: "x".into(),
@@ -103,11 +103,11 @@ pub fn user_row(id: &str, merchant_id: &str) -> UserRow {
 }
 
 /// An issued, active USD card's row at version 1, without limits.
-pub fn card_row(id: &str, merchant_id: &str, user_id: &str) -> CardRow {
+pub fn card_row(id: &str, merchant_id: &MerchantId, user_id: &str) -> CardRow {
     let now = utc_now();
     CardRow {
         id: id.into(),
-        merchant_id: merchant_id.into(),
+        merchant_id: merchant_id.clone(),
         user_id: user_id.into(),
         program_id: "prog".into(),
         card_type: tern_schema::vocabulary::CardType::Virtual,
@@ -159,10 +159,10 @@ pub fn lines(debit: &str, credit: &str, amount_minor: i64) -> Vec<Line> {
     ]
 }
 
-pub async fn fund(db: &Db, merchant_id: &str, account: &str, amount_minor: i64) {
+pub async fn fund(db: &Db, merchant_id: &MerchantId, account: &str, amount_minor: i64) {
     let acquirer = SystemAccount::CardAcquirer.account_id("USD");
     let entry = Entry {
-        merchant_id: Some(merchant_id.into()),
+        merchant_id: Some(merchant_id.clone()),
         settlement_key: None,
         description: "fund".into(),
         lines: lines(&acquirer, account, amount_minor),

@@ -259,7 +259,9 @@ pub async fn create(
     caller.require_active()?;
     let request = body?.0.unwrap_or_default();
     let resolved = resolve(&request, &caller)?;
-    state.limits.check(ISSUE_LIMIT, &caller.merchant_id)?;
+    state
+        .limits
+        .check(ISSUE_LIMIT, caller.merchant_id.as_str())?;
     let registry = registry(&state)?.clone();
     let user = acting_user(
         &state,
@@ -485,7 +487,9 @@ pub async fn replace(
     let row = owned_card(&state, &caller, &path).await?;
     let request = body?.0.unwrap_or_default();
     // A replacement is an issue: the issuer makes a card.
-    state.limits.check(ISSUE_LIMIT, &caller.merchant_id)?;
+    state
+        .limits
+        .check(ISSUE_LIMIT, caller.merchant_id.as_str())?;
     let mut errors = crate::http::problem::FieldErrors::new();
     check_text(
         &mut errors,

@@ -311,7 +311,9 @@ pub async fn reveal(
     let card = owned_card(&state, &caller, &path).await?;
     // Per merchant, whatever the credential: each reveal calls the issuer
     // and shows a PAN, and minting keys must not multiply that.
-    state.limits.check(SECURE_LIMIT, &caller.merchant_id)?;
+    state
+        .limits
+        .check(SECURE_LIMIT, caller.merchant_id.as_str())?;
     step_up(&state, &caller, &card, request.password).await?;
     machine::apply(status_of(&card), Operation::RevealDetails)
         .map_err(|refused| ApiError::from(CardFailure::Refused(refused)))?;

@@ -100,7 +100,9 @@ async fn provision(
     }
     let card = owned_card(&state, &caller, card_id).await?;
     // Per merchant: each provisioning calls the issuer.
-    state.limits.check(PROVISION_LIMIT, &caller.merchant_id)?;
+    state
+        .limits
+        .check(PROVISION_LIMIT, caller.merchant_id.as_str())?;
     let row = cards(&state)?
         .provision_wallet(
             &card.id,

@@ -21,6 +21,7 @@ use tern_actors::transfer::record::ID_PREFIX as TRANSFER_ID_PREFIX;
 use tern_actors::webhook::{EndpointCommand, EndpointReply};
 use tern_schema::audit::AuditActor;
 use tern_schema::store::transfers;
+use tern_schema::vocabulary::MerchantId;
 
 pub use error::ConsoleError;
 
@@ -277,6 +278,7 @@ async fn replay(
     if !valid_id(&merchant_id) || !valid_id(&transfer_id) {
         return Err(ConsoleError::BadRequest("the form's ids are not Tern's"));
     }
+    let merchant_id = MerchantId::new(merchant_id);
     tracing::Span::current().record("merchant_id", merchant_id.as_str());
     tracing::Span::current().record("transfer_id", transfer_id.as_str());
     let owned = if transfer_id.starts_with(TRANSFER_ID_PREFIX) {
@@ -297,7 +299,7 @@ async fn replay(
         actor: AuditActor::Console,
         request_id: request_id(&req),
     };
-    let notice = match state.webhooks.call(&merchant_id, command).await? {
+    let notice = match state.webhooks.call(merchant_id.as_str(), command).await? {
         EndpointReply::Requeued(count) => Notice::Replayed { count, transfer_id },
         EndpointReply::NoEndpoint => Notice::NoEndpoint { transfer_id },
         other => {

@@ -12,6 +12,7 @@ use tern_actors::adapters::failures::{self, ProviderFailure};
 use tern_actors::runtime::{KindFigures, StuckEntity};
 use tern_schema::store::cluster::{self, NodeRow};
 use tern_schema::store::overview::{self, DeadLetter};
+use tern_schema::vocabulary::MerchantId;
 use tern_schema::{Backend, StoreError};
 
 use crate::http::ops::DATABASE_CHECK_TIMEOUT;
@@ -44,7 +45,7 @@ pub struct DeadTransfer {
 
 /// A merchant's dead-lettered events, by transfer.
 pub struct DeadMerchant {
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub name: Option<String>,
     pub transfers: Vec<DeadTransfer>,
 }
@@ -129,9 +130,9 @@ async fn stored(state: &AppState) -> Result<Stored, StoreError> {
     };
     let (letters, dead_total) = overview::dead_letters(tx, DEAD_LETTERS_LISTED_MAX).await?;
     let dead_listed = letters.len();
-    let mut ids: Vec<&str> = letters.iter().map(|l| l.merchant_id.as_str()).collect();
+    let mut ids: Vec<&MerchantId> = letters.iter().map(|l| &l.merchant_id).collect();
     ids.dedup();
-    let names: BTreeMap<String, String> = overview::merchant_names(tx, &ids)
+    let names: BTreeMap<MerchantId, String> = overview::merchant_names(tx, &ids)
         .await?
         .into_iter()
         .collect();
@@ -144,7 +145,7 @@ async fn stored(state: &AppState) -> Result<Stored, StoreError> {
 }
 
 /// Groups letters ordered by merchant then transfer.
-fn group(letters: Vec<DeadLetter>, names: &BTreeMap<String, String>) -> Vec<DeadMerchant> {
+fn group(letters: Vec<DeadLetter>, names: &BTreeMap<MerchantId, String>) -> Vec<DeadMerchant> {
     let mut merchants: Vec<DeadMerchant> = Vec::new();
     for letter in letters {
         if merchants
@@ -195,7 +196,7 @@ mod tests {
     fn letter(merchant: &str, transfer: &str, event: &str) -> DeadLetter {
         DeadLetter {
             event_id: event.into(),
-            merchant_id: merchant.into(),
+            merchant_id: MerchantId::new(merchant),
             transfer_id: transfer.into(),
             event_type: "transfer.pending".into(),
             attempts: 3,
@@ -207,7 +208,7 @@ mod tests {
 
     #[test]
     fn letters_group_by_merchant_then_transfer() {
-        let names = BTreeMap::from([("m1".to_owned(), "One".to_owned())]);
+        let names = BTreeMap::from([(MerchantId::new("m1"), "One".to_owned())]);
         let grouped = group(
             vec![
                 letter("m1", "t1", "e1"),

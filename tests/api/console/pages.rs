@@ -4,6 +4,7 @@
 use reqwest::header::LOCATION;
 use tern_schema::models::WebhookEventRow;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::MerchantId;
 
 use super::{content_type, csrf_of, get, page, post_form, sign_in};
 use crate::helpers::transfers::{self, finished, id};
@@ -22,7 +23,7 @@ async fn stored_text_comes_out_escaped() {
     assert_eq!(response.status(), 201);
     let body: serde_json::Value = response.json().await.expect("json");
     let merchant = crate::helpers::Merchant {
-        merchant_id: body["merchant_id"].as_str().expect("id").to_owned(),
+        merchant_id: MerchantId::new(body["merchant_id"].as_str().expect("id")),
         api_key: body["api_key"].as_str().expect("key").to_owned(),
         api_key_id: body["api_key_id"].as_str().expect("key id").to_owned(),
     };
@@ -130,7 +131,7 @@ async fn replay_from_the_console_delivers_dead_lettered_events() {
     receiver.restart();
     let fields = [
         ("csrf", csrf_of(&html)),
-        ("merchant_id", merchant.merchant_id.clone()),
+        ("merchant_id", merchant.merchant_id.to_string()),
         ("transfer_id", transfer_id.clone()),
     ];
     let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();

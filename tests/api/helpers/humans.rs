@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use reqwest::Response;
 use serde_json::{json, Value};
 use tern_schema::models::UserRow;
+use tern_schema::vocabulary::MerchantId;
 
 use crate::helpers::{RequestExt, TestApp};
 
@@ -14,7 +15,7 @@ pub const PASSWORD: &str = "correct horse battery";
 /// A registered person and their session.
 pub struct Human {
     pub user_id: String,
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub email: String,
     /// `svc_session=<token>`, ready for a Cookie header.
     pub cookie: String,
@@ -44,10 +45,7 @@ impl TestApp {
         let body: Value = response.json().await.expect("json");
         Human {
             user_id: body["user_id"].as_str().expect("user_id").to_owned(),
-            merchant_id: body["merchant_id"]
-                .as_str()
-                .expect("merchant_id")
-                .to_owned(),
+            merchant_id: MerchantId::new(body["merchant_id"].as_str().expect("merchant_id")),
             email,
             cookie,
         }

@@ -18,6 +18,7 @@
 use std::time::Duration;
 
 use tern_actors::runtime::RuntimeFigures;
+use tern_schema::vocabulary::MerchantId;
 use tern_schema::{audit, ledger, Db};
 
 /// Longest a node's /health/actors may take to answer on teardown.
@@ -29,7 +30,7 @@ const FIGURES_WAIT_MAX: Duration = Duration::from_secs(5);
 pub struct Exemptions {
     /// The merchants whose audit events the test edits or deletes to see
     /// them detected; every other chain is still verified.
-    pub broken_audit_chains: Vec<String>,
+    pub broken_audit_chains: Vec<MerchantId>,
     /// The test writes ledger rows or balances by hand to see them refused
     /// or detected.
     pub broken_ledger: bool,
@@ -46,7 +47,7 @@ pub enum Broken {
     /// resolution unlike its hold, stored balances unlike their lines.
     Ledger(String),
     AuditChain {
-        merchant_id: String,
+        merchant_id: MerchantId,
         first_invalid_seq: Option<i64>,
     },
     Stuck {
@@ -129,7 +130,7 @@ fn classify(violation: String) -> Broken {
 
 /// Every chain but the `exempt` merchants', verified as `tern audit verify`
 /// does.
-async fn check_audit_chains(db: &Db, exempt: &[String]) -> Vec<Broken> {
+async fn check_audit_chains(db: &Db, exempt: &[MerchantId]) -> Vec<Broken> {
     let checked = async {
         let mut pooled = db.get().await?;
         let tx = &mut pooled.tx();

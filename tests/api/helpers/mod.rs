@@ -18,6 +18,7 @@ use tern::config::{Config, RateLimits};
 use tern::startup::Application;
 use tern::state::AppState;
 use tern_schema::testing::TestDatabase;
+use tern_schema::vocabulary::MerchantId;
 
 use self::invariants::Exemptions;
 
@@ -34,7 +35,7 @@ pub struct TestApp {
 
 /// A registered merchant and its first key.
 pub struct Merchant {
-    pub merchant_id: String,
+    pub merchant_id: MerchantId,
     pub api_key: String,
     pub api_key_id: String,
 }
@@ -142,10 +143,7 @@ impl TestApp {
         assert_eq!(response.status(), 201);
         let body: Value = response.json().await.expect("json");
         Merchant {
-            merchant_id: body["merchant_id"]
-                .as_str()
-                .expect("merchant_id")
-                .to_owned(),
+            merchant_id: MerchantId::new(body["merchant_id"].as_str().expect("merchant_id")),
             api_key: body["api_key"].as_str().expect("api_key").to_owned(),
             api_key_id: body["api_key_id"].as_str().expect("api_key_id").to_owned(),
         }

@@ -17,7 +17,7 @@ fn world(available: i64) -> World {
         Account {
             facts: AccountFacts {
                 id: FUNDING_ID.into(),
-                merchant_id: Some("m".into()),
+                merchant_id: Some(MerchantId::new("m")),
                 kind: AccountKind::Funding,
                 currency: "USD".into(),
             },
@@ -43,7 +43,7 @@ fn debit(amount_minor: i64, phase: Phase, id: &str) -> Plan {
         ledger: vec![LedgerWrite::Record {
             id: id.into(),
             entry: Entry {
-                merchant_id: Some("m".into()),
+                merchant_id: Some(MerchantId::new("m")),
                 settlement_key: None,
                 description: "debit".into(),
                 lines: vec![
@@ -155,7 +155,7 @@ fn versions_keys_and_timers_are_judged_per_plan() {
     let row = |key: &str, version| {
         let mut row = SettlementRow::pending(
             crate::models::SettlementIntent {
-                merchant_id: "m".into(),
+                merchant_id: MerchantId::new("m"),
                 idempotency_key: key.into(),
                 method: crate::vocabulary::SettlementMethod::CardPush,
                 currency: "USD".into(),
@@ -191,7 +191,9 @@ fn versions_keys_and_timers_are_judged_per_plan() {
         }],
         ..Plan::default()
     };
-    world.settlements.insert(("m".into(), "taken".into()), 3);
+    world
+        .settlements
+        .insert((MerchantId::new("m"), "taken".into()), 3);
     world.timers.insert("t".into(), Some("token".into()));
     let timer = |token: &str| Plan {
         completes_timer: Some(TimerClaim {
@@ -219,14 +221,17 @@ fn versions_keys_and_timers_are_judged_per_plan() {
     assert_eq!(rows.settlements.len(), 1);
     assert_eq!(rows.settlement_moves.len(), 2);
     assert_eq!(rows.timers_done, ["t"]);
-    assert_eq!(world.settlements[&("m".to_owned(), "a".to_owned())], 3);
+    assert_eq!(
+        world.settlements[&(MerchantId::new("m"), "a".to_owned())],
+        3
+    );
 }
 
 #[test]
 fn only_its_own_merchant_debits_a_funding_account_and_only_once_it_is_locked() {
     let foreign = |mut plan: Plan| {
         if let LedgerWrite::Record { entry, .. } = &mut plan.ledger[0] {
-            entry.merchant_id = Some("other".into());
+            entry.merchant_id = Some(MerchantId::new("other"));
         }
         plan
     };
