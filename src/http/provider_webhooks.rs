@@ -72,6 +72,7 @@ pub struct Received {
         (status = 404, description = "No such provider", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A card refund the ledger cannot credit without a balance passing int64 (errors.amount_minor); nothing recorded, and re-sending it cannot succeed", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Not recorded now (the card's actor is overloaded, or a `wallet_token.updated` names a token whose provisioning the issuer cannot confirm yet); send the same event again after Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn receive(
     req: HttpRequest,

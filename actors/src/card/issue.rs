@@ -24,7 +24,8 @@ use crate::ports::{CardIssuer, IssueRequest, IssuedCard, IssuerStatus};
 use crate::runtime::timers;
 use crate::runtime::version::next_version;
 use crate::runtime::{
-    self, EntityEnv, EntityKind, StepError, TimerFiring, TimerSpec, Versioned, VersionedRow,
+    self, EntityEnv, EntityKind, RuntimeError, StepError, TimerFiring, TimerSpec, Versioned,
+    VersionedRow,
 };
 
 /// Payload of the timer that resumes an issue whose outcome is unknown.
@@ -113,49 +114,80 @@ pub(super) async fn issue(
         Err(refused) => return rejected(state, refused),
     };
     let mut step = runtime::Step::begin(&state.row, state.row.clone(), firing.as_ref());
-    let mut persist = false;
-    let mut block_replaced = false;
-    let mut gone = false;
-    for effect in effects {
-        match (effect, &outcome) {
-            (Effect::Persist, IssueOutcome::Issued(issued)) => {
-                step.next = issued_row(step.next, issued);
-                persist = true;
-            }
-            (Effect::Audit(action), _) => {
-                let audit = issued_record(&step.next, &origin, action);
-                step.plan.audit.push(audit);
-            }
-            (Effect::BlockReplaced, _) => block_replaced = true,
-            (Effect::Abandon, IssueOutcome::NotIssued(reason)) => {
-                tracing::warn!(card = %state.row.id, %reason, "issuer did not issue the card; intent abandoned");
-                let (rows, _) = abandonment(&env.db, &state.row)
-                    .await
-                    .map_err(runtime_error)?;
-                step.plan.rows.extend(rows);
-                gone = true;
-            }
-            (Effect::ScheduleResume, IssueOutcome::Unknown(reason)) => {
-                tracing::warn!(card = %state.row.id, %reason, "issue outcome unknown; asking again later");
-                step.plan.timers.push(resume_timer(&state.row.id));
-            }
-            (other, _) => return Err(unexpected(&other, "issue")),
-        }
-    }
-    let row = written(&env.db, &state.row, step, persist)
+    let booked = book_outcome(
+        &env.db, &state.row, &outcome, effects, &origin, &mut step, "issue",
+    )
+    .await?;
+    let row = written(&env.db, &state.row, step, booked.persist)
         .await
         .map_err(runtime_error)?;
-    if block_replaced {
+    if booked.block_replaced {
         if let Some(old) = row.replaces_card_id.clone() {
             block_replaced_at_issuer(env, &old).await;
         }
     }
-    state.gone = gone;
+    state.gone = booked.abandoned.is_some();
     if let Some(failure) = outcome.failure() {
         return answer(state, Err(failure));
     }
     state.row = row.clone();
     answer(state, Ok(CardReply::Card(Box::new(row))))
+}
+
+/// What an issue's outcome wrote into its intent's step.
+struct Booked {
+    /// The step's row is the issued card.
+    persist: bool,
+    /// The card this one replaces is to be blocked at the issuer.
+    block_replaced: bool,
+    /// The intent is dropped, with the card it was to replace given its
+    /// status back (when there is one).
+    abandoned: Option<Option<CardRow>>,
+}
+
+/// Books the effects of an issue's outcome into its intent's step: the
+/// same for a card's own issue and a replacement issued from the card it
+/// replaces.
+async fn book_outcome(
+    db: &Db,
+    intent: &CardRow,
+    outcome: &IssueOutcome,
+    effects: Vec<Effect>,
+    origin: &Origin,
+    step: &mut runtime::Step<CardRow>,
+    command: &str,
+) -> Result<Booked, RuntimeError> {
+    let mut booked = Booked {
+        persist: false,
+        block_replaced: false,
+        abandoned: None,
+    };
+    for effect in effects {
+        match (effect, outcome) {
+            (Effect::Persist, IssueOutcome::Issued(issued)) => {
+                step.next = issued_row(step.next.clone(), issued);
+                booked.persist = true;
+            }
+            (Effect::Audit(action), _) => {
+                let row = if booked.persist { &step.next } else { intent };
+                step.plan.audit.push(issued_record(row, origin, action));
+            }
+            (Effect::BlockReplaced, _) => booked.block_replaced = true,
+            (Effect::Abandon, IssueOutcome::NotIssued(reason)) => {
+                tracing::warn!(card = %intent.id, %reason, "issuer did not issue the card; intent abandoned");
+                let (rows, restored) = abandonment(db, intent).await.map_err(runtime_error)?;
+                step.plan.rows.extend(rows);
+                booked.abandoned = Some(restored);
+            }
+            // The card's own actor asks again (the timer, or recovery).
+            (Effect::ScheduleResume, IssueOutcome::Unknown(reason)) => {
+                tracing::warn!(card = %intent.id, %reason, "issue outcome unknown; asking again later");
+                step.plan.timers.push(resume_timer(&intent.id));
+            }
+            (other, _) => return Err(unexpected(&other, command)),
+        }
+    }
+    Ok(booked)
 }
 
 fn issued_record(row: &CardRow, origin: &Origin, action: &'static str) -> AuditRecord {
@@ -378,48 +410,26 @@ async fn issue_replacement(
         Ok((_, effects)) => effects,
         Err(refused) => return rejected(state, refused),
     };
-    // The new card's step. The version a write can lose: the new card's,
-    // or this one's when the intent is abandoned and this card gets its
-    // status back.
     let mut step = runtime::Step::begin(&intent, intent.clone(), None);
-    let mut persist = false;
-    let mut guarded = intent.clone();
-    let mut block_replaced = false;
-    let mut restored = None;
-    for effect in effects {
-        match (effect, &outcome) {
-            (Effect::Persist, IssueOutcome::Issued(issued)) => {
-                step.next = issued_row(step.next, issued);
-                persist = true;
-            }
-            (Effect::Audit(action), _) => {
-                let row = if persist { &step.next } else { &intent };
-                let audit = issued_record(row, origin, action);
-                step.plan.audit.push(audit);
-            }
-            (Effect::BlockReplaced, _) => block_replaced = true,
-            (Effect::Abandon, IssueOutcome::NotIssued(_)) => {
-                let (rows, back) = abandonment(&env.db, &intent).await.map_err(runtime_error)?;
-                step.plan.rows.extend(rows);
-                restored = back;
-                guarded = state.row.clone();
-            }
-            // The new card's own actor finishes it (recovery, or the timer).
-            (Effect::ScheduleResume, IssueOutcome::Unknown(_)) => {
-                step.plan.timers.push(resume_timer(&intent.id));
-            }
-            (other, _) => return Err(unexpected(&other, "replace")),
-        }
-    }
-    let row = match written(&env.db, &guarded, step, persist).await {
-        Ok(_) if !persist => intent,
+    let booked = book_outcome(
+        &env.db, &intent, &outcome, effects, origin, &mut step, "replace",
+    )
+    .await?;
+    // The version a write can lose: the new card's, or this one's when the
+    // intent is abandoned and this card gets its status back.
+    let guarded = match booked.abandoned {
+        Some(_) => &state.row,
+        None => &intent,
+    };
+    let row = match written(&env.db, guarded, step, booked.persist).await {
+        Ok(_) if !booked.persist => intent,
         Ok(row) => row,
         Err(error) => return Err(runtime_error(error)),
     };
-    if block_replaced {
+    if booked.block_replaced {
         block_replaced_at_issuer(env, &state.row.id).await;
     }
-    if let Some(restored) = restored {
+    if let Some(Some(restored)) = booked.abandoned {
         state.row = restored;
     }
     match outcome.failure() {
