@@ -8,7 +8,7 @@ use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::store::{merchants, transfers, users};
 use tern_schema::types::utc_now;
 use tern_schema::types::MerchantStatus;
-use tern_schema::vocabulary::{MerchantId, UserStatus};
+use tern_schema::vocabulary::{MerchantId, TransferId, UserStatus};
 use tern_schema::{ledger, migrate, write_tx, Db, StoreError};
 
 use crate::config::Config;
@@ -618,6 +618,7 @@ async fn alerts(config: &Config, action: AlertsAction) -> anyhow::Result<()> {
             Ok(())
         }
         AlertsAction::Ack { transfer_id } => {
+            let transfer_id = TransferId::new(transfer_id);
             let request_id = format!("cli-{}", uuid::Uuid::new_v4());
             let acknowledged: Result<bool, StoreError> = write_tx!(db, |tx| {
                 let Some(row) = transfers::find(tx, &transfer_id).await? else {
@@ -631,7 +632,7 @@ async fn alerts(config: &Config, action: AlertsAction) -> anyhow::Result<()> {
                     actor: AuditActor::Operator,
                     action: "transfer.alert_acknowledged",
                     resource_type: "transfer",
-                    resource_id: transfer_id.clone(),
+                    resource_id: transfer_id.to_string(),
                     request_id: request_id.clone(),
                     data: serde_json::json!({"alert": row.alert}),
                 };

@@ -26,7 +26,7 @@ use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};
 use tern_schema::store::{ledger as ledger_store, merchants, settlements, timers};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{MerchantId, SettlementStatus};
+use tern_schema::vocabulary::{MerchantId, SettlementStatus, TransferId};
 use tern_schema::{audit, ledger, migrate, write_tx, Db, StoreError};
 
 /// Longest any test waits for an asynchronous effect before failing.
@@ -294,7 +294,7 @@ impl World {
             },
             utc_now(),
         );
-        row.transfer_id = transfer_id.map(str::to_owned);
+        row.transfer_id = transfer_id.map(TransferId::new);
         let inserted: Result<(), StoreError> =
             write_tx!(self.db, |tx| settlements::insert(tx, &row).await);
         inserted.expect("insert the settlement");

@@ -15,7 +15,8 @@ use crate::vocabulary::{
     AccountKind, Asset, CardNetwork, CardStatus, CardTransactionKind, CardTransactionStatus,
     CardType, Decline, DeliveryStatus, DeviceStatus, EventSource, LedgerStatus, LegStatus,
     MerchantId, MerchantStatus, Network, Platform, Purpose, PushStatus, Reversal, SettlementMethod,
-    SettlementStatus, TransferStatus, UserStatus, Wallet, WalletStatus, WalletTokenStatus,
+    SettlementStatus, TransferId, TransferStatus, UserStatus, Wallet, WalletStatus,
+    WalletTokenStatus,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -185,7 +186,7 @@ pub struct SettlementRow {
     /// The transfer this settlement is a leg of, which hears of its moves.
     /// A leg's charge is on-session: it may wait for the payer's 3DS
     /// challenge instead of failing with `authentication_required`.
-    pub transfer_id: Option<String>,
+    pub transfer_id: Option<TransferId>,
 }
 
 /// What a new settlement is asked to do; everything a provider or a later
@@ -309,7 +310,7 @@ impl QuoteRow {
 #[diesel(table_name = transfers, treat_none_as_null = true, treat_none_as_default_value = false)]
 pub struct TransferRow {
     /// `tr_` + a UUID v7: opaque and time-sortable.
-    pub id: String,
+    pub id: TransferId,
     pub merchant_id: MerchantId,
     pub idempotency_key: String,
     pub flow: String,
@@ -363,7 +364,7 @@ pub struct WebhookEventRow {
     /// `evt_` + a UUID v7; the `webhook-id` of every attempt.
     pub id: String,
     pub merchant_id: MerchantId,
-    pub transfer_id: String,
+    pub transfer_id: TransferId,
     /// Orders the transfer's events: the rank of its status in the saga.
     pub seq: i32,
     /// `transfer.<status>`.

@@ -32,7 +32,7 @@ use crate::models::{
     TransferRow, WebhookAttemptRow, WebhookEndpointRow, WebhookEventRow,
 };
 use crate::store::timers::TimerRow;
-use crate::vocabulary::MerchantId;
+use crate::vocabulary::{MerchantId, TransferId};
 use crate::{Refusal, StoreError};
 
 pub(crate) use batch::write;
@@ -211,7 +211,7 @@ pub enum RowWrite {
     /// attempt at `at`, in a new round; [`Written::rearmed`] says how many.
     EventsRearmed {
         merchant_id: MerchantId,
-        transfer_id: String,
+        transfer_id: TransferId,
         at: chrono::NaiveDateTime,
     },
     NewQuote(QuoteRow),

@@ -22,7 +22,7 @@ use tern_schema::plan::{Plan, PlanError, RowMove};
 use tern_schema::schema::{audit_events, idempotency_records, transfers};
 use tern_schema::store::{merchants, quotes};
 use tern_schema::testing::TestDatabase;
-use tern_schema::vocabulary::{Asset, MerchantId, Network};
+use tern_schema::vocabulary::{Asset, MerchantId, Network, TransferId};
 use tern_schema::{dispatch, idempotency, write_tx, Db, Refusal, StoreError, Written};
 
 mod common;
@@ -91,7 +91,7 @@ fn audit_record(action: &'static str, row: &TransferRow) -> AuditRecord {
         actor: AuditActor::System,
         action,
         resource_type: "transfer",
-        resource_id: row.id.clone(),
+        resource_id: row.id.to_string(),
         request_id: "req".into(),
         data: serde_json::json!({"status": row.status, "version": row.version}),
     }
@@ -100,7 +100,7 @@ fn audit_record(action: &'static str, row: &TransferRow) -> AuditRecord {
 /// A transfer's creation, as `transfer_of` makes its row, with its audit
 /// record and, when `answered`, its key's answer.
 fn creation(step: usize, key: &str, quote: &QuoteRow, answered: bool) -> Plan {
-    let id = format!("tr_{step:04}");
+    let id = TransferId::new(format!("tr_{step:04}"));
     let row = TransferRow {
         leg1_key: format!("{id}.leg1"),
         leg2_key: format!("{id}.leg2"),
@@ -169,7 +169,7 @@ impl Pick for Rng {
 /// must answer, and the rows it must hold.
 #[derive(Default)]
 struct Model {
-    transfers: BTreeMap<String, TransferRow>,
+    transfers: BTreeMap<TransferId, TransferRow>,
     answers: BTreeMap<String, IdempotencyRow>,
 }
 
@@ -222,7 +222,7 @@ impl Model {
 /// now and then over a stale version or of a transfer that is not there.
 /// A transfer moved already in the group (`moved`) is moved again only
 /// now and then, over the version the group's earlier move gave it.
-fn next_plan(rng: &mut Rng, step: usize, model: &Model, moved: &BTreeSet<String>) -> Plan {
+fn next_plan(rng: &mut Rng, step: usize, model: &Model, moved: &BTreeSet<TransferId>) -> Plan {
     let choice = rng.below(10);
     if model.transfers.is_empty() || choice < 4 {
         let key = format!("k{:02}", rng.below(KEYS));
@@ -265,7 +265,7 @@ fn next_plan(rng: &mut Rng, step: usize, model: &Model, moved: &BTreeSet<String>
             _ => expected -= 1 + rng.below(2) as i64,
         },
         // A transfer that is not there.
-        9 if rng.below(3) == 0 => next.id = format!("tr_gone_{step:04}"),
+        9 if rng.below(3) == 0 => next.id = TransferId::new(format!("tr_gone_{step:04}")),
         _ => {}
     }
     Plan {

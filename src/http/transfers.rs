@@ -11,13 +11,12 @@ use tern_actors::ports::{Asset, Network};
 use tern_actors::runtime::Registry;
 use tern_actors::transfer::create::FLOW;
 use tern_actors::transfer::machine::Status;
-use tern_actors::transfer::record::ID_PREFIX;
 use tern_actors::transfer::{self, CreateError, Created, NewTransfer, TransferKind};
 use tern_schema::idempotency::request_digest;
 use tern_schema::models::TransferRow;
 use tern_schema::store::transfers as store;
 use tern_schema::types::{as_utc, utc_now};
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, TransferId};
 use tracing::Instrument;
 use utoipa::{IntoParams, ToSchema};
 
@@ -34,8 +33,6 @@ pub const LIST_LIMIT_MAX: i64 = 200;
 /// Longest quote id or payment-method token accepted.
 const TOKEN_LENGTH_MAX: usize = 128;
 /// Longest transfer id looked up; longer ones cannot be Tern's.
-const TRANSFER_ID_LENGTH_MAX: usize = 64;
-
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTransferRequest {
@@ -79,8 +76,8 @@ pub struct Leg {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Transfer {
     /// `tr_` + an opaque, time-sortable id.
-    #[schema(example = "tr_019a8b5f3c2e7d4a9b1c0d2e3f405162")]
-    pub id: String,
+    #[schema(value_type = String, example = "tr_019a8b5f3c2e7d4a9b1c0d2e3f405162")]
+    pub id: TransferId,
     pub flow: String,
     /// pending, leg1_in_flight, leg1_succeeded, leg2_in_flight, succeeded, compensating or failed.
     pub status: String,
@@ -322,7 +319,7 @@ pub async fn create(
             // In a trace, the saga continues the request's.
             actix_web::rt::spawn(
                 async move {
-                    if let Err(error) = registry.activate_with(&id, created).await {
+                    if let Err(error) = registry.activate_with(id.as_str(), created).await {
                         tracing::warn!(transfer = %id, %error, "transfer actor did not start");
                     }
                 }
@@ -330,7 +327,7 @@ pub async fn create(
             );
             tracing::info!(merchant_id = %row.merchant_id, transfer = %row.id, quote = %row.quote_id, "transfer created");
             Ok(HttpResponse::Created()
-                .insert_header((LOCATION, location(&row.id)))
+                .insert_header((LOCATION, location(row.id.as_str())))
                 .content_type("application/json")
                 .body(body))
         }
@@ -449,13 +446,13 @@ pub async fn get(
     state
         .limits
         .check("transfer_read", caller.merchant_id.as_str())?;
-    let id = path.into_inner();
-    let found = if id.starts_with(ID_PREFIX) && id.len() <= TRANSFER_ID_LENGTH_MAX {
-        let mut pooled = state.db.get().await?;
-        let mut tx = pooled.tx();
-        store::find(&mut tx, &id).await?
-    } else {
-        None
+    let found = match TransferId::from_text(&path) {
+        Some(id) => {
+            let mut pooled = state.db.get().await?;
+            let mut tx = pooled.tx();
+            store::find(&mut tx, &id).await?
+        }
+        None => None,
     };
     let row = caller.own(found, "transfer")?;
     Ok(HttpResponse::Ok().json(view(&row)))

@@ -7,14 +7,13 @@ use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tern_actors::runtime::Registry;
-use tern_actors::transfer::record::ID_PREFIX as TRANSFER_ID_PREFIX;
 use tern_actors::webhook::machine::Status;
 use tern_actors::webhook::signing::mask;
 use tern_actors::webhook::{EndpointCommand, EndpointReply, WebhookEndpointKind};
 use tern_schema::models::{WebhookAttemptRow, WebhookEndpointRow, WebhookEventRow};
 use tern_schema::store::{transfers, webhooks as store};
 use tern_schema::types::as_utc;
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, TransferId};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
@@ -26,7 +25,6 @@ use crate::validate;
 pub const DELIVERIES_LIMIT_DEFAULT: i64 = 50;
 pub const DELIVERIES_LIMIT_MAX: i64 = 200;
 /// Longest transfer id looked up; longer ones cannot be Tern's.
-const TRANSFER_ID_LENGTH_MAX: usize = 64;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -100,7 +98,8 @@ pub struct Delivery {
     /// `transfer.<status>`.
     #[serde(rename = "type")]
     pub event_type: String,
-    pub transfer_id: String,
+    #[schema(value_type = String)]
+    pub transfer_id: TransferId,
     /// pending, delivered, dead (dead-lettered) or skipped (no endpoint).
     pub status: String,
     /// Attempts in the current round.
@@ -260,7 +259,7 @@ pub async fn replay(
         .limits
         .check("webhook_write", caller.merchant_id.as_str())?;
     let transfer_id = match request.transfer_id {
-        Some(id) if !id.trim().is_empty() => id,
+        Some(id) if !id.trim().is_empty() => TransferId::new(id),
         _ => {
             let mut errors = FieldErrors::new();
             errors.insert("transfer_id".into(), "is required".into());
@@ -293,13 +292,14 @@ pub async fn replay(
 }
 
 /// 404 unless the transfer is the caller's.
-async fn own_transfer(state: &AppState, caller: &Caller, id: &str) -> Result<(), ApiError> {
-    let found = if id.starts_with(TRANSFER_ID_PREFIX) && id.len() <= TRANSFER_ID_LENGTH_MAX {
-        let mut pooled = state.db.get().await?;
-        let mut tx = pooled.tx();
-        transfers::find(&mut tx, id).await?
-    } else {
-        None
+async fn own_transfer(state: &AppState, caller: &Caller, id: &TransferId) -> Result<(), ApiError> {
+    let found = match TransferId::from_text(id.as_str()) {
+        Some(id) => {
+            let mut pooled = state.db.get().await?;
+            let mut tx = pooled.tx();
+            transfers::find(&mut tx, &id).await?
+        }
+        None => None,
     };
     caller.own(found, "transfer").map(|_| ())
 }
@@ -370,18 +370,19 @@ pub async fn deliveries(
     if query
         .transfer_id
         .as_ref()
-        .is_some_and(|id| id.len() > TRANSFER_ID_LENGTH_MAX)
+        .is_some_and(|id| id.len() > TransferId::LENGTH_MAX)
     {
         errors.insert("transfer_id".into(), "is not a transfer id".into());
     }
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
+    let transfer_id = query.transfer_id.as_deref().map(TransferId::new);
     let mut pooled = state.db.get().await?;
     let rows = store::list(
         &mut pooled.tx(),
         &caller.merchant_id,
-        query.transfer_id.as_deref(),
+        transfer_id.as_ref(),
         // Validated above: `None` only when no filter was asked for.
         query.status.as_deref().and_then(Status::parse),
         limit,

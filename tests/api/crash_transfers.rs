@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tern_schema::store::transfers;
-use tern_schema::vocabulary::TransferStatus;
+use tern_schema::vocabulary::{TransferId, TransferStatus};
 use tern_schema::Db;
 use uuid::Uuid;
 
@@ -199,7 +199,7 @@ async fn wait_refund_retry_scheduled(db: &Db, id: &str) {
         let row = {
             let mut pooled = db.get().await.expect("connection");
             let mut tx = pooled.tx();
-            transfers::find(&mut tx, id)
+            transfers::find(&mut tx, &TransferId::new(id))
                 .await
                 .expect("read")
                 .expect("row")

@@ -12,6 +12,7 @@ use tern_actors::settlement::SettlementCommand;
 use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::settlements as store;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::TransferId;
 use tern_schema::{write_tx, StoreError};
 use uuid::Uuid;
 
@@ -41,7 +42,7 @@ async fn leg(app: &TestApp, merchant: &Merchant, source: &str, payment_method: &
         },
         utc_now(),
     );
-    row.transfer_id = Some(TRANSFER_ID.into());
+    row.transfer_id = Some(TransferId::new(TRANSFER_ID));
     let inserted: Result<(), StoreError> =
         write_tx!(app.state.db, |tx| store::insert(tx, &row).await);
     inserted.expect("insert the leg");

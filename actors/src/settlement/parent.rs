@@ -43,7 +43,7 @@ mod tests {
 
     use tern_schema::models::SettlementIntent;
     use tern_schema::types::utc_now;
-    use tern_schema::vocabulary::MerchantId;
+    use tern_schema::vocabulary::{MerchantId, TransferId};
 
     use super::*;
 
@@ -85,7 +85,7 @@ mod tests {
             },
             utc_now(),
         );
-        row.transfer_id = transfer_id.map(str::to_owned);
+        row.transfer_id = transfer_id.map(TransferId::new);
         row
     }
 

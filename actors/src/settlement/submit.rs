@@ -10,7 +10,7 @@ use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::plan::{FundingSource, Plan};
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, TransferId};
 use tern_schema::{Db, DieselError, PlanError, Refusal, StoreError};
 
 use super::machine::Method;
@@ -214,11 +214,11 @@ async fn is_settlement(
 pub fn leg_plan(
     intent: SettlementIntent,
     method: Method,
-    transfer_id: &str,
+    transfer_id: &TransferId,
 ) -> (SettlementRow, Plan) {
     let mut row = SettlementRow::pending(intent, utc_now());
     row.version = Versioned::<()>::INITIAL;
-    row.transfer_id = Some(transfer_id.to_owned());
+    row.transfer_id = Some(transfer_id.clone());
     creation_plan(row, method, &AuditActor::System)
 }
 

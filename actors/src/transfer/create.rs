@@ -10,12 +10,11 @@ use tern_schema::idempotency::{self, KeyUse};
 use tern_schema::models::{QuoteRow, TransferRow};
 use tern_schema::plan::Plan;
 use tern_schema::store::quotes;
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, TransferId};
 use tern_schema::{Db, DieselError, PlanError, Refusal, StoreError, Tx};
 
 use super::legs::leg_key;
 use super::machine::{Leg, LegStatus, Status};
-use super::record::new_id;
 use crate::ports::{Asset, Network};
 use crate::runtime::{Registry, RuntimeError, Versioned};
 use crate::transfer::TransferKind;
@@ -113,7 +112,12 @@ fn check_against_quote(new: &NewTransfer, quote: &QuoteRow) -> Result<(), Create
 /// The transfer a request makes of its quote: the price is copied, the
 /// leg keys derived now from its id (see [`super::legs`]) so that they
 /// never change.
-fn transfer_of(id: String, new: &NewTransfer, quote: &QuoteRow, now: NaiveDateTime) -> TransferRow {
+fn transfer_of(
+    id: TransferId,
+    new: &NewTransfer,
+    quote: &QuoteRow,
+    now: NaiveDateTime,
+) -> TransferRow {
     TransferRow {
         leg1_key: leg_key(&id, Leg::One),
         leg2_key: leg_key(&id, Leg::Two),
@@ -162,8 +166,8 @@ pub async fn create(
     outbox: &Outbox,
     render: impl Fn(&TransferRow) -> String + Send + 'static,
 ) -> Result<Created, CreateError> {
-    let id = transfers.mint(new_id)?;
-    let db = &transfers.local_db(&id)?;
+    let id = TransferId::new(transfers.mint(|| TransferId::generate().into_inner())?);
+    let db = &transfers.local_db(id.as_str())?;
     let key = (
         &new.merchant_id,
         IDEMPOTENCY_SCOPE,
@@ -253,7 +257,7 @@ fn created_record(row: &TransferRow, actor: &AuditActor) -> AuditRecord {
         actor: actor.clone(),
         action: "transfer.created",
         resource_type: "transfer",
-        resource_id: row.id.clone(),
+        resource_id: row.id.to_string(),
         request_id: row.request_id.clone(),
         data: json!({
             "quote_id": row.quote_id,

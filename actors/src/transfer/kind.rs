@@ -11,7 +11,7 @@ use tern_schema::ledger::SystemAccount;
 use tern_schema::models::{SettlementIntent, SettlementRow, TransferRow};
 use tern_schema::plan::Plan;
 use tern_schema::store::{settlements, transfers};
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, TransferId};
 use tern_schema::Db;
 use tracing::Instrument;
 
@@ -88,7 +88,7 @@ impl EntityKind for TransferKind {
     async fn load(env: EntityEnv<TransferContext>) -> RuntimeResult<Option<TransferRow>> {
         let mut pooled = env.db.get().await?;
         let mut tx = pooled.tx();
-        Ok(transfers::find(&mut tx, &env.id).await?)
+        Ok(transfers::find(&mut tx, &TransferId::new(&*env.id)).await?)
     }
 
     async fn handle(
@@ -129,7 +129,7 @@ impl EntityKind for TransferKind {
         let mut pooled = db.get().await?;
         let after = after.as_deref().unwrap_or("");
         let ids = transfers::with_work_left(&mut pooled.tx(), after, limit).await?;
-        Ok(ids)
+        Ok(ids.into_iter().map(TransferId::into_inner).collect())
     }
 
     fn timer_command(firing: TimerFiring) -> RuntimeResult<TransferCommand> {
@@ -206,7 +206,7 @@ impl LegObserver for TransferLegs {
             return;
         };
         self.transfers.tell(
-            transfer_id,
+            transfer_id.as_str(),
             TransferCommand::LegMoved {
                 settlement_key: row.idempotency_key.clone(),
                 observed: observe(row),
@@ -234,7 +234,7 @@ async fn resume(
     let transfer_id = row.id.clone();
     let own = legs
         .iter()
-        .filter(|leg| leg.transfer_id.as_deref() == Some(transfer_id.as_str()));
+        .filter(|leg| leg.transfer_id.as_ref() == Some(&transfer_id));
     for leg in own {
         let observed = observe(leg);
         if observed == Observed::Succeeded && row.status == machine::Status::Compensating {
@@ -456,7 +456,7 @@ fn leg_intent(row: &TransferRow, leg: u8) -> (SettlementIntent, Method) {
             source: SystemAccount::TransferClearing.account_id(currency),
             destination,
             recipient_name: format!("transfer {}", row.id),
-            reference: Some(row.id.clone()),
+            reference: Some(row.id.to_string()),
             request_id: row.request_id.clone(),
         };
     if leg == 1 {
@@ -508,7 +508,7 @@ fn book(plan: &mut Plan, next: &mut TransferRow, effect: &Effect) -> Option<Sett
             let spec = TimerSpec {
                 id: &timer_id,
                 kind: TransferKind::NAME,
-                entity_id: &next.id,
+                entity_id: next.id.as_str(),
                 due_at: at.naive_utc(),
                 payload: TIMER_REFUND,
             };
@@ -531,7 +531,7 @@ fn audit_step(
         actor: AuditActor::System,
         action,
         resource_type: "transfer",
-        resource_id: after.id.clone(),
+        resource_id: after.id.to_string(),
         request_id: after.request_id.clone(),
         data,
     };

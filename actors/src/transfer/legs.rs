@@ -24,11 +24,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{PoisonError, RwLock};
 
 use tern_schema::store::transfers::{self, LegKeys};
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, TransferId};
 use tern_schema::{Db, StoreError};
 
 use super::machine::{Leg, LegStatus};
-use super::record::ID_PREFIX;
 use crate::runtime::cluster::pin_routes;
 use crate::runtime::{paged, EntityKind, RuntimeResult};
 use crate::settlement::record::entity_id as settlement_entity_id;
@@ -53,7 +52,7 @@ fn suffix(leg: Leg) -> &'static str {
 }
 
 /// The settlement key of the transfer's `leg`.
-pub fn leg_key(transfer_id: &str, leg: Leg) -> String {
+pub fn leg_key(transfer_id: &TransferId, leg: Leg) -> String {
     format!("{transfer_id}{SEPARATOR}{}", suffix(leg))
 }
 
@@ -64,7 +63,7 @@ pub fn parse_leg_key(key: &str) -> Option<(&str, Leg)> {
     let leg = [Leg::One, Leg::Two]
         .into_iter()
         .find(|candidate| suffix(*candidate) == leg)?;
-    let hex = transfer_id.strip_prefix(ID_PREFIX)?;
+    let hex = transfer_id.strip_prefix(TransferId::PREFIX)?;
     let well_formed =
         hex.len() == TRANSFER_ID_HEX_DIGITS && hex.bytes().all(|b| b.is_ascii_hexdigit());
     well_formed.then_some((transfer_id, leg))
@@ -83,7 +82,7 @@ pub async fn is_leg_key_of(
     };
     let mut pooled = db.get().await?;
     let mut tx = pooled.tx();
-    let transfer = transfers::find(&mut tx, transfer_id).await?;
+    let transfer = transfers::find(&mut tx, &TransferId::new(transfer_id)).await?;
     Ok(transfer.is_some_and(|row| row.merchant_id == *merchant_id))
 }
 
@@ -169,7 +168,12 @@ pub async fn pin_legacy_legs(db: &Db) -> RuntimeResult<usize> {
             [&row.leg1_key, &row.leg2_key]
                 .into_iter()
                 .filter(|key| parse_leg_key(key).is_none())
-                .map(|key| (settlement_entity_id(&row.merchant_id, key), row.id.clone()))
+                .map(|key| {
+                    (
+                        settlement_entity_id(&row.merchant_id, key),
+                        row.id.to_string(),
+                    )
+                })
         })
         .collect();
     pin_routes(db, SettlementKind::NAME, &routes).await
@@ -191,11 +195,10 @@ fn legacy_keys(row: &LegKeys) -> Vec<(MerchantId, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transfer::record::new_id;
 
     #[test]
     fn a_leg_key_names_its_transfer_and_leg() {
-        let id = new_id();
+        let id = TransferId::generate();
         for leg in [Leg::One, Leg::Two] {
             let key = leg_key(&id, leg);
             assert_eq!(key, format!("{id}.leg{}", leg.index()));
@@ -209,15 +212,15 @@ mod tests {
 
     #[test]
     fn other_keys_are_not_leg_keys() {
-        let id = new_id();
+        let id = TransferId::generate();
         for key in [
             uuid::Uuid::new_v4().to_string(),
-            id.clone(),
+            id.to_string(),
             format!("{id}.leg3"),
             format!("{id}.leg1.leg1"),
             "tr_xyz.leg1".to_owned(),
             format!("{}.leg2", uuid::Uuid::new_v4()),
-            format!("qt_{}.leg1", &id[ID_PREFIX.len()..]),
+            format!("qt_{}.leg1", &id.as_str()[TransferId::PREFIX.len()..]),
             String::new(),
         ] {
             assert_eq!(parse_leg_key(&key), None, "{key}");
@@ -226,7 +229,7 @@ mod tests {
 
     #[test]
     fn only_legacy_legs_not_yet_created_are_held() {
-        let id = new_id();
+        let id = TransferId::generate();
         let legacy = uuid::Uuid::new_v4().to_string();
         let row = |leg1_key: &str, leg1_status: &str, leg2_key: &str| LegKeys {
             id: id.clone(),

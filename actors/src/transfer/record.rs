@@ -3,22 +3,15 @@
 
 use tern_schema::models::TransferRow;
 use tern_schema::types::as_utc;
+use tern_schema::vocabulary::TransferId;
 
 use super::machine::{Challenge, State};
-
-/// The prefix of transfer ids (decisions §1).
-pub const ID_PREFIX: &str = "tr_";
-
-/// A new transfer id: opaque, and sortable by creation time (UUID v7).
-pub fn new_id() -> String {
-    format!("{ID_PREFIX}{}", uuid::Uuid::now_v7().simple())
-}
 
 /// A row the saga cannot read (an unknown code) is corruption, not input.
 #[derive(Debug, thiserror::Error)]
 #[error("transfer {id} holds an unknown {field} `{value}`")]
 pub struct CorruptRow {
-    pub id: String,
+    pub id: TransferId,
     pub field: &'static str,
     pub value: String,
 }
@@ -75,7 +68,7 @@ pub(crate) mod tests {
     pub(crate) fn row() -> TransferRow {
         let now = utc_now();
         TransferRow {
-            id: new_id(),
+            id: TransferId::generate(),
             merchant_id: MerchantId::new("m"),
             idempotency_key: "k".into(),
             flow: "tern".into(),
@@ -139,10 +132,12 @@ pub(crate) mod tests {
 
     #[test]
     fn ids_are_prefixed_and_time_ordered() {
-        let ids: Vec<String> = (0..100).map(|_| new_id()).collect();
+        let ids: Vec<TransferId> = (0..100).map(|_| TransferId::generate()).collect();
         let mut sorted = ids.clone();
         sorted.sort();
         assert_eq!(sorted, ids);
-        assert!(ids.iter().all(|id| id.starts_with(ID_PREFIX)));
+        assert!(ids
+            .iter()
+            .all(|id| TransferId::from_text(id.as_str()).is_some()));
     }
 }

@@ -45,7 +45,7 @@ fn key_of(row: &TransferRow, leg: Leg) -> &str {
 }
 
 fn is_own(row: &TransferRow, settlement: &SettlementRow) -> bool {
-    settlement.transfer_id.as_deref() == Some(row.id.as_str())
+    settlement.transfer_id.as_ref() == Some(&row.id)
 }
 
 /// After a move with `effects` failed: the event that replaces it when the

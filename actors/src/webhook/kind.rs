@@ -13,7 +13,7 @@ use tern_schema::audit::{AuditActor, AuditRecord};
 use tern_schema::models::{WebhookAttemptRow, WebhookEndpointRow, WebhookEventRow};
 use tern_schema::store::webhooks as store;
 use tern_schema::types::{as_utc, truncate_micros, utc_now};
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, TransferId};
 use tern_schema::{Db, Plan, RowWrite};
 
 use super::deliver::{Attempt, Deliverer};
@@ -65,7 +65,7 @@ pub enum EndpointCommand {
     },
     /// Re-arm the transfer's delivered and dead-lettered events.
     Replay {
-        transfer_id: String,
+        transfer_id: TransferId,
         actor: AuditActor,
         request_id: String,
     },
@@ -540,7 +540,7 @@ async fn delete(
 async fn replay(
     env: &EntityEnv<WebhookContext>,
     state: EndpointState,
-    transfer_id: String,
+    transfer_id: TransferId,
     actor: AuditActor,
     request_id: String,
 ) -> RuntimeResult<Transition<WebhookEndpointKind>> {

@@ -46,6 +46,7 @@ use crate::store::ledger::Bucket;
 use crate::store::transfers as transfer_store;
 use crate::store::{ledger as ledger_store, settlements as settlement_store};
 use crate::types::utc_now;
+use crate::vocabulary::TransferId;
 use crate::vocabulary::{LedgerStatus, MerchantId};
 use crate::{audit, StoreError, StoreResult};
 
@@ -192,10 +193,11 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
     }
     settlement_pairs.sort();
     settlement_pairs.dedup();
+    transfer_ids.sort();
+    transfer_ids.dedup();
     for ids in [
         &mut timer_ids,
         &mut settlement_keys,
-        &mut transfer_ids,
         &mut quote_ids,
         &mut transfer_keys,
         &mut answer_keys,
@@ -285,7 +287,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
             .collect();
     }
     if !transfer_ids.is_empty() {
-        let found: Vec<(String, i64)> = load!(
+        let found: Vec<(TransferId, i64)> = load!(
             tx,
             (transfers::table
                 .filter(transfers::id.eq_any(&transfer_ids))

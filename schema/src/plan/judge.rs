@@ -30,7 +30,7 @@ use crate::models::{
 use crate::store::ledger::Bucket;
 use crate::store::timers::TimerRow;
 use crate::store::webhooks::{PENDING, SKIPPED};
-use crate::vocabulary::{AccountKind, LedgerStatus, MerchantId};
+use crate::vocabulary::{AccountKind, LedgerStatus, MerchantId, TransferId};
 use crate::{Refusal, StoreError};
 
 /// A settlement's key: (merchant id, Idempotency-Key).
@@ -74,7 +74,7 @@ pub(crate) struct World {
     pub timers: HashMap<String, Option<String>>,
     /// Settlement versions by key.
     pub settlements: HashMap<SettlementKey, i64>,
-    pub transfers: HashMap<String, i64>,
+    pub transfers: HashMap<TransferId, i64>,
     /// Quotes bound to a transfer.
     pub bound_quotes: HashSet<String>,
     /// Transfers' (merchant, Idempotency-Key) pairs.
@@ -130,7 +130,7 @@ struct Draft {
     holds_recorded: Vec<(String, Hold)>,
     holds_resolved: Vec<(String, LedgerStatus)>,
     settlement_versions: Vec<(SettlementKey, i64)>,
-    transfer_versions: Vec<(String, i64)>,
+    transfer_versions: Vec<(TransferId, i64)>,
     settlement_moves: Vec<(SettlementRow, i64)>,
     transfer_moves: Vec<(TransferRow, i64)>,
     timers: Vec<TimerRow>,

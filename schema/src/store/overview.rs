@@ -9,7 +9,7 @@ use diesel_async::RunQueryDsl;
 
 use crate::db::Tx;
 use crate::schema::{merchants, settlements, transfers, webhook_events};
-use crate::vocabulary::{MerchantId, Reversal};
+use crate::vocabulary::{MerchantId, Reversal, TransferId};
 use crate::{dispatch, StoreResult};
 
 use super::settlements::ACTIVE_STATUSES;
@@ -62,7 +62,7 @@ pub async fn dead_letters_by_merchant(
 pub struct DeadLetter {
     pub event_id: String,
     pub merchant_id: MerchantId,
-    pub transfer_id: String,
+    pub transfer_id: TransferId,
     pub event_type: String,
     /// Attempts in the round that ended in the dead letter.
     pub attempts: i32,

@@ -8,7 +8,7 @@ use crate::db::one_row;
 use crate::models::TransferRow;
 use crate::schema::transfers;
 use crate::store::cached::Cached;
-use crate::vocabulary::{LegStatus, MerchantId, TransferStatus};
+use crate::vocabulary::{LegStatus, MerchantId, TransferId, TransferStatus};
 use crate::{dispatch, write_behind};
 use crate::{StoreResult, Tx};
 
@@ -17,7 +17,7 @@ pub const TERMINAL_STATUSES: [TransferStatus; 2] =
     [TransferStatus::Succeeded, TransferStatus::Failed];
 
 /// A transfer by id, whoever owns it (the actor's load).
-pub async fn find(tx: &mut Tx<'_>, id: &str) -> StoreResult<Option<TransferRow>> {
+pub async fn find(tx: &mut Tx<'_>, id: &TransferId) -> StoreResult<Option<TransferRow>> {
     let row = dispatch!(tx, conn => transfers::table
         .find(id)
         .select(TransferRow::as_select())
@@ -106,7 +106,11 @@ pub async fn update_if_version(
 }
 
 /// Ids of transfers with work left, after `after` in id order, for recovery.
-pub async fn with_work_left(tx: &mut Tx<'_>, after: &str, limit: i64) -> StoreResult<Vec<String>> {
+pub async fn with_work_left(
+    tx: &mut Tx<'_>,
+    after: &str,
+    limit: i64,
+) -> StoreResult<Vec<TransferId>> {
     let ids = dispatch!(tx, conn => transfers::table
         .filter(transfers::status.ne_all(TERMINAL_STATUSES))
         .filter(transfers::id.gt(after))
@@ -121,7 +125,7 @@ pub async fn with_work_left(tx: &mut Tx<'_>, after: &str, limit: i64) -> StoreRe
 /// The leg keys and leg statuses of a transfer with work left.
 #[derive(Clone, Debug, PartialEq, Eq, Queryable)]
 pub struct LegKeys {
-    pub id: String,
+    pub id: TransferId,
     pub merchant_id: MerchantId,
     pub leg1_key: String,
     pub leg1_status: LegStatus,
@@ -162,8 +166,8 @@ pub async fn legacy_leg_keys_with_work_left(
 pub async fn open_alerts(
     tx: &mut Tx<'_>,
     limit: i64,
-) -> StoreResult<Vec<(String, MerchantId, String)>> {
-    let rows: Vec<(String, MerchantId, Option<String>)> = dispatch!(tx, conn => transfers::table
+) -> StoreResult<Vec<(TransferId, MerchantId, String)>> {
+    let rows: Vec<(TransferId, MerchantId, Option<String>)> = dispatch!(tx, conn => transfers::table
         .filter(transfers::alert.is_not_null())
         .filter(transfers::alert_acknowledged_at.is_null())
         .order(transfers::id.asc())
@@ -192,7 +196,7 @@ pub async fn open_alert_count(tx: &mut Tx<'_>) -> StoreResult<i64> {
 /// open alert was there. The version moves so the actor reloads.
 pub async fn acknowledge_alert(
     tx: &mut Tx<'_>,
-    id: &str,
+    id: &TransferId,
     at: chrono::NaiveDateTime,
 ) -> StoreResult<bool> {
     let changed = dispatch!(tx, conn => diesel::update(

@@ -15,7 +15,7 @@ use crate::schema::{webhook_attempts, webhook_endpoints, webhook_events};
 use crate::store::cached::Cached;
 use crate::{StoreResult, Tx};
 
-use crate::vocabulary::{DeliveryStatus, MerchantId};
+use crate::vocabulary::{DeliveryStatus, MerchantId, TransferId};
 
 pub const PENDING: DeliveryStatus = DeliveryStatus::Pending;
 pub const DELIVERED: DeliveryStatus = DeliveryStatus::Delivered;
@@ -168,7 +168,7 @@ pub async fn skip_pending(
 pub async fn rearm(
     tx: &mut Tx<'_>,
     merchant_id: &MerchantId,
-    transfer_id: &str,
+    transfer_id: &TransferId,
     now: NaiveDateTime,
 ) -> StoreResult<usize> {
     let changed = dispatch!(tx, conn => diesel::update(
@@ -227,7 +227,7 @@ pub async fn next_due(
 pub async fn list(
     tx: &mut Tx<'_>,
     merchant_id: &MerchantId,
-    transfer_id: Option<&str>,
+    transfer_id: Option<&TransferId>,
     status: Option<DeliveryStatus>,
     limit: i64,
 ) -> StoreResult<Vec<(WebhookEventRow, Vec<WebhookAttemptRow>)>> {

@@ -12,3 +12,30 @@ impl MerchantId {
         MerchantId::new(uuid::Uuid::new_v4().to_string())
     }
 }
+
+crate::text_id! {
+    /// A transfer: `tr_` + a UUID v7 ([`TransferId::generate`]), opaque and
+    /// sortable by creation time (decisions §1).
+    pub struct TransferId;
+}
+
+impl TransferId {
+    /// What every transfer id starts with.
+    pub const PREFIX: &'static str = "tr_";
+
+    /// A new transfer's id.
+    pub fn generate() -> TransferId {
+        TransferId::new(format!("{}{}", Self::PREFIX, uuid::Uuid::now_v7().simple()))
+    }
+
+    /// The transfer `text` may name, or `None` when it cannot name one at
+    /// all (another prefix, or too long): checked before a lookup, so text
+    /// of another kind is never looked up as a transfer.
+    pub fn from_text(text: &str) -> Option<TransferId> {
+        (text.starts_with(Self::PREFIX) && text.len() <= Self::LENGTH_MAX)
+            .then(|| TransferId::new(text))
+    }
+
+    /// The prefix and a UUID's 32 hex digits, with room to spare.
+    pub const LENGTH_MAX: usize = 64;
+}

@@ -17,11 +17,10 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use maud::Markup;
 use serde::Deserialize;
-use tern_actors::transfer::record::ID_PREFIX as TRANSFER_ID_PREFIX;
 use tern_actors::webhook::{EndpointCommand, EndpointReply};
 use tern_schema::audit::AuditActor;
 use tern_schema::store::transfers;
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, TransferId};
 
 pub use error::ConsoleError;
 
@@ -281,12 +280,13 @@ async fn replay(
     let merchant_id = MerchantId::new(merchant_id);
     tracing::Span::current().record("merchant_id", merchant_id.as_str());
     tracing::Span::current().record("transfer_id", transfer_id.as_str());
-    let owned = if transfer_id.starts_with(TRANSFER_ID_PREFIX) {
-        let mut pooled = state.db.get().await?;
-        let found = transfers::find(&mut pooled.tx(), &transfer_id).await?;
-        found.is_some_and(|row| row.merchant_id == merchant_id)
-    } else {
-        false
+    let owned = match TransferId::from_text(&transfer_id) {
+        Some(id) => {
+            let mut pooled = state.db.get().await?;
+            let found = transfers::find(&mut pooled.tx(), &id).await?;
+            found.is_some_and(|row| row.merchant_id == merchant_id)
+        }
+        None => false,
     };
     if !owned {
         return Ok(see_other(&format!(
@@ -295,7 +295,7 @@ async fn replay(
         )));
     }
     let command = EndpointCommand::Replay {
-        transfer_id: transfer_id.clone(),
+        transfer_id: TransferId::new(transfer_id.as_str()),
         actor: AuditActor::Console,
         request_id: request_id(&req),
     };

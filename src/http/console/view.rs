@@ -12,7 +12,7 @@ use tern_actors::adapters::failures::{self, ProviderFailure};
 use tern_actors::runtime::{KindFigures, StuckEntity};
 use tern_schema::store::cluster::{self, NodeRow};
 use tern_schema::store::overview::{self, DeadLetter};
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, TransferId};
 use tern_schema::{Backend, StoreError};
 
 use crate::http::ops::DATABASE_CHECK_TIMEOUT;
@@ -39,7 +39,7 @@ pub struct ThisNode {
 
 /// A transfer's dead-lettered events: the unit a replay sends again.
 pub struct DeadTransfer {
-    pub transfer_id: String,
+    pub transfer_id: TransferId,
     pub events: Vec<DeadLetter>,
 }
 
@@ -197,7 +197,7 @@ mod tests {
         DeadLetter {
             event_id: event.into(),
             merchant_id: MerchantId::new(merchant),
-            transfer_id: transfer.into(),
+            transfer_id: TransferId::new(transfer),
             event_type: "transfer.pending".into(),
             attempts: 3,
             last_status_code: None,
@@ -223,7 +223,7 @@ mod tests {
         assert_eq!(grouped[0].transfers.len(), 2);
         assert_eq!(grouped[0].transfers[0].events.len(), 2);
         assert_eq!(grouped[1].name, None);
-        assert_eq!(grouped[1].transfers[0].transfer_id, "t3");
+        assert_eq!(grouped[1].transfers[0].transfer_id.as_str(), "t3");
     }
 
     #[test]

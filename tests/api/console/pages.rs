@@ -4,7 +4,7 @@
 use reqwest::header::LOCATION;
 use tern_schema::models::WebhookEventRow;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, TransferId};
 
 use super::{content_type, csrf_of, get, page, post_form, sign_in};
 use crate::helpers::transfers::{self, finished, id};
@@ -34,7 +34,7 @@ async fn stored_text_comes_out_escaped() {
     let row = WebhookEventRow {
         id: format!("evt_{}", uuid::Uuid::now_v7()),
         merchant_id: merchant.merchant_id.clone(),
-        transfer_id: transfer_id.clone(),
+        transfer_id: TransferId::new(transfer_id.as_str()),
         seq: 99,
         // Unique per transfer with the real events, and markup too.
         event_type: "transfer.<b>odd</b>".into(),

@@ -13,6 +13,7 @@ use tern_schema::audit::AuditActor;
 use tern_schema::models::{SettlementIntent, SettlementRow, TransferRow};
 use tern_schema::store::{settlements, transfers};
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::TransferId;
 use tern_schema::{write_tx, StoreError};
 use uuid::Uuid;
 
@@ -101,7 +102,7 @@ async fn a_merchant_cannot_take_a_legs_key_and_the_transfer_still_succeeds() {
 /// own form: UUIDs, which a merchant could take.
 async fn make_legacy(app: &TestApp, transfer_id: &str, leg1: Option<&str>, leg2: Option<&str>) {
     let updated: Result<bool, StoreError> = write_tx!(app.state.db, |tx| {
-        let row = transfers::find(tx, transfer_id)
+        let row = transfers::find(tx, &TransferId::new(transfer_id))
             .await?
             .expect("the transfer");
         let next = TransferRow {
@@ -141,7 +142,7 @@ async fn unstarted(app: &TestApp, merchant: &Merchant, card_pm: &str) -> String 
     .await
     .expect("the transfer is created");
     match created {
-        Created::Created { row, .. } => row.id,
+        Created::Created { row, .. } => row.id.into_inner(),
         _ => panic!("a fresh key creates"),
     }
 }
