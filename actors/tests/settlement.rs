@@ -286,7 +286,7 @@ impl World {
                 currency: "USD".into(),
                 amount_minor: 100,
                 asset: None,
-                source,
+                source: source.into_inner(),
                 destination: "pm_card_threeDSecureRequired".into(),
                 recipient_name: "Ada Lovelace".into(),
                 reference: None,

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 
 use crate::models::LedgerAccountRow;
 use crate::store::ledger::Bucket;
+use crate::vocabulary::AccountId;
 use crate::{StoreError, StoreResult};
 
 /// The buckets of an account as read: what its available balance and its
@@ -145,12 +146,17 @@ impl Moves {
 /// once per account, in id order, just before it commits.
 #[derive(Default)]
 pub struct Balances {
-    accounts: HashMap<String, Moves>,
+    accounts: HashMap<AccountId, Moves>,
 }
 
 impl Balances {
     /// Adds `amount_minor` (negative to take away) to one bucket.
-    pub fn add(&mut self, account_id: &str, bucket: Bucket, amount_minor: i64) -> StoreResult<()> {
+    pub fn add(
+        &mut self,
+        account_id: &AccountId,
+        bucket: Bucket,
+        amount_minor: i64,
+    ) -> StoreResult<()> {
         let moves = self.accounts.entry(account_id.to_owned()).or_default();
         let slot = moves.bucket(bucket);
         *slot = slot.checked_add(amount_minor).ok_or_else(|| {
@@ -163,8 +169,8 @@ impl Balances {
 
     /// The moves to apply, one per account that moved, in account order
     /// (the order every batch locks its rows in); the batch starts over.
-    pub fn take(&mut self) -> Vec<(String, Moves)> {
-        let mut moved: Vec<(String, Moves)> = std::mem::take(&mut self.accounts)
+    pub fn take(&mut self) -> Vec<(AccountId, Moves)> {
+        let mut moved: Vec<(AccountId, Moves)> = std::mem::take(&mut self.accounts)
             .into_iter()
             .filter(|(_, moves)| !moves.is_zero())
             .collect();
@@ -186,15 +192,25 @@ mod tests {
     #[test]
     fn moves_that_cancel_out_write_nothing_and_overflow_is_refused() {
         let mut balances = Balances::default();
-        balances.add("a", Bucket::PendingDebits, 5).unwrap();
-        balances.add("a", Bucket::PendingDebits, -5).unwrap();
+        balances
+            .add(&AccountId::new("a"), Bucket::PendingDebits, 5)
+            .unwrap();
+        balances
+            .add(&AccountId::new("a"), Bucket::PendingDebits, -5)
+            .unwrap();
         assert!(balances.take().is_empty());
-        balances.add("b", Bucket::PostedCredits, i64::MAX).unwrap();
-        assert!(balances.add("b", Bucket::PostedCredits, 1).is_err());
-        balances.add("a", Bucket::PendingCredits, 7).unwrap();
+        balances
+            .add(&AccountId::new("b"), Bucket::PostedCredits, i64::MAX)
+            .unwrap();
+        assert!(balances
+            .add(&AccountId::new("b"), Bucket::PostedCredits, 1)
+            .is_err());
+        balances
+            .add(&AccountId::new("a"), Bucket::PendingCredits, 7)
+            .unwrap();
         let moved = balances.take();
         assert_eq!(moved.len(), 2);
-        assert_eq!(moved[0].0, "a", "in account order");
+        assert_eq!(moved[0].0.as_str(), "a", "in account order");
         assert_eq!(moved[1].1.posted_credits_minor, i64::MAX);
     }
 }

@@ -1,5 +1,6 @@
 //! The store layer's one error type.
 
+use crate::vocabulary::AccountId;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 
 #[derive(Debug, thiserror::Error)]
@@ -32,7 +33,7 @@ pub enum Refusal {
     #[error("the idempotency key is taken")]
     KeyTaken,
     #[error("insufficient available funds on {account_id}")]
-    InsufficientFunds { account_id: String },
+    InsufficientFunds { account_id: AccountId },
 }
 
 /// Whether a failure may pass by itself, which decides whether the work

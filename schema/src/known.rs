@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::models::{LedgerAccountRow, LedgerEntryRow};
-use crate::vocabulary::{AccountKind, MerchantId};
+use crate::vocabulary::{AccountId, AccountKind, MerchantId};
 
 /// Accounts remembered at most before the cache starts over.
 pub const ACCOUNTS_MAX: usize = 100_000;
@@ -25,7 +25,7 @@ pub const TRANSACTIONS_MAX: usize = 100_000;
 /// The parts of a ledger account that never change.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AccountFacts {
-    pub id: String,
+    pub id: AccountId,
     pub merchant_id: Option<MerchantId>,
     pub kind: AccountKind,
     pub currency: String,
@@ -46,10 +46,10 @@ pub type Lines = Arc<[LedgerEntryRow]>;
 
 #[derive(Default)]
 pub struct Known {
-    accounts: HashMap<String, Arc<AccountFacts>>,
+    accounts: HashMap<AccountId, Arc<AccountFacts>>,
     lines: HashMap<String, Lines>,
     /// Learned by the batch under way: kept only if it commits.
-    fresh_accounts: HashMap<String, Arc<AccountFacts>>,
+    fresh_accounts: HashMap<AccountId, Arc<AccountFacts>>,
     fresh_lines: HashMap<String, Lines>,
     /// What the batch learned, in order, so that a unit's facts can be
     /// forgotten when it rolls back.
@@ -57,12 +57,12 @@ pub struct Known {
 }
 
 enum Fresh {
-    Account(String),
+    Account(AccountId),
     Lines(String),
 }
 
 impl Known {
-    pub fn account(&self, id: &str) -> Option<Arc<AccountFacts>> {
+    pub fn account(&self, id: &AccountId) -> Option<Arc<AccountFacts>> {
         self.accounts
             .get(id)
             .or_else(|| self.fresh_accounts.get(id))
@@ -136,7 +136,7 @@ mod tests {
 
     fn facts(id: &str) -> AccountFacts {
         AccountFacts {
-            id: id.into(),
+            id: AccountId::new(id),
             merchant_id: None,
             kind: AccountKind::CardPush,
             currency: "USD".into(),
@@ -151,11 +151,11 @@ mod tests {
         known.learn_account(facts("b"));
         known.learn_lines("ltx_1", Arc::from(Vec::new()));
         known.forget_since(mark);
-        assert!(known.account("a").is_some());
-        assert!(known.account("b").is_none());
+        assert!(known.account(&AccountId::new("a")).is_some());
+        assert!(known.account(&AccountId::new("b")).is_none());
         assert!(known.lines("ltx_1").is_none());
         known.end_batch(true);
-        assert!(known.account("a").is_some());
+        assert!(known.account(&AccountId::new("a")).is_some());
     }
 
     #[test]
@@ -163,11 +163,11 @@ mod tests {
         let mut known = Known::default();
         known.learn_account(facts("a"));
         known.end_batch(false);
-        assert!(known.account("a").is_none());
+        assert!(known.account(&AccountId::new("a")).is_none());
         known.learn_account(facts("a"));
         known.learn_lines("ltx_1", Arc::from(Vec::new()));
         known.end_batch(true);
-        assert!(known.account("a").is_some());
+        assert!(known.account(&AccountId::new("a")).is_some());
         assert!(known.lines("ltx_1").is_some());
     }
 }

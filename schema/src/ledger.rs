@@ -21,7 +21,7 @@ use crate::money::Currency;
 use crate::plan::{LedgerWrite, Plan, PlanError};
 use crate::store::ledger::{self as store, Bucket};
 use crate::types::utc_now;
-use crate::vocabulary::{AccountKind, MerchantId};
+use crate::vocabulary::{AccountId, AccountKind, MerchantId};
 use crate::{Db, DieselError, Refusal, StoreError, Tx};
 
 mod check;
@@ -83,8 +83,12 @@ impl SystemAccount {
 
     /// Deterministic, so every node names the same row. The row is made on
     /// first use, by [`record`], so the hot path writes nothing to find it.
-    pub fn account_id(self, currency: &str) -> String {
-        format!("sys_{}_{}", self.kind(), currency.to_ascii_lowercase())
+    pub fn account_id(self, currency: &str) -> AccountId {
+        AccountId::new(format!(
+            "sys_{}_{}",
+            self.kind(),
+            currency.to_ascii_lowercase()
+        ))
     }
 
     /// The account and currency an id of [`SystemAccount::account_id`] names.
@@ -115,7 +119,7 @@ pub enum Phase {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Line {
-    pub account_id: String,
+    pub account_id: AccountId,
     pub direction: Direction,
     pub amount_minor: i64,
     pub currency: String,
@@ -136,12 +140,12 @@ pub enum LedgerError {
     #[error("unbalanced entry: {0}")]
     Unbalanced(String),
     #[error("insufficient available funds on {account_id}")]
-    InsufficientFunds { account_id: String },
+    InsufficientFunds { account_id: AccountId },
     #[error("no ledger account {0}")]
-    UnknownAccount(String),
+    UnknownAccount(AccountId),
     #[error("account {account_id} holds {account_currency}, not {line_currency}")]
     CurrencyMismatch {
-        account_id: String,
+        account_id: AccountId,
         account_currency: String,
         line_currency: String,
     },
@@ -152,7 +156,7 @@ pub enum LedgerError {
     /// A side of the account (its posted plus pending debits, or credits)
     /// would pass `i64::MAX`. Nothing is written.
     #[error("the amount would overflow the balances of {account_id}")]
-    Overflow { account_id: String },
+    Overflow { account_id: AccountId },
     #[error(transparent)]
     Store(StoreError),
 }
@@ -208,7 +212,7 @@ pub async fn open_funding_accounts(
     let now = utc_now();
     for currency in Currency::fiat() {
         let row = LedgerAccountRow {
-            id: format!("acct_{}", uuid::Uuid::now_v7().simple()),
+            id: AccountId::generate(),
             merchant_id: Some(merchant_id.to_owned()),
             kind: AccountKind::Funding,
             currency: currency.code.to_owned(),
@@ -227,7 +231,10 @@ pub async fn open_funding_accounts(
 /// Makes the system account `account_id` names, if it names one and it
 /// does not exist yet: for rows that refer to an account before any entry
 /// has touched it.
-pub async fn ensure_system_account(tx: &mut Tx<'_>, account_id: &str) -> Result<bool, LedgerError> {
+pub async fn ensure_system_account(
+    tx: &mut Tx<'_>,
+    account_id: &AccountId,
+) -> Result<bool, LedgerError> {
     if tx
         .known()
         .is_some_and(|known| known.account(account_id).is_some())
@@ -241,19 +248,19 @@ pub async fn ensure_system_account(tx: &mut Tx<'_>, account_id: &str) -> Result<
 /// by the group committer, read otherwise.
 pub async fn account_facts(
     tx: &mut Tx<'_>,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<Option<Arc<AccountFacts>>, LedgerError> {
     Ok(store::account_facts(tx, account_id).await?)
 }
 
 /// Makes the system account `account_id` names, if it names one.
-async fn open_system_account(tx: &mut Tx<'_>, account_id: &str) -> Result<bool, LedgerError> {
-    let Some((account, currency)) = SystemAccount::parse_id(account_id) else {
+async fn open_system_account(tx: &mut Tx<'_>, account_id: &AccountId) -> Result<bool, LedgerError> {
+    let Some((account, currency)) = SystemAccount::parse_id(account_id.as_str()) else {
         return Ok(false);
     };
     let now = utc_now();
     let row = LedgerAccountRow {
-        id: account_id.to_owned(),
+        id: account_id.clone(),
         merchant_id: None,
         kind: account.kind(),
         currency,
@@ -351,7 +358,7 @@ mod tests {
 
     fn line(account: &str, direction: Direction, amount_minor: i64, currency: &str) -> Line {
         Line {
-            account_id: account.into(),
+            account_id: AccountId::new(account),
             direction,
             amount_minor,
             currency: currency.into(),
@@ -397,11 +404,11 @@ mod tests {
     fn system_accounts_are_named_deterministically() {
         assert_eq!(
             SystemAccount::CardAcquirer.account_id("USD"),
-            "sys_card_acquirer_usd"
+            AccountId::new("sys_card_acquirer_usd")
         );
         assert_eq!(
             SystemAccount::Custodian.account_id("EUR"),
-            "sys_custodian_eur"
+            AccountId::new("sys_custodian_eur")
         );
     }
 
@@ -411,7 +418,7 @@ mod tests {
             for currency in ["USD", "JPY", "USDT", "USDC"] {
                 let id = account.account_id(currency);
                 assert_eq!(
-                    SystemAccount::parse_id(&id),
+                    SystemAccount::parse_id(id.as_str()),
                     Some((account, currency.to_owned())),
                     "{id}"
                 );

@@ -12,11 +12,11 @@ use crate::schema::{
     webhook_events,
 };
 use crate::vocabulary::{
-    AccountKind, Asset, CardNetwork, CardStatus, CardTransactionKind, CardTransactionStatus,
-    CardType, Decline, DeliveryStatus, DeviceStatus, EventSource, LedgerStatus, LegStatus,
-    MerchantId, MerchantStatus, Network, Platform, Purpose, PushStatus, Reversal, SettlementMethod,
-    SettlementStatus, TransferId, TransferStatus, UserStatus, Wallet, WalletStatus,
-    WalletTokenStatus,
+    AccountId, AccountKind, Asset, CardNetwork, CardStatus, CardTransactionKind,
+    CardTransactionStatus, CardType, Decline, DeliveryStatus, DeviceStatus, EventSource,
+    LedgerStatus, LegStatus, MerchantId, MerchantStatus, Network, Platform, Purpose, PushStatus,
+    Reversal, SettlementMethod, SettlementStatus, TransferId, TransferStatus, UserStatus, Wallet,
+    WalletStatus, WalletTokenStatus,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -49,7 +49,7 @@ pub struct ApiKeyRow {
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
 #[diesel(table_name = ledger_accounts, treat_none_as_default_value = false)]
 pub struct LedgerAccountRow {
-    pub id: String,
+    pub id: AccountId,
     pub merchant_id: Option<MerchantId>,
     pub kind: AccountKind,
     pub currency: String,
@@ -95,7 +95,7 @@ pub struct LedgerTransactionRow {
 pub struct LedgerEntryRow {
     pub id: String,
     pub transaction_id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub direction: Direction,
     pub amount_minor: i64,
     pub currency: String,

@@ -32,7 +32,7 @@ use crate::models::{
     TransferRow, WebhookAttemptRow, WebhookEndpointRow, WebhookEventRow,
 };
 use crate::store::timers::TimerRow;
-use crate::vocabulary::{MerchantId, TransferId};
+use crate::vocabulary::{AccountId, MerchantId, TransferId};
 use crate::{Refusal, StoreError};
 
 pub(crate) use batch::write;
@@ -97,7 +97,7 @@ pub struct Plan {
 
 #[derive(Clone, Debug)]
 pub struct FundingSource {
-    pub account_id: String,
+    pub account_id: AccountId,
     pub merchant_id: MerchantId,
     pub currency: String,
 }

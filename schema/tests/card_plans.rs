@@ -23,7 +23,8 @@ use tern_schema::store::{ledger as ledger_store, merchants, users};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
 use tern_schema::vocabulary::{
-    CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource, MerchantId,
+    AccountId, CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource,
+    MerchantId,
 };
 use tern_schema::{dispatch, write_tx, Db, StoreError};
 
@@ -63,9 +64,9 @@ async fn open_card(db: &Db, accounts: Option<&[LedgerAccountRow]>) -> Vec<Ledger
     accounts
 }
 
-fn entry(description: &str, debit: &str, credit: &str, amount_minor: i64) -> Entry {
-    let line = |account_id: &str, direction| Line {
-        account_id: account_id.into(),
+fn entry(description: &str, debit: &AccountId, credit: &AccountId, amount_minor: i64) -> Entry {
+    let line = |account_id: &AccountId, direction| Line {
+        account_id: account_id.clone(),
         direction,
         amount_minor,
         currency: "USD".into(),
@@ -81,7 +82,7 @@ fn entry(description: &str, debit: &str, credit: &str, amount_minor: i64) -> Ent
     }
 }
 
-fn network() -> String {
+fn network() -> AccountId {
     SystemAccount::CardNetwork.account_id("USD")
 }
 
@@ -150,7 +151,7 @@ enum Follow {
     Nothing,
 }
 
-fn next_plan(rng: &mut Rng, step: usize, open: &[Open], usd: &str) -> (Plan, Follow) {
+fn next_plan(rng: &mut Rng, step: usize, open: &[Open], usd: &AccountId) -> (Plan, Follow) {
     let choice = rng.below(10);
     let ltx = |n: usize| format!("ltx_card_{step:05}_{n}");
     // Event ids from a pool, so that some arrive twice.

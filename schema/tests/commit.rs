@@ -12,7 +12,7 @@ use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::{merchants, settlements};
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{AccountId, MerchantId};
 use tern_schema::{Db, StoreError};
 
 mod common;
@@ -99,7 +99,7 @@ async fn plans_and_work_share_a_batch_and_each_fails_alone() {
                 // an account that does not exist (refused).
                 let account = match i % 4 {
                     0 => SystemAccount::CardAcquirer.account_id("USD"),
-                    _ => format!("acct_missing_{i}"),
+                    _ => AccountId::new(format!("acct_missing_{i}")),
                 };
                 let plan = Plan {
                     ledger: vec![LedgerWrite::Record {
@@ -157,9 +157,9 @@ async fn plans_and_work_share_a_batch_and_each_fails_alone() {
     }
 }
 
-fn line(account_id: &str, direction: Direction) -> Line {
+fn line(account_id: &AccountId, direction: Direction) -> Line {
     Line {
-        account_id: account_id.into(),
+        account_id: account_id.clone(),
         direction,
         amount_minor: 5,
         currency: "USD".into(),

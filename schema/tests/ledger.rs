@@ -167,7 +167,7 @@ async fn the_check_finds_tampered_balances() {
     let report = check(&db).await;
     assert!(!report.is_ok());
     assert!(
-        report.violations.iter().any(|v| v.contains(&usd)),
+        report.violations.iter().any(|v| v.contains(usd.as_str())),
         "{:?}",
         report.violations
     );

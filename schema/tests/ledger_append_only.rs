@@ -11,7 +11,7 @@
 use tern_schema::ledger::{self, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::LedgerEntryRow;
 use tern_schema::store::ledger as store;
-use tern_schema::vocabulary::{LedgerStatus, MerchantId};
+use tern_schema::vocabulary::{AccountId, LedgerStatus, MerchantId};
 use tern_schema::{dispatch, Db};
 
 mod common;
@@ -53,7 +53,7 @@ async fn transaction(
 }
 
 /// What a line moves: account, direction, amount, currency.
-fn shape(lines: &[LedgerEntryRow]) -> Vec<(String, String, i64, String)> {
+fn shape(lines: &[LedgerEntryRow]) -> Vec<(AccountId, String, i64, String)> {
     let mut shape: Vec<_> = lines
         .iter()
         .map(|l| {

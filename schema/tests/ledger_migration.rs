@@ -21,6 +21,7 @@ use tern_schema::ledger::{self, LedgerError};
 use tern_schema::migrate::{self, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
 use tern_schema::store::ledger as store;
 use tern_schema::testing::TestDatabase;
+use tern_schema::vocabulary::AccountId;
 use tern_schema::{dispatch, Db};
 
 mod common;
@@ -179,7 +180,7 @@ async fn a_ledger_from_before_carries_over_as_it_is_and_back() {
         .await
         .expect("an open hold is posted the new way");
     assert_eq!(status(&db, "ltx_open").await, "pending");
-    let funding = account(&db, "acct_m1_usd").await;
+    let funding = account(&db, &AccountId::new("acct_m1_usd")).await;
     assert_eq!(
         (funding.balance_minor(), funding.pending_debits_minor),
         (6_000, 0)
@@ -189,7 +190,7 @@ async fn a_ledger_from_before_carries_over_as_it_is_and_back() {
     {
         let mut pooled = db.get().await.expect("conn");
         let mut tx = pooled.tx();
-        let listed = store::account_entries(&mut tx, "acct_m1_usd", None, 10)
+        let listed = store::account_entries(&mut tx, &AccountId::new("acct_m1_usd"), None, 10)
             .await
             .expect("entries");
         let seen: Vec<(&str, &str, Option<&str>)> = listed

@@ -25,7 +25,7 @@ use tern_schema::store::timers::TimerRow;
 use tern_schema::store::{ledger as ledger_store, merchants};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{MerchantId, SettlementStatus};
+use tern_schema::vocabulary::{AccountId, MerchantId, SettlementStatus};
 use tern_schema::{dispatch, idempotency, write_tx, Db, Refusal, StoreError};
 
 mod common;
@@ -69,7 +69,7 @@ async fn open_merchant(db: &Db, accounts: Option<&[LedgerAccountRow]>) -> Vec<Le
     accounts
 }
 
-fn account(accounts: &[LedgerAccountRow], currency: &str) -> String {
+fn account(accounts: &[LedgerAccountRow], currency: &str) -> AccountId {
     accounts
         .iter()
         .find(|a| a.currency == currency)
@@ -77,9 +77,9 @@ fn account(accounts: &[LedgerAccountRow], currency: &str) -> String {
         .expect("a funding account in the currency")
 }
 
-fn two_lines(debit: &str, credit: &str, amount_minor: i64) -> Vec<Line> {
-    let line = |account_id: &str, direction| Line {
-        account_id: account_id.into(),
+fn two_lines(debit: &AccountId, credit: &AccountId, amount_minor: i64) -> Vec<Line> {
+    let line = |account_id: &AccountId, direction| Line {
+        account_id: account_id.clone(),
         direction,
         amount_minor,
         currency: "USD".into(),
@@ -99,16 +99,16 @@ fn entry(description: &str, lines: Vec<Line>) -> Entry {
     }
 }
 
-fn acquirer() -> String {
+fn acquirer() -> AccountId {
     SystemAccount::CardAcquirer.account_id("USD")
 }
 
-fn push() -> String {
+fn push() -> AccountId {
     SystemAccount::CardPush.account_id("USD")
 }
 
 /// The plan that funds the merchant's USD account from the acquirer.
-fn funding(usd: &str, amount_minor: i64, id: &str) -> Plan {
+fn funding(usd: &AccountId, amount_minor: i64, id: &str) -> Plan {
     Plan {
         ledger: vec![LedgerWrite::Record {
             id: id.into(),
@@ -133,7 +133,13 @@ fn audit_record(action: &'static str, key: &str) -> AuditRecord {
 
 /// A card_push's creation: its row, the hold on `source`, the audit
 /// record and the key's answer, as a settlement submitted over HTTP.
-fn creation(key: &str, source: &str, currency: &str, amount_minor: i64, hold_id: &str) -> Plan {
+fn creation(
+    key: &str,
+    source: &AccountId,
+    currency: &str,
+    amount_minor: i64,
+    hold_id: &str,
+) -> Plan {
     let mut row = SettlementRow::pending(
         SettlementIntent {
             merchant_id: MerchantId::new(MERCHANT),
@@ -142,7 +148,7 @@ fn creation(key: &str, source: &str, currency: &str, amount_minor: i64, hold_id:
             currency: currency.into(),
             amount_minor,
             asset: None,
-            source: source.into(),
+            source: source.to_string(),
             destination: "tok_visa".into(),
             recipient_name: "Ada".into(),
             reference: None,
@@ -169,7 +175,7 @@ fn creation(key: &str, source: &str, currency: &str, amount_minor: i64, hold_id:
     };
     Plan {
         funding_source: Some(FundingSource {
-            account_id: source.into(),
+            account_id: source.clone(),
             merchant_id: MerchantId::new(MERCHANT),
             currency: currency.into(),
         }),
@@ -199,8 +205,8 @@ fn next_plan(
     rng: &mut Rng,
     step: usize,
     known: &[Known],
-    usd: &str,
-    eur: &str,
+    usd: &AccountId,
+    eur: &AccountId,
 ) -> (Plan, Option<(usize, SettlementRow)>) {
     let open: Vec<usize> = (0..known.len()).filter(|i| known[*i].open).collect();
     let choice = rng.below(10);

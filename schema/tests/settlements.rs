@@ -8,20 +8,25 @@ use tern_schema::idempotency::{self, KeyUse};
 use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{MerchantId, SettlementStatus};
+use tern_schema::vocabulary::{AccountId, MerchantId, SettlementStatus};
 use tern_schema::{migrate, write_tx, Db, Plan, PlanError, Refusal, StoreError};
 
 mod common;
 
 /// A migrated database and a merchant: (database, db, merchant id, its
 /// USD funding account).
-async fn setup() -> (tern_schema::testing::TestDatabase, Db, MerchantId, String) {
+async fn setup() -> (
+    tern_schema::testing::TestDatabase,
+    Db,
+    MerchantId,
+    AccountId,
+) {
     let (database, db) = common::setup().await;
     let (id, usd) = common::merchant(&db).await;
     (database, db, id, usd)
 }
 
-fn settlement(merchant_id: &MerchantId, source: &str, key: &str) -> SettlementRow {
+fn settlement(merchant_id: &MerchantId, source: &AccountId, key: &str) -> SettlementRow {
     SettlementRow::pending(
         SettlementIntent {
             merchant_id: merchant_id.clone(),
@@ -30,7 +35,7 @@ fn settlement(merchant_id: &MerchantId, source: &str, key: &str) -> SettlementRo
             currency: "USD".into(),
             amount_minor: 1_000,
             asset: None,
-            source: source.into(),
+            source: source.to_string(),
             destination: "tok_visa".into(),
             recipient_name: "Ada".into(),
             reference: None,

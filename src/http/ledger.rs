@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use tern_schema::models::LedgerAccountRow;
 use tern_schema::store::ledger as store;
 use tern_schema::types::as_utc;
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{AccountId, MerchantId};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::{Caller, MerchantOwned};
@@ -20,8 +20,8 @@ pub const LIST_LIMIT_MAX: i64 = 200;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LedgerAccount {
-    #[schema(example = "acct_0193f0c1a2b37c5d9e8f00112233aabb")]
-    pub id: String,
+    #[schema(value_type = String, example = "acct_0193f0c1a2b37c5d9e8f00112233aabb")]
+    pub id: AccountId,
     /// Always `funding` for a merchant's own accounts.
     pub kind: String,
     #[schema(example = "USD")]
@@ -145,7 +145,7 @@ pub async fn entries(
     let mut pooled = state.db.get().await?;
     let tx = &mut pooled.tx();
     let account = caller.own(
-        store::find_account(tx, &path.into_inner()).await?,
+        store::find_account(tx, &AccountId::new(path.into_inner())).await?,
         "ledger account",
     )?;
     let cursor = match &query.starting_after {

@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 use tern_schema::ledger::{self, Direction, Entry, Line, Phase, SystemAccount};
+use tern_schema::vocabulary::AccountId;
 
 use crate::helpers::settlements::accounts;
 use crate::helpers::{assert_problem, Merchant, RequestExt, TestApp};
@@ -23,7 +24,7 @@ async fn collect(app: &TestApp, merchant: &Merchant, account_id: &str, count: us
                     currency: "USD".into(),
                 },
                 Line {
-                    account_id: account_id.to_owned(),
+                    account_id: AccountId::new(account_id),
                     direction: Direction::Credit,
                     amount_minor: 100,
                     currency: "USD".into(),

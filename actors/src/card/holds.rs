@@ -17,7 +17,7 @@ use tern_schema::plan::{AuthorizationMove, LedgerWrite, Plan, RowMove};
 use tern_schema::store::cards as store;
 use tern_schema::store::timers::TimerRow;
 use tern_schema::vocabulary::{
-    CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource,
+    AccountId, CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource,
 };
 
 use super::kind::{CardContext, CardKind, CardState};
@@ -180,12 +180,12 @@ fn open_hold(authorization: Option<&CardTransactionRow>) -> Option<(CardTransact
 /// authorization, shaped like the authorization's own hold.
 fn remainder_entry(
     card: &CardRow,
-    funding: &str,
+    funding: &AccountId,
     authorization: &CardTransactionRow,
     remaining_minor: i64,
 ) -> Entry {
     let currency = &authorization.currency;
-    let line = |account_id: String, direction| Line {
+    let line = |account_id: AccountId, direction| Line {
         account_id,
         direction,
         amount_minor: remaining_minor,
@@ -199,7 +199,7 @@ fn remainder_entry(
             card.id, authorization.authorization_id
         ),
         lines: vec![
-            line(funding.to_owned(), Direction::Debit),
+            line(funding.clone(), Direction::Debit),
             line(
                 SystemAccount::CardNetwork.account_id(currency),
                 Direction::Credit,
@@ -337,7 +337,7 @@ fn book_release(
     effects: Vec<Effect>,
     card: &CardRow,
     (authorization, hold): &(CardTransactionRow, String),
-    funding: Option<&str>,
+    funding: Option<&AccountId>,
     mut row: CardTransactionRow,
     command: &str,
 ) -> Result<i64, RuntimeError> {

@@ -12,7 +12,7 @@ use chrono::NaiveDateTime;
 use tern_schema::models::CardRow;
 use tern_schema::store::cards as store;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::Channel;
+use tern_schema::vocabulary::{AccountId, Channel};
 use tern_schema::Db;
 
 use super::holds;
@@ -46,7 +46,7 @@ pub struct CardState {
     pub row: CardRow,
     pub(super) spend: Spend,
     /// The funding account the card spends from, found on first use.
-    pub(super) funding_account: Option<String>,
+    pub(super) funding_account: Option<AccountId>,
     /// The card was never issued and its intent is gone.
     pub(super) gone: bool,
 }

@@ -9,7 +9,8 @@ use tern_schema::store::cards as store;
 use tern_schema::store::ledger as ledger_store;
 use tern_schema::types::utc_now;
 use tern_schema::vocabulary::{
-    AccountKind, CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource,
+    AccountId, AccountKind, CardTransactionKind as Kind, CardTransactionStatus as TxStatus,
+    EventSource,
 };
 use tern_schema::{Db, StoreError};
 
@@ -28,7 +29,7 @@ use crate::runtime::{EntityEnv, RuntimeError, RuntimeResult, StepError};
 pub(super) async fn funding_account(
     env: &EntityEnv<CardContext>,
     state: &mut CardState,
-) -> RuntimeResult<String> {
+) -> RuntimeResult<AccountId> {
     if let Some(account) = &state.funding_account {
         return Ok(account.clone());
     }
@@ -115,9 +116,14 @@ pub(super) async fn replayed(db: &Db, event_id: &str) -> RuntimeResult<Option<Ca
     Ok(store::transaction_by_event(&mut tx, event_id).await?)
 }
 
-fn card_line(account_id: &str, direction: Direction, amount_minor: i64, currency: &str) -> Line {
+fn card_line(
+    account_id: &AccountId,
+    direction: Direction,
+    amount_minor: i64,
+    currency: &str,
+) -> Line {
     Line {
-        account_id: account_id.to_owned(),
+        account_id: account_id.clone(),
         direction,
         amount_minor,
         currency: currency.to_owned(),

@@ -147,7 +147,7 @@ impl<R: VersionedRow> Step<R> {
 mod tests {
     use super::*;
     use tern_schema::models::SettlementIntent;
-    use tern_schema::vocabulary::{MerchantId, SettlementMethod};
+    use tern_schema::vocabulary::{AccountId, MerchantId, SettlementMethod};
 
     fn row() -> SettlementRow {
         SettlementRow::pending(
@@ -186,7 +186,7 @@ mod tests {
     #[test]
     fn ledger_refusals_are_the_kinds_and_store_failures_stay_store_failures() {
         let refused = StepError::Ledger(LedgerError::InsufficientFunds {
-            account_id: "a".into(),
+            account_id: AccountId::new("a"),
         });
         let mapped = refused.into_runtime(|other| RuntimeError::Refused(other.to_string()));
         assert!(matches!(mapped, RuntimeError::Refused(_)));

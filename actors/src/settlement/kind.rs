@@ -11,7 +11,7 @@ use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, Syst
 use tern_schema::models::SettlementRow;
 use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::settlements;
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{AccountId, MerchantId};
 use tern_schema::{Db, StoreError};
 
 use super::machine::{self, Effect, Event, Method, Rejected, RetryPolicy, Reversal, Status};
@@ -535,7 +535,7 @@ fn record(
         description: description.to_owned(),
         lines: vec![
             Line {
-                account_id: row.source.clone(),
+                account_id: AccountId::new(row.source.as_str()),
                 direction: source_side,
                 amount_minor: row.amount_minor,
                 currency: row.currency.clone(),

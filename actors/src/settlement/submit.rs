@@ -10,7 +10,7 @@ use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::plan::{FundingSource, Plan};
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{MerchantId, TransferId};
+use tern_schema::vocabulary::{AccountId, MerchantId, TransferId};
 use tern_schema::{Db, DieselError, PlanError, Refusal, StoreError};
 
 use super::machine::Method;
@@ -139,7 +139,7 @@ pub async fn submit(
     );
     let (row, mut plan) = creation_plan(row, new.method, &new.actor);
     plan.funding_source = Some(FundingSource {
-        account_id: new.intent.source.clone(),
+        account_id: AccountId::new(new.intent.source.as_str()),
         merchant_id: new.intent.merchant_id.clone(),
         currency: new.intent.currency.clone(),
     });
@@ -267,7 +267,7 @@ fn hold_of(row: &mut SettlementRow, method: Method) -> (String, Entry) {
         description: format!("{} {what}", method.as_str()),
         lines: vec![
             Line {
-                account_id: row.source.clone(),
+                account_id: AccountId::new(row.source.as_str()),
                 direction: source_side,
                 amount_minor: row.amount_minor,
                 currency: row.currency.clone(),

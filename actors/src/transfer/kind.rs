@@ -453,7 +453,9 @@ fn leg_intent(row: &TransferRow, leg: u8) -> (SettlementIntent, Method) {
             currency: currency.to_owned(),
             amount_minor,
             asset: (method == Method::OnChain).then_some(row.receive_asset),
-            source: SystemAccount::TransferClearing.account_id(currency),
+            source: SystemAccount::TransferClearing
+                .account_id(currency)
+                .into_inner(),
             destination,
             recipient_name: format!("transfer {}", row.id),
             reference: Some(row.id.to_string()),

@@ -19,7 +19,7 @@ use super::{Direction, LedgerError};
 use crate::balances::Buckets;
 use crate::models::{LedgerAccountRow, LedgerEntryRow};
 use crate::store::ledger::{self as store, Bucket};
-use crate::vocabulary::{AccountKind, LedgerStatus};
+use crate::vocabulary::{AccountId, AccountKind, LedgerStatus};
 use crate::Tx;
 
 /// Totals of one currency across every account.
@@ -75,12 +75,12 @@ const POSTED_CREDITS: usize = 3;
 
 /// A transaction's lines summed by account, direction and currency: what a
 /// resolution must repeat of its hold.
-type Shape = BTreeMap<(String, bool, String), i128>;
+type Shape = BTreeMap<(AccountId, bool, String), i128>;
 
 /// What the lines say, gathered page by page.
 #[derive(Default)]
 struct Lines {
-    per_account: BTreeMap<String, Sums>,
+    per_account: BTreeMap<AccountId, Sums>,
     per_transaction: BTreeMap<String, BTreeMap<String, i128>>,
     holds: BTreeMap<String, Shape>,
     /// Resolution id -> (the hold it names, its shape).
@@ -173,7 +173,7 @@ async fn check_in_snapshot(tx: &mut Tx<'_>) -> Result<CheckReport, LedgerError> 
     loop {
         let page = store::accounts_page(tx, &after).await?;
         let Some(last) = page.last() else { break };
-        after = last.id.clone();
+        after = last.id.to_string();
         for account in page {
             check_account(
                 &mut report,
@@ -256,7 +256,7 @@ mod tests {
         LedgerEntryRow {
             id: format!("len_{transaction}_{account}"),
             transaction_id: transaction.into(),
-            account_id: account.into(),
+            account_id: AccountId::new(account),
             direction: if debit {
                 Direction::Debit
             } else {

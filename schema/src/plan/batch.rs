@@ -46,7 +46,7 @@ use crate::store::ledger::Bucket;
 use crate::store::transfers as transfer_store;
 use crate::store::{ledger as ledger_store, settlements as settlement_store};
 use crate::types::utc_now;
-use crate::vocabulary::TransferId;
+use crate::vocabulary::{AccountId, TransferId};
 use crate::vocabulary::{LedgerStatus, MerchantId};
 use crate::{audit, StoreError, StoreResult};
 
@@ -115,7 +115,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
     let mut account_ids = Vec::new();
     // (account, merchant): a debit by an entry of that merchant, whose
     // account is locked if it is that merchant's.
-    let mut debited: Vec<(String, MerchantId)> = Vec::new();
+    let mut debited: Vec<(AccountId, MerchantId)> = Vec::new();
     let mut merchants = Vec::new();
     let mut slots: Vec<i32> = plans
         .iter()
@@ -423,12 +423,12 @@ async fn read_holds(tx: &mut Tx<'_>, hold_ids: &[String], world: &mut World) -> 
 
 /// The (account, merchant) pairs of an entry's debits, when the entry is
 /// a merchant's.
-fn debits(entry: &crate::ledger::Entry) -> impl Iterator<Item = (String, MerchantId)> + '_ {
+fn debits(entry: &crate::ledger::Entry) -> impl Iterator<Item = (AccountId, MerchantId)> + '_ {
     entry
         .lines
         .iter()
         .filter(|line| line.direction == crate::ledger::Direction::Debit)
-        .filter(|line| SystemAccount::parse_id(&line.account_id).is_none())
+        .filter(|line| SystemAccount::parse_id(line.account_id.as_str()).is_none())
         .filter_map(|line| {
             let merchant = entry.merchant_id.clone()?;
             Some((line.account_id.clone(), merchant))
@@ -445,8 +445,8 @@ fn debits(entry: &crate::ledger::Entry) -> impl Iterator<Item = (String, Merchan
 /// every read is exact.
 async fn read_accounts(
     tx: &mut Tx<'_>,
-    ids: &[String],
-    debited: &[(String, MerchantId)],
+    ids: &[AccountId],
+    debited: &[(AccountId, MerchantId)],
     world: &mut World,
 ) -> StoreResult<()> {
     let mut found: Vec<(LedgerAccountRow, bool)> = Vec::new();
@@ -466,9 +466,10 @@ async fn read_accounts(
         )?;
         found.extend(locked.into_iter().map(|row| (row, true)));
     }
-    let rest: Vec<&String> = ids
+    let rest: Vec<AccountId> = ids
         .iter()
         .filter(|id| !found.iter().any(|(row, _)| row.id == **id))
+        .cloned()
         .collect();
     if !rest.is_empty() {
         let exact = !tx.pipelined_writes();

@@ -30,7 +30,7 @@ use crate::models::{
 use crate::store::ledger::Bucket;
 use crate::store::timers::TimerRow;
 use crate::store::webhooks::{PENDING, SKIPPED};
-use crate::vocabulary::{AccountKind, LedgerStatus, MerchantId, TransferId};
+use crate::vocabulary::{AccountId, AccountKind, LedgerStatus, MerchantId, TransferId};
 use crate::{Refusal, StoreError};
 
 /// A settlement's key: (merchant id, Idempotency-Key).
@@ -82,7 +82,7 @@ pub(crate) struct World {
     pub answers: HashSet<AnswerKey>,
     pub holds: HashMap<String, Hold>,
     /// Accounts by id; an id read and not found is absent.
-    pub accounts: HashMap<String, Account>,
+    pub accounts: HashMap<AccountId, Account>,
     /// Merchants with a webhook endpoint.
     pub endpoints: HashSet<MerchantId>,
     pub cards: Cards,
@@ -102,7 +102,7 @@ pub(crate) struct Rows {
     pub settlement_moves: Vec<(SettlementRow, i64)>,
     pub transfer_moves: Vec<(TransferRow, i64)>,
     /// The batch's moves per account, in account order.
-    pub balances: BTreeMap<String, Moves>,
+    pub balances: BTreeMap<AccountId, Moves>,
     pub timers: Vec<TimerRow>,
     pub events: Vec<WebhookEventRow>,
     pub audit: Vec<AuditRecord>,
@@ -125,8 +125,8 @@ struct Draft {
     transactions: Vec<LedgerTransactionRow>,
     entries: Vec<LedgerEntryRow>,
     /// Accounts as this plan leaves them (read from the world on first use).
-    accounts: BTreeMap<String, Account>,
-    moves: BTreeMap<String, Moves>,
+    accounts: BTreeMap<AccountId, Account>,
+    moves: BTreeMap<AccountId, Moves>,
     holds_recorded: Vec<(String, Hold)>,
     holds_resolved: Vec<(String, LedgerStatus)>,
     settlement_versions: Vec<(SettlementKey, i64)>,
@@ -367,17 +367,17 @@ fn key_taken() -> PlanError {
 fn account<'d>(
     world: &World,
     draft: &'d mut Draft,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<&'d mut Account, LedgerError> {
     if !draft.accounts.contains_key(account_id) {
         let found = match world.accounts.get(account_id) {
             Some(account) => account.clone(),
             None => {
-                let (system, currency) = SystemAccount::parse_id(account_id)
-                    .ok_or_else(|| LedgerError::UnknownAccount(account_id.to_owned()))?;
+                let (system, currency) = SystemAccount::parse_id(account_id.as_str())
+                    .ok_or_else(|| LedgerError::UnknownAccount(account_id.clone()))?;
                 Account {
                     facts: AccountFacts {
-                        id: account_id.to_owned(),
+                        id: account_id.clone(),
                         merchant_id: None,
                         kind: system.kind(),
                         currency,
@@ -388,20 +388,20 @@ fn account<'d>(
                 }
             }
         };
-        draft.accounts.insert(account_id.to_owned(), found);
+        draft.accounts.insert(account_id.clone(), found);
     }
     draft
         .accounts
         .get_mut(account_id)
-        .ok_or_else(|| LedgerError::UnknownAccount(account_id.to_owned()))
+        .ok_or_else(|| LedgerError::UnknownAccount(account_id.clone()))
 }
 
 /// Adds `amount` to one bucket of the account, in the draft and its moves.
-fn moved(draft: &mut Draft, account_id: &str, bucket: Bucket, amount: i64) {
+fn moved(draft: &mut Draft, account_id: &AccountId, bucket: Bucket, amount: i64) {
     if let Some(account) = draft.accounts.get_mut(account_id) {
         *account.buckets.bucket(bucket) += i128::from(amount);
     }
-    let moves = draft.moves.entry(account_id.to_owned()).or_default();
+    let moves = draft.moves.entry(account_id.clone()).or_default();
     let slot = match bucket {
         Bucket::PostedDebits => &mut moves.posted_debits_minor,
         Bucket::PostedCredits => &mut moves.posted_credits_minor,

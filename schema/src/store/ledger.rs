@@ -15,7 +15,7 @@ use crate::models::{LedgerAccountRow, LedgerEntryRow, LedgerTransactionRow};
 use crate::schema::{ledger_accounts, ledger_entries, ledger_transactions};
 use crate::store::cached::Cached;
 use crate::types::utc_now;
-use crate::vocabulary::{LedgerStatus, MerchantId};
+use crate::vocabulary::{AccountId, LedgerStatus, MerchantId};
 use crate::{dispatch, write_behind};
 use crate::{Conn, StoreResult, Tx};
 
@@ -40,7 +40,7 @@ pub async fn insert_account_if_absent(tx: &mut Tx<'_>, row: &LedgerAccountRow) -
 
 pub async fn find_account(
     tx: &mut Tx<'_>,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> StoreResult<Option<LedgerAccountRow>> {
     let row = dispatch!(tx, conn => ledger_accounts::table
         .find(account_id)
@@ -135,7 +135,7 @@ pub type ListedEntry = (LedgerEntryRow, LedgerStatus, Option<String>, Option<Str
 /// resolved hold, newest first, strictly before the entry `before` when given.
 pub async fn account_entries(
     tx: &mut Tx<'_>,
-    account_id: &str,
+    account_id: &AccountId,
     before: Option<&LedgerEntryRow>,
     limit: i64,
 ) -> StoreResult<Vec<ListedEntry>> {
@@ -207,7 +207,7 @@ pub enum Bucket {
 /// by the group committer (see [`crate::known`]), read otherwise.
 pub async fn account_facts(
     tx: &mut Tx<'_>,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> StoreResult<Option<Arc<AccountFacts>>> {
     if let Some(facts) = tx.known().and_then(|known| known.account(account_id)) {
         return Ok(Some(facts));
@@ -224,7 +224,7 @@ pub async fn account_facts(
 
 /// Applies a batch's summed moves to one account: the single balance
 /// write of that account in its batch (see [`crate::balances`]).
-pub async fn apply_moves(tx: &mut Tx<'_>, account_id: &str, moves: Moves) -> StoreResult<()> {
+pub async fn apply_moves(tx: &mut Tx<'_>, account_id: &AccountId, moves: Moves) -> StoreResult<()> {
     use ledger_accounts::{
         id, pending_credits_minor, pending_debits_minor, posted_credits_minor, posted_debits_minor,
         updated_at,

@@ -39,3 +39,17 @@ impl TransferId {
     /// The prefix and a UUID's 32 hex digits, with room to spare.
     pub const LENGTH_MAX: usize = 64;
 }
+
+crate::text_id! {
+    /// A ledger account: a merchant's funding account, `acct_` + a UUID v7
+    /// ([`AccountId::generate`]), or a system account, whose id its kind
+    /// and currency name (`tern_schema::ledger::SystemAccount::account_id`).
+    pub struct AccountId;
+}
+
+impl AccountId {
+    /// A new funding account's id.
+    pub fn generate() -> AccountId {
+        AccountId::new(format!("acct_{}", uuid::Uuid::now_v7().simple()))
+    }
+}

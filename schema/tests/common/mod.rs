@@ -8,7 +8,7 @@ use tern_schema::models::{CardRow, LedgerAccountRow, MerchantRow, UserRow};
 use tern_schema::store::{ledger as store, merchants};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{MerchantId, UserStatus};
+use tern_schema::vocabulary::{AccountId, MerchantId, UserStatus};
 use tern_schema::{migrate, write_tx, Db};
 
 pub async fn setup() -> (TestDatabase, Db) {
@@ -43,7 +43,7 @@ impl Rng {
 }
 
 /// A merchant with its funding accounts; answers (merchant id, USD account id).
-pub async fn merchant(db: &Db) -> (MerchantId, String) {
+pub async fn merchant(db: &Db) -> (MerchantId, AccountId) {
     let id = MerchantId::generate();
     let row = merchant_row(&id);
     let made: Result<(), LedgerError> = write_tx!(db, |tx| {
@@ -142,16 +142,16 @@ pub fn card_row(id: &str, merchant_id: &MerchantId, user_id: &str) -> CardRow {
     }
 }
 
-pub fn lines(debit: &str, credit: &str, amount_minor: i64) -> Vec<Line> {
+pub fn lines(debit: &AccountId, credit: &AccountId, amount_minor: i64) -> Vec<Line> {
     vec![
         Line {
-            account_id: debit.into(),
+            account_id: debit.clone(),
             direction: Direction::Debit,
             amount_minor,
             currency: "USD".into(),
         },
         Line {
-            account_id: credit.into(),
+            account_id: credit.clone(),
             direction: Direction::Credit,
             amount_minor,
             currency: "USD".into(),
@@ -159,7 +159,7 @@ pub fn lines(debit: &str, credit: &str, amount_minor: i64) -> Vec<Line> {
     ]
 }
 
-pub async fn fund(db: &Db, merchant_id: &MerchantId, account: &str, amount_minor: i64) {
+pub async fn fund(db: &Db, merchant_id: &MerchantId, account: &AccountId, amount_minor: i64) {
     let acquirer = SystemAccount::CardAcquirer.account_id("USD");
     let entry = Entry {
         merchant_id: Some(merchant_id.clone()),
@@ -178,7 +178,7 @@ pub async fn check(db: &Db) -> ledger::CheckReport {
     ledger::check(&mut tx).await.expect("check runs")
 }
 
-pub async fn account(db: &Db, id: &str) -> LedgerAccountRow {
+pub async fn account(db: &Db, id: &AccountId) -> LedgerAccountRow {
     let mut pooled = db.get().await.expect("conn");
     let mut tx = pooled.tx();
     store::find_account(&mut tx, id)

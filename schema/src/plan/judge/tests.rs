@@ -13,10 +13,10 @@ fn now() -> NaiveDateTime {
 fn world(available: i64) -> World {
     let mut world = World::default();
     world.accounts.insert(
-        FUNDING_ID.into(),
+        AccountId::new(FUNDING_ID),
         Account {
             facts: AccountFacts {
-                id: FUNDING_ID.into(),
+                id: AccountId::new(FUNDING_ID),
                 merchant_id: Some(MerchantId::new("m")),
                 kind: AccountKind::Funding,
                 currency: "USD".into(),
@@ -33,7 +33,7 @@ fn world(available: i64) -> World {
 }
 
 fn debit(amount_minor: i64, phase: Phase, id: &str) -> Plan {
-    let line = |account_id: String, direction| Line {
+    let line = |account_id: AccountId, direction| Line {
         account_id,
         direction,
         amount_minor,
@@ -47,7 +47,7 @@ fn debit(amount_minor: i64, phase: Phase, id: &str) -> Plan {
                 settlement_key: None,
                 description: "debit".into(),
                 lines: vec![
-                    line(FUNDING_ID.into(), Direction::Debit),
+                    line(AccountId::new(FUNDING_ID), Direction::Debit),
                     line(SystemAccount::CardPush.account_id("USD"), Direction::Credit),
                 ],
             },
