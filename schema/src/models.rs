@@ -12,7 +12,7 @@ use crate::schema::{
     webhook_events,
 };
 use crate::vocabulary::{
-    AccountId, AccountKind, Asset, CardNetwork, CardStatus, CardTransactionKind,
+    AccountId, AccountKind, Asset, CardId, CardNetwork, CardStatus, CardTransactionKind,
     CardTransactionStatus, CardType, Decline, DeliveryStatus, DeviceStatus, EventSource,
     LedgerStatus, LegStatus, MerchantId, MerchantStatus, Network, Platform, Purpose, PushStatus,
     Reversal, SettlementMethod, SettlementStatus, TransferId, TransferStatus, UserStatus, Wallet,
@@ -528,7 +528,7 @@ pub struct PushDeliveryRow {
 #[diesel(table_name = cards, treat_none_as_default_value = false, treat_none_as_null = true)]
 pub struct CardRow {
     /// `card_` + a UUID v7 (time-sortable).
-    pub id: String,
+    pub id: CardId,
     pub merchant_id: MerchantId,
     pub user_id: String,
     pub program_id: String,
@@ -553,9 +553,9 @@ pub struct CardRow {
     pub online_enabled: bool,
     pub international_enabled: bool,
     pub atm_enabled: bool,
-    pub replaces_card_id: Option<String>,
+    pub replaces_card_id: Option<CardId>,
     pub replaces_status: Option<CardStatus>,
-    pub replaced_by_card_id: Option<String>,
+    pub replaced_by_card_id: Option<CardId>,
     pub request_id: String,
     pub version: i64,
     pub created_at: NaiveDateTime,
@@ -571,7 +571,7 @@ pub struct CardRow {
 pub struct CardTransactionRow {
     /// `ctx_` + a UUID v7.
     pub id: String,
-    pub card_id: String,
+    pub card_id: CardId,
     pub merchant_id: MerchantId,
     pub provider_event_id: String,
     pub authorization_id: String,
@@ -602,7 +602,7 @@ pub struct CardTransactionRow {
 pub struct CardWalletTokenRow {
     /// `wtk_` + a UUID v7; also the issuer's idempotency key.
     pub id: String,
-    pub card_id: String,
+    pub card_id: CardId,
     pub merchant_id: MerchantId,
     pub wallet: Wallet,
     pub status: WalletTokenStatus,

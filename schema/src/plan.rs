@@ -32,7 +32,7 @@ use crate::models::{
     TransferRow, WebhookAttemptRow, WebhookEndpointRow, WebhookEventRow,
 };
 use crate::store::timers::TimerRow;
-use crate::vocabulary::{AccountId, MerchantId, TransferId};
+use crate::vocabulary::{AccountId, CardId, MerchantId, TransferId};
 use crate::{Refusal, StoreError};
 
 pub(crate) use batch::write;
@@ -174,13 +174,13 @@ pub enum RowWrite {
     NewCard(CardRow),
     /// A card the issuer never issued, removed while it is still issuing.
     IssuingCardDropped {
-        card_id: String,
+        card_id: CardId,
     },
     NewWalletToken(CardWalletTokenRow),
     /// A wallet token of the card moved to `status`; a token the card does
     /// not have is a [`StoreError::Conflict`].
     WalletTokenStatus {
-        card_id: String,
+        card_id: CardId,
         token_id: String,
         status: crate::vocabulary::WalletTokenStatus,
         at: chrono::NaiveDateTime,

@@ -23,7 +23,7 @@ use tern_schema::store::{ledger as ledger_store, merchants, users};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
 use tern_schema::vocabulary::{
-    AccountId, CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource,
+    AccountId, CardId, CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource,
     MerchantId,
 };
 use tern_schema::{dispatch, write_tx, Db, StoreError};
@@ -96,7 +96,7 @@ fn row(
     let now = utc_now();
     CardTransactionRow {
         id: format!("ctx_{step:05}"),
-        card_id: CARD.into(),
+        card_id: CardId::new(CARD),
         merchant_id: MerchantId::new(MERCHANT),
         provider_event_id: event.into(),
         authorization_id: authorization.into(),

@@ -12,6 +12,7 @@ use tern_actors::card::{
     Answer, AuthorizationRequest, CardFailure, Recorded, RefundRequest, Reversal,
 };
 use tern_actors::runtime::RuntimeError;
+use tern_schema::vocabulary::CardId;
 use utoipa::ToSchema;
 
 use crate::http::cards::cards;
@@ -40,7 +41,7 @@ pub struct AuthorizationDecision {
 
 #[derive(Debug, Deserialize)]
 struct AuthorizationData {
-    card_id: String,
+    card_id: CardId,
     amount_minor: i64,
     currency: String,
     authorization_id: Option<String>,
@@ -56,7 +57,7 @@ struct AuthorizationData {
 
 #[derive(Debug, Deserialize)]
 struct ClearingData {
-    card_id: String,
+    card_id: CardId,
     authorization_id: String,
     amount_minor: Option<i64>,
 }
@@ -64,14 +65,14 @@ struct ClearingData {
 /// `amount_minor` absent releases the rest of the hold (decisions §10).
 #[derive(Debug, Deserialize)]
 struct ReversalData {
-    card_id: String,
+    card_id: CardId,
     authorization_id: String,
     amount_minor: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
 struct RefundData {
-    card_id: String,
+    card_id: CardId,
     amount_minor: i64,
     currency: String,
     authorization_id: Option<String>,
@@ -84,7 +85,7 @@ struct RefundData {
 /// A `wallet_token.updated` Tern can act on.
 #[derive(Debug, Deserialize)]
 pub struct WalletUpdate {
-    card_id: String,
+    card_id: CardId,
     token_id: String,
     status: String,
 }
@@ -132,7 +133,7 @@ fn descriptor(value: Option<String>) -> String {
 
 pub async fn authorize(state: &AppState, event: ProviderEvent) -> Result<HttpResponse, ApiError> {
     let data: AuthorizationData = data(&event)?;
-    bounded("card_id", &data.card_id)?;
+    bounded("card_id", data.card_id.as_str())?;
     let authorization_id = data.authorization_id.unwrap_or_else(|| event.id.clone());
     bounded("authorization_id", &authorization_id)?;
     let channel = match data.channel.as_deref() {
@@ -193,7 +194,7 @@ fn received(answer: Answer<Recorded>) -> Result<HttpResponse, ApiError> {
 
 pub async fn clear(state: &AppState, event: ProviderEvent) -> Result<HttpResponse, ApiError> {
     let data: ClearingData = data(&event)?;
-    bounded("card_id", &data.card_id)?;
+    bounded("card_id", data.card_id.as_str())?;
     bounded("authorization_id", &data.authorization_id)?;
     data.amount_minor.map(positive).transpose()?;
     let answer = cards(state)?
@@ -209,7 +210,7 @@ pub async fn clear(state: &AppState, event: ProviderEvent) -> Result<HttpRespons
 
 pub async fn reverse(state: &AppState, event: ProviderEvent) -> Result<HttpResponse, ApiError> {
     let data: ReversalData = data(&event)?;
-    bounded("card_id", &data.card_id)?;
+    bounded("card_id", data.card_id.as_str())?;
     bounded("authorization_id", &data.authorization_id)?;
     data.amount_minor.map(positive).transpose()?;
     let reversal = Reversal {
@@ -222,7 +223,7 @@ pub async fn reverse(state: &AppState, event: ProviderEvent) -> Result<HttpRespo
 
 pub async fn refund(state: &AppState, event: ProviderEvent) -> Result<HttpResponse, ApiError> {
     let data: RefundData = data(&event)?;
-    bounded("card_id", &data.card_id)?;
+    bounded("card_id", data.card_id.as_str())?;
     positive(data.amount_minor)?;
     if let Some(authorization_id) = &data.authorization_id {
         bounded("authorization_id", authorization_id)?;
@@ -242,7 +243,8 @@ pub async fn refund(state: &AppState, event: ProviderEvent) -> Result<HttpRespon
 pub fn wallet_update(data: &serde_json::Value) -> Option<WalletUpdate> {
     let update: WalletUpdate = serde_json::from_value(data.clone()).ok()?;
     let fits = |text: &str| !text.is_empty() && text.len() <= EVENT_FIELD_LENGTH_MAX;
-    (fits(&update.card_id) && fits(&update.token_id) && fits(&update.status)).then_some(update)
+    (fits(update.card_id.as_str()) && fits(&update.token_id) && fits(&update.status))
+        .then_some(update)
 }
 
 /// Tells the card's actor about a new wallet token status.

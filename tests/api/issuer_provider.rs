@@ -17,6 +17,7 @@ use tern_actors::ports::{
     CardIssuer, CardNetwork, EmbedRequest, IssueRequest, IssuerStatus, ProviderError, Wallet,
     WalletOutcome, WalletRequest,
 };
+use tern_schema::vocabulary::CardId;
 
 use crate::helpers::sandbox_signature;
 
@@ -134,9 +135,9 @@ async fn start(callback: Option<String>) -> Sim {
 }
 
 fn issue_request(network: CardNetwork) -> IssueRequest {
-    let card_id = format!("card_{}", uuid::Uuid::new_v4().simple());
+    let card_id = CardId::generate();
     IssueRequest {
-        idempotency_key: card_id.clone(),
+        idempotency_key: card_id.to_string(),
         card_id,
         user_id: uuid::Uuid::new_v4().to_string(),
         program_id: "SVC_VIRTUAL_USD".into(),
@@ -147,11 +148,11 @@ fn issue_request(network: CardNetwork) -> IssueRequest {
     }
 }
 
-fn wallet_request(provider_card_id: &str, card_id: &str, wallet: Wallet) -> WalletRequest {
+fn wallet_request(provider_card_id: &str, card_id: &CardId, wallet: Wallet) -> WalletRequest {
     WalletRequest {
         idempotency_key: format!("wtok_{}", uuid::Uuid::new_v4().simple()),
         provider_card_id: provider_card_id.into(),
-        card_id: card_id.into(),
+        card_id: card_id.clone(),
         wallet,
         device_id: Some("dev_1".into()),
     }
@@ -417,7 +418,10 @@ async fn wallet_tokens_are_confirmed_by_signed_webhook_and_a_declined_wallet_is_
     ));
 
     sim.arm(
-        &[("wallet", "google_pay"), ("card_id", &issued.card_id)],
+        &[
+            ("wallet", "google_pay"),
+            ("card_id", issued.card_id.as_str()),
+        ],
         "fail",
         Some(1),
     )
@@ -441,8 +445,12 @@ async fn wallet_tokens_are_confirmed_by_signed_webhook_and_a_declined_wallet_is_
 async fn issuer_faults_map_to_port_errors_and_recovery_finds_the_one_card() {
     let sim = start(None).await;
     let transient = issue_request(CardNetwork::Visa);
-    sim.arm(&[("card_id", &transient.card_id)], "transient", Some(1))
-        .await;
+    sim.arm(
+        &[("card_id", transient.card_id.as_str())],
+        "transient",
+        Some(1),
+    )
+    .await;
     let err = sim.issuer.issue(&transient).await.expect_err("503");
     assert!(matches!(err, ProviderError::Transient { .. }), "{err:?}");
     assert_eq!(
@@ -469,7 +477,7 @@ async fn issuer_faults_map_to_port_errors_and_recovery_finds_the_one_card() {
 
     let hung = issue_request(CardNetwork::Mastercard);
     sim.arm(
-        &[("card_id", &hung.card_id)],
+        &[("card_id", hung.card_id.as_str())],
         "timeout_after_success",
         Some(1),
     )

@@ -4,6 +4,7 @@
 //! answer's shape are paired here, once.
 
 use tern_schema::models::{CardRow, CardWalletTokenRow};
+use tern_schema::vocabulary::CardId;
 
 use super::holds::Reversal;
 use super::kind::CardKind;
@@ -44,14 +45,14 @@ impl<'a> Cards<'a> {
     }
 
     /// Issues the card whose intent was just written.
-    pub async fn issue(&self, card_id: &str, origin: Origin) -> Answer<CardRow> {
+    pub async fn issue(&self, card_id: &CardId, origin: Origin) -> Answer<CardRow> {
         self.card(card_id, CardCommand::Issue { origin }).await
     }
 
     /// Freezes, unfreezes or closes the card.
     pub async fn change(
         &self,
-        card_id: &str,
+        card_id: &CardId,
         operation: Operation,
         origin: Origin,
     ) -> Answer<CardRow> {
@@ -64,7 +65,7 @@ impl<'a> Cards<'a> {
     /// new card.
     pub async fn replace(
         &self,
-        card_id: &str,
+        card_id: &CardId,
         reason: Option<String>,
         origin: Origin,
     ) -> Answer<CardRow> {
@@ -81,7 +82,7 @@ impl<'a> Cards<'a> {
     /// limits.
     pub async fn update(
         &self,
-        card_id: &str,
+        card_id: &CardId,
         display_name: Option<Option<String>>,
         limits: LimitsPatch,
         origin: Origin,
@@ -97,7 +98,7 @@ impl<'a> Cards<'a> {
     /// Provisions the card into a wallet; answers the new token.
     pub async fn provision_wallet(
         &self,
-        card_id: &str,
+        card_id: &CardId,
         wallet: Wallet,
         device_id: Option<String>,
         token_id: String,
@@ -119,7 +120,7 @@ impl<'a> Cards<'a> {
     /// Decides an authorization request.
     pub async fn authorize(
         &self,
-        card_id: &str,
+        card_id: &CardId,
         request: AuthorizationRequest,
     ) -> Answer<Decision> {
         self.ask(
@@ -136,7 +137,7 @@ impl<'a> Cards<'a> {
     /// The issuer's `authorization.clearing`.
     pub async fn clear(
         &self,
-        card_id: &str,
+        card_id: &CardId,
         event_id: String,
         authorization_id: String,
         amount_minor: Option<i64>,
@@ -150,19 +151,19 @@ impl<'a> Cards<'a> {
     }
 
     /// The issuer's `authorization.reversal`.
-    pub async fn reverse(&self, card_id: &str, reversal: Reversal) -> Answer<Recorded> {
+    pub async fn reverse(&self, card_id: &CardId, reversal: Reversal) -> Answer<Recorded> {
         self.recorded(card_id, CardCommand::Reverse(reversal)).await
     }
 
     /// A refund onto the card.
-    pub async fn refund(&self, card_id: &str, request: RefundRequest) -> Answer<Recorded> {
+    pub async fn refund(&self, card_id: &CardId, request: RefundRequest) -> Answer<Recorded> {
         self.recorded(card_id, CardCommand::Refund(request)).await
     }
 
     /// The issuer's `wallet_token.updated`.
     pub async fn wallet_updated(
         &self,
-        card_id: &str,
+        card_id: &CardId,
         token_id: String,
         status: String,
     ) -> Answer<Recorded> {
@@ -170,7 +171,7 @@ impl<'a> Cards<'a> {
         self.recorded(card_id, command).await
     }
 
-    async fn card(&self, card_id: &str, command: CardCommand) -> Answer<CardRow> {
+    async fn card(&self, card_id: &CardId, command: CardCommand) -> Answer<CardRow> {
         self.ask(card_id, command, |reply| match reply {
             CardReply::Card(row) => Ok(*row),
             other => Err(other),
@@ -178,7 +179,7 @@ impl<'a> Cards<'a> {
         .await
     }
 
-    async fn recorded(&self, card_id: &str, command: CardCommand) -> Answer<Recorded> {
+    async fn recorded(&self, card_id: &CardId, command: CardCommand) -> Answer<Recorded> {
         self.ask(card_id, command, |reply| match reply {
             CardReply::Recorded { duplicate, ignored } => Ok(Recorded { duplicate, ignored }),
             other => Err(other),
@@ -192,12 +193,12 @@ impl<'a> Cards<'a> {
     /// the actor's failure rather than a panic in the caller.
     async fn ask<T>(
         &self,
-        card_id: &str,
+        card_id: &CardId,
         command: CardCommand,
         answer: impl FnOnce(CardReply) -> Result<T, CardReply>,
     ) -> Answer<T> {
         let command_name = command.name();
-        match self.registry.call(card_id, command).await? {
+        match self.registry.call(card_id.as_str(), command).await? {
             Ok(reply) => answer(reply).map(Ok).map_err(|other| {
                 RuntimeError::Refused(format!(
                     "{} {card_id} answered {other:?} to {command_name}",

@@ -6,7 +6,7 @@ use chrono::NaiveDateTime;
 use tern_schema::models::CardRow;
 use tern_schema::plan::{Plan, RowWrite};
 use tern_schema::store::cluster::SLOTS;
-use tern_schema::vocabulary::{CardType, MerchantId, WalletStatus};
+use tern_schema::vocabulary::{CardId, CardType, MerchantId, WalletStatus};
 use tern_schema::{PlanError, StoreError};
 
 use super::ask::Cards;
@@ -15,9 +15,6 @@ use super::machine::Status;
 use super::messages::{CardFailure, Origin};
 use super::program::{self, Program, DEFAULT_THEME};
 use crate::runtime::{cluster, EntityKind, Registry, RuntimeError, Versioned};
-
-/// Prefix of every card id.
-pub const CARD_ID_PREFIX: &str = "card_";
 
 /// A validated request for a card.
 #[derive(Clone, Debug)]
@@ -48,28 +45,23 @@ pub enum CreateError {
     Runtime(#[from] RuntimeError),
 }
 
-/// A fresh card id.
-pub fn new_card_id() -> String {
-    format!("{CARD_ID_PREFIX}{}", uuid::Uuid::now_v7().simple())
-}
-
 /// A fresh card id in the slot of the card `beside`: a replacement lives
 /// where the card it replaces does, so the node running that card runs it
 /// too, and should that node die while the issuer makes it, the slot's
 /// next owner finds it being issued and finishes it.
-pub fn new_card_id_beside(beside: &str) -> String {
-    let slot = cluster::slot_for(CardKind::NAME, beside);
+pub fn new_card_id_beside(beside: &CardId) -> CardId {
+    let slot = cluster::slot_for(CardKind::NAME, beside.as_str());
     // Each try lands there with probability 1/SLOTS.
     let tries = 16 * usize::try_from(SLOTS).unwrap_or(64);
     (0..tries)
-        .map(|_| new_card_id())
-        .find(|id| cluster::slot_for(CardKind::NAME, id) == slot)
-        .unwrap_or_else(new_card_id)
+        .map(|_| CardId::generate())
+        .find(|id| cluster::slot_for(CardKind::NAME, id.as_str()) == slot)
+        .unwrap_or_else(CardId::generate)
 }
 
 /// The intent a request makes: issuing, with the program's network, art
 /// and the type's default limits.
-pub fn intent_of(id: String, new: &NewCard, now: NaiveDateTime) -> CardRow {
+pub fn intent_of(id: CardId, new: &NewCard, now: NaiveDateTime) -> CardRow {
     let limits = program::default_limits(new.card_type);
     CardRow {
         id,
@@ -116,12 +108,16 @@ pub async fn create(
     new: &NewCard,
     now: NaiveDateTime,
 ) -> Result<CardRow, CreateError> {
-    let row = intent_of(cards.mint(new_card_id)?, new, now);
+    let row = intent_of(
+        CardId::new(cards.mint(|| CardId::generate().into_inner())?),
+        new,
+        now,
+    );
     let plan = Plan {
         rows: vec![RowWrite::NewCard(row.clone())],
         ..Plan::default()
     };
-    match cards.local_db(&row.id)?.commit(plan).await {
+    match cards.local_db(row.id.as_str())?.commit(plan).await {
         Ok(_) => {}
         Err(PlanError::Store(StoreError::UniqueViolation(_))) => {
             return Err(CreateError::Refused(CardFailure::LiveCardExists));
@@ -143,13 +139,13 @@ mod tests {
     #[test]
     fn a_replacements_id_lives_in_the_slot_of_the_card_it_replaces() {
         for _ in 0..20 {
-            let old = new_card_id();
+            let old = CardId::generate();
             let new = new_card_id_beside(&old);
             assert_ne!(new, old);
-            assert!(new.starts_with(CARD_ID_PREFIX), "{new}");
+            assert!(new.as_str().starts_with(CardId::PREFIX), "{new}");
             assert_eq!(
-                cluster::slot_for(CardKind::NAME, &new),
-                cluster::slot_for(CardKind::NAME, &old)
+                cluster::slot_for(CardKind::NAME, new.as_str()),
+                cluster::slot_for(CardKind::NAME, old.as_str())
             );
         }
     }

@@ -17,7 +17,7 @@ use tern_schema::plan::{AuthorizationMove, LedgerWrite, Plan, RowMove};
 use tern_schema::store::cards as store;
 use tern_schema::store::timers::TimerRow;
 use tern_schema::vocabulary::{
-    AccountId, CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource,
+    AccountId, CardId, CardTransactionKind as Kind, CardTransactionStatus as TxStatus, EventSource,
 };
 
 use super::kind::{CardContext, CardKind, CardState};
@@ -50,7 +50,7 @@ pub struct Reversal {
     pub amount_minor: Option<i64>,
 }
 
-fn expiry_timer_id(card_id: &str, authorization_row_id: &str) -> String {
+fn expiry_timer_id(card_id: &CardId, authorization_row_id: &str) -> String {
     format!("{card_id}:hold:{authorization_row_id}")
 }
 
@@ -76,7 +76,7 @@ pub(super) fn open(authorization: &mut CardTransactionRow, ttl: TimeDelta) -> Ti
     TimerSpec {
         id: &expiry_timer_id(&authorization.card_id, &authorization.id),
         kind: CardKind::NAME,
-        entity_id: &authorization.card_id,
+        entity_id: authorization.card_id.as_str(),
         due_at,
         payload: &payload,
     }
@@ -395,6 +395,9 @@ mod tests {
         assert_eq!(expiring("expire_hold:"), None);
         assert_eq!(expiring("resume_issue"), None);
         assert_eq!(expiring("ctx_1"), None);
-        assert_eq!(expiry_timer_id("card_1", "ctx_1"), "card_1:hold:ctx_1");
+        assert_eq!(
+            expiry_timer_id(&CardId::new("card_1"), "ctx_1"),
+            "card_1:hold:ctx_1"
+        );
     }
 }

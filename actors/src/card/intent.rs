@@ -8,6 +8,7 @@
 use tern_schema::plan::Plan;
 use tern_schema::store::timers;
 use tern_schema::types::{truncate_micros, utc_now};
+use tern_schema::vocabulary::CardId;
 use tern_schema::{Db, StoreError};
 
 use super::kind::CardKind;
@@ -57,7 +58,7 @@ pub(super) fn fate(error: &ProviderError, finishing: bool) -> Fate {
 /// what to call again.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Intent {
-    pub card_id: String,
+    pub card_id: CardId,
     pub id: String,
     pub payload: String,
 }
@@ -77,7 +78,7 @@ impl Intent {
         let mut timer = TimerSpec {
             id: &self.id,
             kind: CardKind::NAME,
-            entity_id: &self.card_id,
+            entity_id: self.card_id.as_str(),
             due_at: after(delay),
             payload: &self.payload,
         }

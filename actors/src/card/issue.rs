@@ -9,7 +9,7 @@ use tern_schema::models::CardRow;
 use tern_schema::plan::RowWrite;
 use tern_schema::store::cards as store;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::WalletStatus;
+use tern_schema::vocabulary::{CardId, WalletStatus};
 use tern_schema::Db;
 
 use super::kind::{CardContext, CardKind, CardState};
@@ -45,7 +45,7 @@ enum IssueOutcome {
 async fn ask_issuer(issuer: &dyn CardIssuer, row: &CardRow) -> IssueOutcome {
     let network = row.network;
     let request = IssueRequest {
-        idempotency_key: row.id.clone(),
+        idempotency_key: row.id.to_string(),
         card_id: row.id.clone(),
         user_id: row.user_id.clone(),
         program_id: row.program_id.clone(),
@@ -61,7 +61,7 @@ async fn ask_issuer(issuer: &dyn CardIssuer, row: &CardRow) -> IssueOutcome {
     if !error.needs_inquiry() {
         return IssueOutcome::NotIssued(error.to_string());
     }
-    match issuer.find_issued(&row.id).await {
+    match issuer.find_issued(row.id.as_str()).await {
         Ok(Some(issued)) => IssueOutcome::Issued(issued),
         Ok(None) => IssueOutcome::NotIssued(error.to_string()),
         Err(inquiry) => IssueOutcome::Unknown(format!("{error}; then {inquiry}")),
@@ -202,12 +202,12 @@ fn issued_record(row: &CardRow, origin: &Origin, action: &'static str) -> AuditR
 
 /// Asks the card's actor to finish an issue whose outcome is unknown, later
 /// and across restarts: the timer commits with the transition that wants it.
-fn resume_timer(card_id: &str) -> tern_schema::store::timers::TimerRow {
+fn resume_timer(card_id: &CardId) -> tern_schema::store::timers::TimerRow {
     let timer_id = format!("{card_id}:resume:{}", uuid::Uuid::now_v7().simple());
     TimerSpec {
         id: &timer_id,
         kind: CardKind::NAME,
-        entity_id: card_id,
+        entity_id: card_id.as_str(),
         due_at: utc_now() + ISSUE_RESUME_DELAY,
         payload: TIMER_RESUME_ISSUE,
     }
@@ -263,7 +263,7 @@ async fn abandonment(
     let Some(old) = old else {
         return Ok((rows, None));
     };
-    if old.replaced_by_card_id.as_deref() != Some(intent.id.as_str()) {
+    if old.replaced_by_card_id.as_ref() != Some(&intent.id) {
         return Ok((rows, None));
     }
     // Not a step's move: the old card turns live again only once the
@@ -284,7 +284,7 @@ async fn abandonment(
 
 /// Tells the issuer a replaced card is blocked. Tern already declines it
 /// (the card's status decides), so a failure here is logged, not fatal.
-async fn block_replaced_at_issuer(env: &EntityEnv<CardContext>, old_id: &str) {
+async fn block_replaced_at_issuer(env: &EntityEnv<CardContext>, old_id: &CardId) {
     let provider_card_id = match env.db.get().await {
         Ok(mut pooled) => match store::find(&mut pooled.tx(), old_id).await {
             Ok(row) => row.and_then(|row| row.provider_card_id),
@@ -314,7 +314,7 @@ pub(super) async fn replace(
     env: &EntityEnv<CardContext>,
     mut state: CardState,
     reason: Option<String>,
-    new_card_id: String,
+    new_card_id: CardId,
     origin: Origin,
 ) -> Step {
     let (next, effects) = match decided(&state, Event::Operate(Operation::Replace)) {
@@ -365,7 +365,7 @@ pub(super) async fn replace(
 /// limits, to be issued in its place.
 fn intent_replacing(
     old: &CardRow,
-    new_card_id: &str,
+    new_card_id: &CardId,
     origin: &Origin,
     now: NaiveDateTime,
 ) -> CardRow {

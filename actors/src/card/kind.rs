@@ -12,7 +12,7 @@ use chrono::NaiveDateTime;
 use tern_schema::models::CardRow;
 use tern_schema::store::cards as store;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{AccountId, Channel};
+use tern_schema::vocabulary::{AccountId, CardId, Channel};
 use tern_schema::Db;
 
 use super::holds;
@@ -76,7 +76,7 @@ impl EntityKind for CardKind {
     async fn load(env: EntityEnv<CardContext>) -> RuntimeResult<Option<CardState>> {
         let mut pooled = env.db.get().await?;
         let tx = &mut pooled.tx();
-        let Some(row) = store::find(tx, &env.id).await? else {
+        let Some(row) = store::find(tx, &CardId::new(&*env.id)).await? else {
             return Ok(None);
         };
         let now = utc_now();

@@ -8,6 +8,8 @@
 
 use serde_json::json;
 
+use tern_schema::vocabulary::CardId;
+
 use super::intent::{self, Intent};
 use super::kind::{CardContext, CardState};
 use super::machine::{Effect, Event, LimitsChange, Operation, Status};
@@ -42,11 +44,11 @@ pub(super) fn finishing(payload: &str) -> Option<Operation> {
 }
 
 /// The card's one status-change intent: a later change replaces it.
-fn intent_timer_id(card_id: &str) -> String {
+fn intent_timer_id(card_id: &CardId) -> String {
     format!("{card_id}:change")
 }
 
-fn change_intent(card_id: &str, operation: Operation) -> Intent {
+fn change_intent(card_id: &CardId, operation: Operation) -> Intent {
     Intent {
         card_id: card_id.to_owned(),
         id: intent_timer_id(card_id),
@@ -285,7 +287,7 @@ mod tests {
     #[test]
     fn a_finishing_timer_names_a_status_change() {
         for operation in [Operation::Freeze, Operation::Unfreeze, Operation::Close] {
-            let intent = change_intent("card_1", operation);
+            let intent = change_intent(&CardId::new("card_1"), operation);
             assert_eq!(finishing(&intent.payload), Some(operation));
             assert_eq!(intent.id, "card_1:change");
         }

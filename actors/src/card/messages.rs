@@ -3,6 +3,7 @@
 
 use tern_schema::audit::AuditActor;
 use tern_schema::models::{CardRow, CardWalletTokenRow};
+use tern_schema::vocabulary::CardId;
 
 use super::holds::Reversal;
 use super::machine::{Channel, Decline, Limits, Operation, Refusal};
@@ -97,7 +98,7 @@ pub enum CardCommand {
     /// Block the card and issue a new one in its place.
     Replace {
         reason: Option<String>,
-        new_card_id: String,
+        new_card_id: CardId,
         origin: Origin,
     },
     Update {

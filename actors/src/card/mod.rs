@@ -35,7 +35,7 @@ pub mod wallet;
 mod write;
 
 pub use ask::{Answer, Cards, Recorded};
-pub use create::{create, CreateError, NewCard, CARD_ID_PREFIX};
+pub use create::{create, CreateError, NewCard};
 pub use holds::Reversal;
 pub use intent::intent_delay;
 pub use kind::{CardContext, CardKind, CardState};

@@ -45,7 +45,7 @@ pub(super) fn record(
         actor: origin.actor.clone(),
         action,
         resource_type: "card",
-        resource_id: row.id.clone(),
+        resource_id: row.id.to_string(),
         request_id: origin.request_id.clone(),
         data,
     }

@@ -10,7 +10,9 @@
 
 use tern_schema::models::CardTransactionRow;
 use tern_schema::store::cards as store;
-use tern_schema::vocabulary::{CardTransactionKind as Kind, CardTransactionStatus as TxStatus};
+use tern_schema::vocabulary::{
+    CardId, CardTransactionKind as Kind, CardTransactionStatus as TxStatus,
+};
 use tern_schema::Db;
 
 use super::machine::Decline;
@@ -46,7 +48,7 @@ pub fn repeated(earlier: &CardTransactionRow, request: &AuthorizationRequest) ->
 /// authorization id; `None` when it is new.
 pub(super) async fn earlier_decision(
     db: &Db,
-    card_id: &str,
+    card_id: &CardId,
     request: &AuthorizationRequest,
 ) -> RuntimeResult<Option<Decision>> {
     let mut pooled = db.get().await?;
@@ -85,7 +87,7 @@ mod tests {
     fn stored(status: TxStatus, reason: Option<Decline>) -> CardTransactionRow {
         CardTransactionRow {
             id: "ctx_1".into(),
-            card_id: "card_1".into(),
+            card_id: CardId::new("card_1"),
             merchant_id: MerchantId::new("m_1"),
             provider_event_id: "evt_1".into(),
             authorization_id: "auth_1".into(),

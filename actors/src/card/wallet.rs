@@ -9,7 +9,7 @@ use tern_schema::models::CardWalletTokenRow;
 use tern_schema::plan::RowWrite;
 use tern_schema::store::cards as store;
 use tern_schema::store::timers;
-use tern_schema::vocabulary::{WalletStatus, WalletTokenStatus};
+use tern_schema::vocabulary::{CardId, WalletStatus, WalletTokenStatus};
 
 use super::intent::{self, Intent};
 use super::kind::{CardContext, CardKind, CardState};
@@ -57,7 +57,7 @@ pub(super) fn finishing(payload: &str) -> Option<Provisioning> {
     serde_json::from_str(json).ok()
 }
 
-fn provisioning_intent(card_id: &str, asked: &Provisioning) -> Result<Intent, RuntimeError> {
+fn provisioning_intent(card_id: &CardId, asked: &Provisioning) -> Result<Intent, RuntimeError> {
     let json = serde_json::to_string(asked)
         .map_err(|error| RuntimeError::Refused(format!("provisioning intent: {error}")))?;
     Ok(Intent {
@@ -67,7 +67,7 @@ fn provisioning_intent(card_id: &str, asked: &Provisioning) -> Result<Intent, Ru
     })
 }
 
-fn intent_timer_id(card_id: &str, token_id: &str) -> String {
+fn intent_timer_id(card_id: &CardId, token_id: &str) -> String {
     format!("{card_id}:wallet:{token_id}")
 }
 
@@ -122,7 +122,7 @@ async fn request_token(
                     let pending = timers::count_for_entity(
                         &mut tx,
                         CardKind::NAME,
-                        &state.row.id,
+                        state.row.id.as_str(),
                         TIMER_FINISH_PROVISIONING,
                     )
                     .await?;
@@ -311,7 +311,7 @@ mod tests {
             .unwrap();
         CardWalletTokenRow {
             id: id.into(),
-            card_id: "card_1".into(),
+            card_id: CardId::new("card_1"),
             merchant_id: MerchantId::new("m"),
             wallet: Wallet::ApplePay,
             status,

@@ -5,6 +5,7 @@
 use tern_schema::ledger::LedgerError;
 use tern_schema::models::CardRow;
 use tern_schema::plan::Plan;
+use tern_schema::vocabulary::CardId;
 use tern_schema::{Db, StoreError};
 
 use super::kind::{CardKind, CardState};
@@ -26,12 +27,12 @@ pub(super) fn runtime_error(error: StepError) -> RuntimeError {
 /// A row the card's plan moves (the card, or an authorization) moved
 /// meanwhile, on another node: the card's conflict, so it reloads and the
 /// caller may send the event again.
-fn the_cards_conflict(error: StepError, card_id: &str) -> StepError {
+fn the_cards_conflict(error: StepError, card_id: &CardId) -> StepError {
     match error {
         StepError::Runtime(RuntimeError::Store(StoreError::Conflict(_))) => {
             StepError::Runtime(RuntimeError::Conflict {
                 kind: CardKind::NAME,
-                id: card_id.to_owned(),
+                id: card_id.to_string(),
             })
         }
         other => other,
@@ -40,7 +41,7 @@ fn the_cards_conflict(error: StepError, card_id: &str) -> StepError {
 
 /// Writes one of the card's plans that leaves the card's row as it is
 /// (transactions and holds only).
-pub(super) async fn commit(db: &Db, card_id: &str, plan: Plan) -> Result<(), StepError> {
+pub(super) async fn commit(db: &Db, card_id: &CardId, plan: Plan) -> Result<(), StepError> {
     match db.commit(plan).await {
         Ok(_) => Ok(()),
         Err(error) => Err(the_cards_conflict(error.into(), card_id)),

@@ -5,6 +5,7 @@
 
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
+use tern_schema::vocabulary::CardId;
 
 use super::ProviderError;
 
@@ -15,7 +16,7 @@ pub struct IssueRequest {
     /// The provider idempotency key: Tern's card id, the same on every retry.
     pub idempotency_key: String,
     /// Tern's card id, sent as metadata; the issuer's webhooks name it.
-    pub card_id: String,
+    pub card_id: CardId,
     pub user_id: String,
     pub program_id: String,
     pub network: CardNetwork,
@@ -79,7 +80,7 @@ pub struct WalletRequest {
     pub idempotency_key: String,
     pub provider_card_id: String,
     /// Tern's card id, echoed in `wallet_token.updated` webhooks.
-    pub card_id: String,
+    pub card_id: CardId,
     pub wallet: Wallet,
     pub device_id: Option<String>,
 }

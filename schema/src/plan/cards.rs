@@ -18,13 +18,13 @@ use super::{AuthorizationMove, Plan, PlanError, RowMove};
 use crate::db::{Conn, Tx};
 use crate::models::CardTransactionRow;
 use crate::schema::card_transactions;
-use crate::vocabulary::{CardTransactionKind, CardTransactionStatus, EventSource};
+use crate::vocabulary::{CardId, CardTransactionKind, CardTransactionStatus, EventSource};
 use crate::{StoreError, StoreResult};
 
 /// A provider event's key: (source, event id).
 type EventKey = (EventSource, String);
 /// An authorization's key: (card id, authorization id).
-type AuthorizationKey = (String, String);
+type AuthorizationKey = (CardId, String);
 
 /// What the batch's plans find of cards.
 #[derive(Debug, Default)]
@@ -152,7 +152,7 @@ const AUTHORIZATIONS_RECORDED: &str = "SELECT c.card_id, c.authorization_id \
 #[derive(QueryableByName)]
 struct Recorded {
     #[diesel(sql_type = Text)]
-    card_id: String,
+    card_id: CardId,
     #[diesel(sql_type = Text)]
     authorization_id: String,
 }
@@ -186,12 +186,9 @@ pub(crate) async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<Cards> 
             }
         }
     }
-    for ids in [
-        &mut event_ids,
-        &mut card_ids,
-        &mut authorization_ids,
-        &mut moved,
-    ] {
+    card_ids.sort();
+    card_ids.dedup();
+    for ids in [&mut event_ids, &mut authorization_ids, &mut moved] {
         ids.sort();
         ids.dedup();
     }

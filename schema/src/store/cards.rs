@@ -13,7 +13,7 @@ use crate::store::cached::Cached;
 use crate::{dispatch, StoreResult, Tx};
 
 use crate::vocabulary::{
-    CardStatus, CardTransactionKind, CardTransactionStatus, CardType, Channel, EventSource,
+    CardId, CardStatus, CardTransactionKind, CardTransactionStatus, CardType, Channel, EventSource,
     MerchantId, WalletTokenStatus,
 };
 
@@ -50,7 +50,7 @@ pub async fn insert(tx: &mut Tx<'_>, row: &CardRow) -> StoreResult<()> {
     Ok(())
 }
 
-pub async fn find(tx: &mut Tx<'_>, card_id: &str) -> StoreResult<Option<CardRow>> {
+pub async fn find(tx: &mut Tx<'_>, card_id: &CardId) -> StoreResult<Option<CardRow>> {
     let row = dispatch!(tx, conn => cards::table
         .find(card_id)
         .select(CardRow::as_select())
@@ -65,7 +65,7 @@ pub async fn find(tx: &mut Tx<'_>, card_id: &str) -> StoreResult<Option<CardRow>
 pub async fn find_in_merchant(
     tx: &mut Tx<'_>,
     merchant_id: &MerchantId,
-    card_id: &str,
+    card_id: &CardId,
 ) -> StoreResult<Option<CardRow>> {
     let row = dispatch!(tx, conn => cards::table
         .find(card_id)
@@ -128,7 +128,7 @@ pub async fn update_if_version(
 }
 
 /// Removes a card that was never issued; answers whether it was there.
-pub async fn delete_issuing(tx: &mut Tx<'_>, card_id: &str) -> StoreResult<bool> {
+pub async fn delete_issuing(tx: &mut Tx<'_>, card_id: &CardId) -> StoreResult<bool> {
     let deleted = dispatch!(tx, conn => diesel::delete(
             cards::table
                 .filter(cards::id.eq(card_id))
@@ -180,7 +180,7 @@ pub async fn transaction_by_event(
 /// The authorization `authorization_id` of the card.
 pub async fn authorization(
     tx: &mut Tx<'_>,
-    card_id: &str,
+    card_id: &CardId,
     authorization_id: &str,
 ) -> StoreResult<Option<CardTransactionRow>> {
     let row = dispatch!(tx, conn => card_transactions::table
@@ -197,7 +197,7 @@ pub async fn authorization(
 /// The card's transaction `id`.
 pub async fn transaction(
     tx: &mut Tx<'_>,
-    card_id: &str,
+    card_id: &CardId,
     id: &str,
 ) -> StoreResult<Option<CardTransactionRow>> {
     let row = dispatch!(tx, conn => card_transactions::table
@@ -213,7 +213,7 @@ pub async fn transaction(
 /// The card's transactions, newest first.
 pub async fn transactions(
     tx: &mut Tx<'_>,
-    card_id: &str,
+    card_id: &CardId,
     limit: i64,
 ) -> StoreResult<Vec<CardTransactionRow>> {
     let rows = dispatch!(tx, conn => card_transactions::table
@@ -229,7 +229,7 @@ pub async fn transactions(
 /// The card's transactions of these kinds, newest first.
 pub async fn transactions_of_kinds(
     tx: &mut Tx<'_>,
-    card_id: &str,
+    card_id: &CardId,
     kinds: &[CardTransactionKind],
     limit: i64,
 ) -> StoreResult<Vec<CardTransactionRow>> {
@@ -250,7 +250,7 @@ pub async fn transactions_of_kinds(
 /// `channel` only. What the daily and monthly limits count.
 pub async fn approved_since(
     tx: &mut Tx<'_>,
-    card_id: &str,
+    card_id: &CardId,
     since: NaiveDateTime,
     channel: Option<Channel>,
 ) -> StoreResult<i64> {
@@ -274,7 +274,7 @@ pub async fn approved_since(
 }
 
 /// The amount the card's open authorizations hold.
-pub async fn held(tx: &mut Tx<'_>, card_id: &str) -> StoreResult<i64> {
+pub async fn held(tx: &mut Tx<'_>, card_id: &CardId) -> StoreResult<i64> {
     let held = dispatch!(tx, conn => card_transactions::table
         .filter(card_transactions::card_id.eq(card_id))
         .filter(card_transactions::kind.eq(CardTransactionKind::Authorization))
@@ -294,7 +294,10 @@ pub async fn insert_wallet_token(tx: &mut Tx<'_>, row: &CardWalletTokenRow) -> S
 }
 
 /// The card's wallet tokens, oldest first.
-pub async fn wallet_tokens(tx: &mut Tx<'_>, card_id: &str) -> StoreResult<Vec<CardWalletTokenRow>> {
+pub async fn wallet_tokens(
+    tx: &mut Tx<'_>,
+    card_id: &CardId,
+) -> StoreResult<Vec<CardWalletTokenRow>> {
     let rows = dispatch!(tx, conn => card_wallet_tokens::table
         .filter(card_wallet_tokens::card_id.eq(card_id))
         .order((card_wallet_tokens::created_at.asc(), card_wallet_tokens::id.asc()))
@@ -308,7 +311,7 @@ pub async fn wallet_tokens(tx: &mut Tx<'_>, card_id: &str) -> StoreResult<Vec<Ca
 /// Sets a token's status; answers whether the card has that token.
 pub async fn set_wallet_token_status(
     tx: &mut Tx<'_>,
-    card_id: &str,
+    card_id: &CardId,
     token_id: &str,
     status: WalletTokenStatus,
     at: NaiveDateTime,

@@ -53,3 +53,20 @@ impl AccountId {
         AccountId::new(format!("acct_{}", uuid::Uuid::now_v7().simple()))
     }
 }
+
+crate::text_id! {
+    /// A card: `card_` + a UUID v7 ([`CardId::generate`]), sortable by
+    /// creation time. The issuer's own id for it is another thing
+    /// (`provider_card_id`), kept as text.
+    pub struct CardId;
+}
+
+impl CardId {
+    /// What every card id starts with.
+    pub const PREFIX: &'static str = "card_";
+
+    /// A new card's id.
+    pub fn generate() -> CardId {
+        CardId::new(format!("{}{}", Self::PREFIX, uuid::Uuid::now_v7().simple()))
+    }
+}

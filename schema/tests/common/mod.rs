@@ -8,7 +8,7 @@ use tern_schema::models::{CardRow, LedgerAccountRow, MerchantRow, UserRow};
 use tern_schema::store::{ledger as store, merchants};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{AccountId, MerchantId, UserStatus};
+use tern_schema::vocabulary::{AccountId, CardId, MerchantId, UserStatus};
 use tern_schema::{migrate, write_tx, Db};
 
 pub async fn setup() -> (TestDatabase, Db) {
@@ -106,7 +106,7 @@ pub fn user_row(id: &str, merchant_id: &MerchantId) -> UserRow {
 pub fn card_row(id: &str, merchant_id: &MerchantId, user_id: &str) -> CardRow {
     let now = utc_now();
     CardRow {
-        id: id.into(),
+        id: CardId::new(id),
         merchant_id: merchant_id.clone(),
         user_id: user_id.into(),
         program_id: "prog".into(),

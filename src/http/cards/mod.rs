@@ -12,14 +12,13 @@ pub mod wallet;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use tern_actors::card::machine::Operation;
-use tern_actors::card::{
-    Answer, CardKind, Cards, CreateError, NewCard, Origin, CARD_ID_PREFIX as ID_PREFIX,
-};
+use tern_actors::card::{Answer, CardKind, Cards, CreateError, NewCard, Origin};
 use tern_actors::runtime::Registry;
 use tern_schema::models::{CardRow, UserRow};
 use tern_schema::store::cards as store;
 use tern_schema::store::users;
 use tern_schema::types::utc_now;
+use tern_schema::vocabulary::CardId;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
@@ -31,7 +30,6 @@ use view::{
     Balance, Card, CardArtList, CardEventList, CardList, Limits, LimitsPatch, TransactionList,
 };
 
-pub const CARD_ID_PREFIX: &str = ID_PREFIX;
 pub const DISPLAY_NAME_CHARS_MAX: usize = 64;
 pub const CARDHOLDER_CHARS_MAX: usize = 128;
 pub const KYC_REFERENCE_CHARS_MAX: usize = 128;
@@ -152,7 +150,11 @@ async fn acting_user(
 
 /// The card when the caller may see it: of its merchant, and the session's
 /// own user's.
-async fn owned_card(state: &AppState, caller: &Caller, card_id: &str) -> Result<CardRow, ApiError> {
+async fn owned_card(
+    state: &AppState,
+    caller: &Caller,
+    card_id: &CardId,
+) -> Result<CardRow, ApiError> {
     let mut pooled = state.db.get().await?;
     let row = store::find_in_merchant(&mut pooled.tx(), &caller.merchant_id, card_id).await?;
     match row {
@@ -316,7 +318,7 @@ pub async fn create(
 pub async fn get(
     caller: Caller,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<CardId>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_READ)?;
     let row = owned_card(&state, &caller, &path).await?;
@@ -343,7 +345,7 @@ pub async fn update(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<CardId>,
     body: Result<JsonBody<UpdateCardRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_WRITE)?;
@@ -377,7 +379,7 @@ async fn status_change(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<AppState>,
-    card_id: &str,
+    card_id: &CardId,
     operation: Operation,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_WRITE)?;
@@ -405,7 +407,7 @@ pub async fn freeze(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<CardId>,
 ) -> Result<HttpResponse, ApiError> {
     status_change(req, caller, state, &path, Operation::Freeze).await
 }
@@ -427,7 +429,7 @@ pub async fn unfreeze(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<CardId>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_WRITE)?;
     caller.require_active()?;
@@ -450,7 +452,7 @@ pub async fn close(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<CardId>,
 ) -> Result<HttpResponse, ApiError> {
     status_change(req, caller, state, &path, Operation::Close).await
 }
@@ -479,7 +481,7 @@ pub async fn replace(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<CardId>,
     body: Result<OptionalJsonBody<ReplaceRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_WRITE)?;
@@ -516,7 +518,7 @@ pub async fn replace(
 pub async fn limits(
     caller: Caller,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<CardId>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_READ)?;
     let row = owned_card(&state, &caller, &path).await?;
@@ -543,7 +545,7 @@ pub async fn update_limits(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<CardId>,
     body: Result<JsonBody<LimitsPatch>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_WRITE)?;
@@ -568,7 +570,7 @@ pub async fn update_limits(
 pub async fn balance(
     caller: Caller,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<CardId>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_READ)?;
     let row = owned_card(&state, &caller, &path).await?;
@@ -606,7 +608,7 @@ fn activity_limit(query: &ActivityQuery) -> Result<i64, ApiError> {
 pub async fn events(
     caller: Caller,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<CardId>,
     query: Result<Query<ActivityQuery>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_READ)?;
@@ -636,7 +638,7 @@ pub async fn events(
 pub async fn transactions(
     caller: Caller,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<CardId>,
     query: Result<Query<ActivityQuery>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_READ)?;

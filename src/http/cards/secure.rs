@@ -20,6 +20,7 @@ use tern_actors::ports::{CardIssuer, EmbedRequest};
 use tern_schema::audit::{self, AuditRecord};
 use tern_schema::models::CardRow;
 use tern_schema::store::users;
+use tern_schema::vocabulary::CardId;
 use tern_schema::{write_tx, StoreError};
 use utoipa::ToSchema;
 
@@ -66,7 +67,8 @@ pub struct SecureDetailsRequest {
 #[derive(Serialize, ToSchema)]
 pub struct SecureDetails {
     pub enabled: bool,
-    pub card_id: String,
+    #[schema(value_type = String)]
+    pub card_id: CardId,
     /// `demo` or `embed`; absent when not enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(example = "demo")]
@@ -103,7 +105,7 @@ pub struct SecureDetails {
 }
 
 impl SecureDetails {
-    fn empty(card_id: String) -> SecureDetails {
+    fn empty(card_id: CardId) -> SecureDetails {
         SecureDetails {
             enabled: false,
             card_id,
@@ -185,7 +187,7 @@ async fn step_up(
         actor: caller.actor(),
         action: "card.secure_details_refused",
         resource_type: "card",
-        resource_id: card.id.clone(),
+        resource_id: card.id.to_string(),
         request_id: caller.request_id.clone(),
         data: json!({"reason": reason}),
     };
@@ -297,7 +299,7 @@ async fn embed(
 pub async fn reveal(
     caller: Caller,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<CardId>,
     body: Result<OptionalJsonBody<SecureDetailsRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_WRITE)?;
@@ -360,7 +362,7 @@ async fn audit_reveal(
         actor: caller.actor(),
         action: "card.secure_details_revealed",
         resource_type: "card",
-        resource_id: card.id.clone(),
+        resource_id: card.id.to_string(),
         request_id: caller.request_id.clone(),
         data: json!({"mode": mode, "ttl_seconds": SECURE_DETAILS_TTL_SECONDS}),
     };

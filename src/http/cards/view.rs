@@ -12,7 +12,7 @@ use tern_schema::snapshot;
 use tern_schema::store::cards as store;
 use tern_schema::store::ledger as ledger_store;
 use tern_schema::types::as_utc;
-use tern_schema::vocabulary::{AccountKind, CardTransactionKind};
+use tern_schema::vocabulary::{AccountKind, CardId, CardTransactionKind};
 use tern_schema::{Db, StoreError, StoreResult, Tx};
 use utoipa::ToSchema;
 
@@ -119,8 +119,8 @@ impl From<LimitsPatch> for tern_actors::card::LimitsPatch {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Card {
-    #[schema(example = "card_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
-    pub id: String,
+    #[schema(value_type = String, example = "card_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
+    pub id: CardId,
     pub user_id: String,
     #[schema(example = "SVC_VIRTUAL_USD")]
     pub program_id: String,
@@ -161,8 +161,10 @@ pub struct Card {
     pub balances: CardBalances,
     pub limits: Limits,
     /// *extension*: the card this one replaced, or that replaced it.
-    pub replaces_card_id: Option<String>,
-    pub replaced_by_card_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub replaces_card_id: Option<CardId>,
+    #[schema(value_type = Option<String>)]
+    pub replaced_by_card_id: Option<CardId>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -175,7 +177,8 @@ pub struct CardList {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Balance {
-    pub card_id: String,
+    #[schema(value_type = String)]
+    pub card_id: CardId,
     #[schema(example = "USD")]
     pub currency: String,
     pub balance_minor: i64,
@@ -201,7 +204,8 @@ pub struct CardArtList {
 pub struct CardEvent {
     #[schema(example = "evt_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
     pub id: String,
-    pub card_id: String,
+    #[schema(value_type = String)]
+    pub card_id: CardId,
     /// `authorization`, `clearing`, `refund`, `reversal` (the network
     /// released part or all of a hold) or `expiry` (nothing cleared the
     /// authorization within the hold's lifetime).
@@ -228,7 +232,8 @@ pub struct CardEventList {
 pub struct Transaction {
     #[schema(example = "ctx_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
     pub id: String,
-    pub card_id: String,
+    #[schema(value_type = String)]
+    pub card_id: CardId,
     /// authorization: approved (its hold open), declined, cleared, reversed
     /// (the network released all of it) or expired (nothing cleared it in
     /// time); clear and refund: posted.

@@ -10,6 +10,7 @@ use tern_actors::ports::Wallet;
 use tern_schema::models::CardWalletTokenRow;
 use tern_schema::store::cards as store;
 use tern_schema::types::as_utc;
+use tern_schema::vocabulary::CardId;
 use utoipa::ToSchema;
 
 use super::{cards, check_text, origin, owned_card, SCOPE_READ, SCOPE_WRITE};
@@ -58,7 +59,8 @@ pub struct WalletToken {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct WalletStatus {
-    pub card_id: String,
+    #[schema(value_type = String)]
+    pub card_id: CardId,
     /// The card's wallet status: `active` when any token is, otherwise the
     /// newest token's status, `none` without tokens.
     #[schema(example = "active")]
@@ -81,7 +83,7 @@ async fn provision(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<AppState>,
-    card_id: &str,
+    card_id: &CardId,
     body: Result<OptionalJsonBody<WalletProvisionRequest>, ApiError>,
     wallet: Wallet,
 ) -> Result<HttpResponse, ApiError> {
@@ -145,7 +147,7 @@ pub async fn provision_apple_pay(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<CardId>,
     body: Result<OptionalJsonBody<WalletProvisionRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
     provision(req, caller, state, &path, body, Wallet::ApplePay).await
@@ -175,7 +177,7 @@ pub async fn provision_google_pay(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<CardId>,
     body: Result<OptionalJsonBody<WalletProvisionRequest>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
     provision(req, caller, state, &path, body, Wallet::GooglePay).await
@@ -195,7 +197,7 @@ pub async fn provision_google_pay(
 pub async fn status(
     caller: Caller,
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<CardId>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_READ)?;
     let card = owned_card(&state, &caller, &path).await?;

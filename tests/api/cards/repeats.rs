@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 use tern_schema::store::cards as store;
-use tern_schema::vocabulary::{CardTransactionKind, CardTransactionStatus};
+use tern_schema::vocabulary::{CardId, CardTransactionKind, CardTransactionStatus};
 
 use crate::helpers::cards::{authorization, json_of, provider_event};
 use crate::helpers::cards::{balance, funded_card, transactions};
@@ -83,7 +83,7 @@ async fn the_database_refuses_a_second_authorization_under_one_id() {
     .await;
     assert_eq!(first["approved"], true, "{first}");
     let mut pooled = app.state.db.get().await.expect("connection");
-    let stored = store::authorization(&mut pooled.tx(), &card, "auth_once")
+    let stored = store::authorization(&mut pooled.tx(), &CardId::new(card.as_str()), "auth_once")
         .await
         .expect("read")
         .expect("the authorization is stored");

@@ -67,7 +67,7 @@ impl CardIssuer for HttpCardIssuer {
     #[tracing::instrument(skip_all, fields(key = %request.idempotency_key, card_id = %request.card_id, network = request.network.as_str()))]
     async fn issue(&self, request: &IssueRequest) -> Result<IssuedCard, ProviderError> {
         let body = wire::IssueCardRequest {
-            card_id: request.card_id.clone(),
+            card_id: request.card_id.to_string(),
             user_id: request.user_id.clone(),
             program_id: request.program_id.clone(),
             network: request.network.as_str().to_owned(),
@@ -140,7 +140,7 @@ impl CardIssuer for HttpCardIssuer {
         request: &WalletRequest,
     ) -> Result<WalletOutcome, ProviderError> {
         let body = wire::WalletTokenRequest {
-            card_id: request.card_id.clone(),
+            card_id: request.card_id.to_string(),
             wallet: request.wallet.as_str().to_owned(),
             device_id: request.device_id.clone(),
         };
