@@ -26,7 +26,7 @@ use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};
 use tern_schema::store::{ledger as ledger_store, merchants, settlements, timers};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{MerchantId, SettlementStatus, TransferId};
+use tern_schema::vocabulary::{MerchantId, SettlementKey, SettlementStatus, TransferId};
 use tern_schema::{audit, ledger, migrate, write_tx, Db, StoreError};
 
 /// Longest any test waits for an asynchronous effect before failing.
@@ -281,7 +281,7 @@ impl World {
         let mut row = SettlementRow::pending(
             SettlementIntent {
                 merchant_id: self.merchant_id.clone(),
-                idempotency_key: key.into(),
+                idempotency_key: SettlementKey::new(key),
                 method: tern_schema::vocabulary::SettlementMethod::CardCharge,
                 currency: "USD".into(),
                 amount_minor: 100,
@@ -298,7 +298,7 @@ impl World {
         let inserted: Result<(), StoreError> =
             write_tx!(self.db, |tx| settlements::insert(tx, &row).await);
         inserted.expect("insert the settlement");
-        let id = entity_id(&self.merchant_id, key);
+        let id = entity_id(&self.merchant_id, &SettlementKey::new(key));
         self.registry
             .call(&id, SettlementCommand::Start)
             .await
@@ -309,7 +309,7 @@ impl World {
     async fn row(&self, key: &str) -> SettlementRow {
         let mut pooled = self.db.get().await.expect("a connection");
         let mut tx = pooled.tx();
-        settlements::find(&mut tx, &self.merchant_id, key)
+        settlements::find(&mut tx, &self.merchant_id, &SettlementKey::new(key))
             .await
             .expect("read")
             .expect("the settlement exists")

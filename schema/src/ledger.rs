@@ -21,7 +21,7 @@ use crate::money::Currency;
 use crate::plan::{LedgerWrite, Plan, PlanError};
 use crate::store::ledger::{self as store, Bucket};
 use crate::types::utc_now;
-use crate::vocabulary::{AccountId, AccountKind, MerchantId};
+use crate::vocabulary::{AccountId, AccountKind, MerchantId, SettlementKey};
 use crate::{Db, DieselError, Refusal, StoreError, Tx};
 
 mod check;
@@ -129,7 +129,7 @@ pub struct Line {
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub merchant_id: Option<MerchantId>,
-    pub settlement_key: Option<String>,
+    pub settlement_key: Option<SettlementKey>,
     pub description: String,
     pub lines: Vec<Line>,
 }

@@ -15,8 +15,8 @@ use crate::vocabulary::{
     AccountId, AccountKind, Asset, CardId, CardNetwork, CardStatus, CardTransactionKind,
     CardTransactionStatus, CardType, Decline, DeliveryStatus, DeviceStatus, EventSource,
     LedgerStatus, LegStatus, MerchantId, MerchantStatus, Network, Platform, Purpose, PushStatus,
-    Reversal, SettlementMethod, SettlementStatus, TransferId, TransferStatus, UserStatus, Wallet,
-    WalletStatus, WalletTokenStatus,
+    Reversal, SettlementKey, SettlementMethod, SettlementStatus, TransferId, TransferStatus,
+    UserStatus, Wallet, WalletStatus, WalletTokenStatus,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -82,7 +82,7 @@ pub struct LedgerTransactionRow {
     pub id: String,
     pub status: LedgerStatus,
     pub merchant_id: Option<MerchantId>,
-    pub settlement_key: Option<String>,
+    pub settlement_key: Option<SettlementKey>,
     pub description: String,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
@@ -150,7 +150,7 @@ pub struct AuditEventRow {
 #[diesel(table_name = settlements, treat_none_as_null = true, treat_none_as_default_value = false)]
 pub struct SettlementRow {
     pub merchant_id: MerchantId,
-    pub idempotency_key: String,
+    pub idempotency_key: SettlementKey,
     pub method: SettlementMethod,
     pub currency: String,
     pub amount_minor: i64,
@@ -194,7 +194,7 @@ pub struct SettlementRow {
 #[derive(Clone, Debug)]
 pub struct SettlementIntent {
     pub merchant_id: MerchantId,
-    pub idempotency_key: String,
+    pub idempotency_key: SettlementKey,
     pub method: SettlementMethod,
     pub currency: String,
     pub amount_minor: i64,
@@ -328,12 +328,12 @@ pub struct TransferRow {
     pub network_fee_minor: i64,
     pub status: TransferStatus,
     /// Settlement key of leg 1 (card_charge), chosen at creation.
-    pub leg1_key: String,
+    pub leg1_key: SettlementKey,
     pub leg1_status: LegStatus,
     pub leg1_client_secret: Option<String>,
     pub leg1_next_action_type: Option<String>,
     /// Settlement key of leg 2 (on_chain), chosen at creation.
-    pub leg2_key: String,
+    pub leg2_key: SettlementKey,
     pub leg2_status: LegStatus,
     pub failure_reason: Option<String>,
     pub conversion_transaction_id: Option<String>,

@@ -12,7 +12,7 @@ use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::{merchants, settlements};
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{AccountId, MerchantId};
+use tern_schema::vocabulary::{AccountId, MerchantId, SettlementKey};
 use tern_schema::{Db, StoreError};
 
 mod common;
@@ -24,7 +24,7 @@ fn missing_settlement(merchant_id: &MerchantId) -> SettlementRow {
     SettlementRow::pending(
         SettlementIntent {
             merchant_id: merchant_id.clone(),
-            idempotency_key: "never-inserted".into(),
+            idempotency_key: SettlementKey::new("never-inserted"),
             method: tern_schema::vocabulary::SettlementMethod::CardPush,
             currency: "USD".into(),
             amount_minor: 100,

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use tern_schema::dispatch;
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
+use tern_schema::vocabulary::SettlementKey;
 
 mod common;
 use common::{account, check, fund, lines, merchant, setup};
@@ -28,7 +29,7 @@ async fn holds_post_and_void_and_the_books_balance() {
             let push = SystemAccount::CardPush.account_id("USD");
             let entry = Entry {
                 merchant_id: Some(merchant_id),
-                settlement_key: Some("k".into()),
+                settlement_key: Some(SettlementKey::new("k")),
                 description: "push".into(),
                 lines: lines(&usd, &push, amount),
             };

@@ -11,7 +11,7 @@
 use tern_schema::ledger::{self, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::LedgerEntryRow;
 use tern_schema::store::ledger as store;
-use tern_schema::vocabulary::{AccountId, LedgerStatus, MerchantId};
+use tern_schema::vocabulary::{AccountId, LedgerStatus, MerchantId, SettlementKey};
 use tern_schema::{dispatch, Db};
 
 mod common;
@@ -20,7 +20,7 @@ use common::{account, check, fund, lines, merchant, setup};
 fn entry(merchant_id: &MerchantId, lines: Vec<Line>) -> Entry {
     Entry {
         merchant_id: Some(merchant_id.clone()),
-        settlement_key: Some("key".into()),
+        settlement_key: Some(SettlementKey::new("key")),
         description: "test".into(),
         lines,
     }
@@ -93,7 +93,7 @@ async fn a_posting_and_a_void_are_new_transactions_and_the_hold_never_changes() 
             (
                 row.status.as_str(),
                 row.pending_id.as_deref(),
-                row.settlement_key.as_deref()
+                row.settlement_key.as_ref().map(SettlementKey::as_str)
             ),
             (status, Some(hold.as_str()), Some("key")),
         );

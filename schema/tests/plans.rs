@@ -25,7 +25,7 @@ use tern_schema::store::timers::TimerRow;
 use tern_schema::store::{ledger as ledger_store, merchants};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{AccountId, MerchantId, SettlementStatus};
+use tern_schema::vocabulary::{AccountId, MerchantId, SettlementKey, SettlementStatus};
 use tern_schema::{dispatch, idempotency, write_tx, Db, Refusal, StoreError};
 
 mod common;
@@ -143,7 +143,7 @@ fn creation(
     let mut row = SettlementRow::pending(
         SettlementIntent {
             merchant_id: MerchantId::new(MERCHANT),
-            idempotency_key: key.into(),
+            idempotency_key: SettlementKey::new(key),
             method: tern_schema::vocabulary::SettlementMethod::CardPush,
             currency: currency.into(),
             amount_minor,
@@ -159,7 +159,7 @@ fn creation(
     row.version = 1;
     row.funding_transaction_id = Some(hold_id.into());
     let hold = Entry {
-        settlement_key: Some(key.into()),
+        settlement_key: Some(SettlementKey::new(key)),
         ..entry("card_push hold", two_lines(source, &push(), amount_minor))
     };
     let hold = Entry {
@@ -287,7 +287,7 @@ fn next_plan(
     }
     plan.audit.push(audit_record(
         "settlement.status_changed",
-        &next.idempotency_key,
+        next.idempotency_key.as_str(),
     ));
     plan.moves.push(RowMove::Settlement {
         row: next.clone(),

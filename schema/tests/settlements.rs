@@ -8,7 +8,7 @@ use tern_schema::idempotency::{self, KeyUse};
 use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{AccountId, MerchantId, SettlementStatus};
+use tern_schema::vocabulary::{AccountId, MerchantId, SettlementKey, SettlementStatus};
 use tern_schema::{migrate, write_tx, Db, Plan, PlanError, Refusal, StoreError};
 
 mod common;
@@ -30,7 +30,7 @@ fn settlement(merchant_id: &MerchantId, source: &AccountId, key: &str) -> Settle
     SettlementRow::pending(
         SettlementIntent {
             merchant_id: merchant_id.clone(),
-            idempotency_key: key.into(),
+            idempotency_key: SettlementKey::new(key),
             method: tern_schema::vocabulary::SettlementMethod::CardPush,
             currency: "USD".into(),
             amount_minor: 1_000,
@@ -68,7 +68,7 @@ async fn versioned_updates_refuse_stale_writers() {
     assert!(!second.expect("update"), "a writer holding version 1 loses");
 
     let mut pooled = db.get().await.expect("conn");
-    let stored = settlements::find(&mut pooled.tx(), &merchant, "k1")
+    let stored = settlements::find(&mut pooled.tx(), &merchant, &SettlementKey::new("k1"))
         .await
         .expect("find")
         .expect("row");
@@ -77,9 +77,13 @@ async fn versioned_updates_refuse_stale_writers() {
         ("in_flight", 2, 1)
     );
     assert_eq!(
-        settlements::find(&mut pooled.tx(), &MerchantId::new("other-merchant"), "k1")
-            .await
-            .expect("find"),
+        settlements::find(
+            &mut pooled.tx(),
+            &MerchantId::new("other-merchant"),
+            &SettlementKey::new("k1"),
+        )
+        .await
+        .expect("find"),
         None
     );
 }

@@ -22,7 +22,7 @@ use tern_schema::plan::{Plan, PlanError, RowMove};
 use tern_schema::schema::{audit_events, idempotency_records, transfers};
 use tern_schema::store::{merchants, quotes};
 use tern_schema::testing::TestDatabase;
-use tern_schema::vocabulary::{Asset, MerchantId, Network, TransferId};
+use tern_schema::vocabulary::{Asset, MerchantId, Network, SettlementKey, TransferId};
 use tern_schema::{dispatch, idempotency, write_tx, Db, Refusal, StoreError, Written};
 
 mod common;
@@ -102,8 +102,8 @@ fn audit_record(action: &'static str, row: &TransferRow) -> AuditRecord {
 fn creation(step: usize, key: &str, quote: &QuoteRow, answered: bool) -> Plan {
     let id = TransferId::new(format!("tr_{step:04}"));
     let row = TransferRow {
-        leg1_key: format!("{id}.leg1"),
-        leg2_key: format!("{id}.leg2"),
+        leg1_key: SettlementKey::new(format!("{id}.leg1")),
+        leg2_key: SettlementKey::new(format!("{id}.leg2")),
         id,
         merchant_id: MerchantId::new(MERCHANT),
         idempotency_key: key.into(),

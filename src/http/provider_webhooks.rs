@@ -15,7 +15,7 @@ use tern_actors::settlement::SettlementCommand;
 use tern_schema::models::InboundEventRow;
 use tern_schema::store::inbound_events;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, SettlementKey};
 use tern_schema::write_tx;
 use tracing::Instrument;
 use utoipa::ToSchema;
@@ -210,7 +210,7 @@ fn nudge(state: &AppState, merchant_id: &MerchantId, key: &str) {
         tracing::debug!("no settlement provider configured; provider event not followed");
         return;
     };
-    let id = entity_id(merchant_id, key);
+    let id = entity_id(merchant_id, &SettlementKey::new(key));
     actix_web::rt::spawn(
         async move {
             match registry.call(&id, SettlementCommand::Nudge).await {

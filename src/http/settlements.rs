@@ -20,7 +20,7 @@ use tern_schema::idempotency::request_digest;
 use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::settlements as store;
 use tern_schema::types::as_utc;
-use tern_schema::vocabulary::{Asset, MerchantId};
+use tern_schema::vocabulary::{Asset, MerchantId, SettlementKey};
 use tracing::Instrument;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -63,7 +63,8 @@ pub struct SubmitRequest {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Settlement {
     /// Also the settlement's identifier in paths.
-    pub idempotency_key: String,
+    #[schema(value_type = String)]
+    pub idempotency_key: SettlementKey,
     pub method: String,
     pub amount: SettlementAmount,
     /// on_chain only: the stablecoin paid out.
@@ -125,7 +126,8 @@ pub struct ReverseRequest {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ReverseResponse {
-    pub idempotency_key: String,
+    #[schema(value_type = String)]
+    pub idempotency_key: SettlementKey,
     pub status: String,
     pub attempt: i32,
     pub action_code: Option<String>,
@@ -173,10 +175,12 @@ pub fn view(row: &SettlementRow) -> Settlement {
 
 /// A settlement id from a path: keys are stored canonical, so a UUID in
 /// another spelling still finds its settlement.
-fn settlement_id(raw: &str) -> String {
-    Uuid::parse_str(raw)
-        .map(|uuid| uuid.to_string())
-        .unwrap_or_else(|_| raw.to_owned())
+fn settlement_id(raw: &str) -> SettlementKey {
+    SettlementKey::new(
+        Uuid::parse_str(raw)
+            .map(|uuid| uuid.to_string())
+            .unwrap_or_else(|_| raw.to_owned()),
+    )
 }
 
 fn registry(state: &AppState) -> Result<&Registry<SettlementKind>, ApiError> {
@@ -304,7 +308,7 @@ fn validate_submit(
         ) if errors.is_empty() => Ok(NewSettlement {
             intent: SettlementIntent {
                 merchant_id: caller.merchant_id.clone(),
-                idempotency_key: key.to_string(),
+                idempotency_key: SettlementKey::new(key.to_string()),
                 method,
                 currency: currency.code.to_owned(),
                 amount_minor,
@@ -338,7 +342,7 @@ fn digest(new: &NewSettlement) -> String {
     request_digest(&canonical.to_string())
 }
 
-fn location(key: &str) -> String {
+fn location(key: &SettlementKey) -> String {
     format!("/v1/settlements/{key}")
 }
 
@@ -387,7 +391,7 @@ pub async fn create(
     // before the leg's row exists.
     if state
         .legacy_leg_keys
-        .contains(&caller.merchant_id, &new.intent.idempotency_key)
+        .contains(&caller.merchant_id, new.intent.idempotency_key.as_str())
     {
         return Err(idempotency::leg_key());
     }
@@ -456,7 +460,7 @@ async fn leg_key_or(
     let Some(raw) = idempotency::raw_idempotency_key(req) else {
         return malformed;
     };
-    match is_leg_key_of(&state.db, &caller.merchant_id, raw).await {
+    match is_leg_key_of(&state.db, &caller.merchant_id, &SettlementKey::new(raw)).await {
         Ok(true) => idempotency::leg_key(),
         Ok(false) => malformed,
         Err(error) => error.into(),

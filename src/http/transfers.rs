@@ -16,7 +16,7 @@ use tern_schema::idempotency::request_digest;
 use tern_schema::models::TransferRow;
 use tern_schema::store::transfers as store;
 use tern_schema::types::{as_utc, utc_now};
-use tern_schema::vocabulary::{MerchantId, TransferId};
+use tern_schema::vocabulary::{MerchantId, SettlementKey, TransferId};
 use tracing::Instrument;
 use utoipa::{IntoParams, ToSchema};
 
@@ -64,7 +64,8 @@ pub struct Leg {
     /// card_charge or on_chain.
     pub kind: String,
     /// The leg's settlement: GET /v1/settlements/{settlement_key}.
-    pub settlement_key: String,
+    #[schema(value_type = String)]
+    pub settlement_key: SettlementKey,
     /// not_started, in_flight, succeeded, failed, reversing, reversed or reverse_failed.
     pub status: String,
     /// Set when the card_charge leg needed an on-session 3DS challenge.

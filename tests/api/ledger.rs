@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 use tern_schema::ledger::{self, Direction, Entry, Line, Phase, SystemAccount};
-use tern_schema::vocabulary::AccountId;
+use tern_schema::vocabulary::{AccountId, SettlementKey};
 
 use crate::helpers::settlements::accounts;
 use crate::helpers::{assert_problem, Merchant, RequestExt, TestApp};
@@ -14,7 +14,7 @@ async fn collect(app: &TestApp, merchant: &Merchant, account_id: &str, count: us
         let acquirer = SystemAccount::CardAcquirer.account_id("USD");
         let entry = Entry {
             merchant_id: Some(merchant.merchant_id.clone()),
-            settlement_key: Some(format!("key-{i}")),
+            settlement_key: Some(SettlementKey::new(format!("key-{i}"))),
             description: "collection".into(),
             lines: vec![
                 Line {

@@ -12,7 +12,7 @@ use tern_actors::settlement::SettlementCommand;
 use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::store::settlements as store;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::TransferId;
+use tern_schema::vocabulary::{SettlementKey, TransferId};
 use tern_schema::{write_tx, StoreError};
 use uuid::Uuid;
 
@@ -29,7 +29,7 @@ async fn leg(app: &TestApp, merchant: &Merchant, source: &str, payment_method: &
     let mut row = SettlementRow::pending(
         SettlementIntent {
             merchant_id: merchant.merchant_id.clone(),
-            idempotency_key: key.clone(),
+            idempotency_key: SettlementKey::new(key.as_str()),
             method: tern_schema::vocabulary::SettlementMethod::CardCharge,
             currency: "USD".into(),
             amount_minor: 2_500,
@@ -49,7 +49,7 @@ async fn leg(app: &TestApp, merchant: &Merchant, source: &str, payment_method: &
     let registry = app.state.settlements.as_ref().expect("a provider");
     registry
         .call(
-            &entity_id(&merchant.merchant_id, &key),
+            &entity_id(&merchant.merchant_id, &SettlementKey::new(key.as_str())),
             SettlementCommand::Start,
         )
         .await

@@ -147,13 +147,13 @@ impl<R: VersionedRow> Step<R> {
 mod tests {
     use super::*;
     use tern_schema::models::SettlementIntent;
-    use tern_schema::vocabulary::{AccountId, MerchantId, SettlementMethod};
+    use tern_schema::vocabulary::{AccountId, MerchantId, SettlementKey, SettlementMethod};
 
     fn row() -> SettlementRow {
         SettlementRow::pending(
             SettlementIntent {
                 merchant_id: MerchantId::new("m"),
-                idempotency_key: "k".into(),
+                idempotency_key: SettlementKey::new("k"),
                 method: SettlementMethod::CardPush,
                 currency: "USD".into(),
                 amount_minor: 100,

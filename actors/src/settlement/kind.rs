@@ -11,7 +11,7 @@ use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, Syst
 use tern_schema::models::SettlementRow;
 use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::settlements;
-use tern_schema::vocabulary::{AccountId, MerchantId};
+use tern_schema::vocabulary::{AccountId, MerchantId, SettlementKey};
 use tern_schema::{Db, StoreError};
 
 use super::machine::{self, Effect, Event, Method, Rejected, RetryPolicy, Reversal, Status};
@@ -126,7 +126,8 @@ impl EntityKind for SettlementKind {
         };
         let mut pooled = env.db.get().await?;
         let mut tx = pooled.tx();
-        Ok(settlements::find(&mut tx, &MerchantId::new(merchant_id), key).await?)
+        let key = SettlementKey::new(key);
+        Ok(settlements::find(&mut tx, &MerchantId::new(merchant_id), &key).await?)
     }
 
     async fn handle(
@@ -565,7 +566,7 @@ fn audit_step(before: &SettlementRow, after: &SettlementRow, origin: &Origin) ->
         actor: origin.actor.clone(),
         action,
         resource_type: "settlement",
-        resource_id: after.idempotency_key.clone(),
+        resource_id: after.idempotency_key.to_string(),
         request_id: origin.request_id.clone(),
         data,
     };

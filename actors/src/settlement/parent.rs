@@ -43,7 +43,7 @@ mod tests {
 
     use tern_schema::models::SettlementIntent;
     use tern_schema::types::utc_now;
-    use tern_schema::vocabulary::{MerchantId, TransferId};
+    use tern_schema::vocabulary::{MerchantId, SettlementKey, TransferId};
 
     use super::*;
 
@@ -55,7 +55,7 @@ mod tests {
             self.0
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(row.idempotency_key.clone());
+                .push(row.idempotency_key.to_string());
         }
     }
 
@@ -72,7 +72,7 @@ mod tests {
         let mut row = SettlementRow::pending(
             SettlementIntent {
                 merchant_id: MerchantId::new("m"),
-                idempotency_key: key.into(),
+                idempotency_key: SettlementKey::new(key),
                 method: tern_schema::vocabulary::SettlementMethod::CardCharge,
                 currency: "USD".into(),
                 amount_minor: 100,

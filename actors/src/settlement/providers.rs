@@ -46,7 +46,7 @@ impl Providers {
     pub async fn execute(&self, row: &SettlementRow) -> Event {
         let keys = RequestKeys {
             idempotency_key: provider_key(row),
-            settlement_key: row.idempotency_key.clone(),
+            settlement_key: row.idempotency_key.to_string(),
         };
         match row.method {
             Method::CardCharge => {
@@ -123,7 +123,7 @@ impl Providers {
     pub async fn reverse(&self, row: &SettlementRow) -> ReversalAnswer {
         let keys = RequestKeys {
             idempotency_key: reversal_key(row),
-            settlement_key: row.idempotency_key.clone(),
+            settlement_key: row.idempotency_key.to_string(),
         };
         match row.method {
             Method::CardCharge => {

@@ -4,12 +4,12 @@
 
 use tern_schema::models::SettlementRow;
 use tern_schema::types::as_utc;
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, SettlementKey};
 
 use super::machine::{Execution, State};
 
 /// The actor id of a settlement: keys are scoped per merchant.
-pub fn entity_id(merchant_id: &MerchantId, key: &str) -> String {
+pub fn entity_id(merchant_id: &MerchantId, key: &SettlementKey) -> String {
     format!("{merchant_id}/{key}")
 }
 
@@ -34,7 +34,7 @@ pub fn reversal_key(row: &SettlementRow) -> String {
 #[derive(Debug, thiserror::Error)]
 #[error("settlement {key} holds an unknown {field} `{value}`")]
 pub struct CorruptRow {
-    pub key: String,
+    pub key: SettlementKey,
     pub field: &'static str,
     pub value: String,
 }
@@ -99,7 +99,7 @@ mod tests {
         SettlementRow::pending(
             SettlementIntent {
                 merchant_id: MerchantId::new("m"),
-                idempotency_key: "k".into(),
+                idempotency_key: SettlementKey::new("k"),
                 method: Method::CardPush,
                 currency: "USD".into(),
                 amount_minor: 100,
@@ -140,7 +140,7 @@ mod tests {
     fn ids_are_scoped_by_merchant() {
         let row = row();
         assert_eq!(
-            split_entity_id(&entity_id(&MerchantId::new("m"), "k")),
+            split_entity_id(&entity_id(&MerchantId::new("m"), &SettlementKey::new("k"))),
             Some(("m", "k"))
         );
         assert_ne!(provider_key(&row), reversal_key(&row));

@@ -10,7 +10,7 @@ use tern_schema::models::{SettlementIntent, SettlementRow};
 use tern_schema::plan::{FundingSource, Plan};
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{AccountId, MerchantId, TransferId};
+use tern_schema::vocabulary::{AccountId, MerchantId, SettlementKey, TransferId};
 use tern_schema::{Db, DieselError, PlanError, Refusal, StoreError};
 
 use super::machine::Method;
@@ -203,9 +203,11 @@ async fn is_settlement(
 ) -> Result<bool, SubmitError> {
     let mut pooled = db.get().await?;
     let mut tx = pooled.tx();
-    Ok(settlements::find(&mut tx, merchant_id, key)
-        .await?
-        .is_some())
+    Ok(
+        settlements::find(&mut tx, merchant_id, &SettlementKey::new(key))
+            .await?
+            .is_some(),
+    )
 }
 
 /// A transfer's leg: a settlement the transfer's actor creates inside its
@@ -294,7 +296,7 @@ fn created_record(row: &SettlementRow, actor: &AuditActor) -> AuditRecord {
         actor: actor.clone(),
         action: "settlement.created",
         resource_type: "settlement",
-        resource_id: row.idempotency_key.clone(),
+        resource_id: row.idempotency_key.to_string(),
         request_id: row.request_id.clone(),
         data: json!({
             "method": row.method,

@@ -11,7 +11,7 @@ use tern_schema::ledger::SystemAccount;
 use tern_schema::models::{SettlementIntent, SettlementRow, TransferRow};
 use tern_schema::plan::Plan;
 use tern_schema::store::{settlements, transfers};
-use tern_schema::vocabulary::{MerchantId, TransferId};
+use tern_schema::vocabulary::{MerchantId, SettlementKey, TransferId};
 use tern_schema::Db;
 use tracing::Instrument;
 
@@ -55,7 +55,7 @@ pub enum TransferCommand {
     Resume,
     /// A leg's settlement moved.
     LegMoved {
-        settlement_key: String,
+        settlement_key: SettlementKey,
         observed: Observed,
     },
     /// The answer to a request for leg 1's refund.
@@ -163,10 +163,14 @@ impl EntityKind for TransferKind {
 }
 
 /// Which leg a settlement key is, as an event.
-fn leg_event(row: &TransferRow, settlement_key: &str, observed: Observed) -> Option<Event> {
-    if settlement_key == row.leg1_key {
+fn leg_event(
+    row: &TransferRow,
+    settlement_key: &SettlementKey,
+    observed: Observed,
+) -> Option<Event> {
+    if *settlement_key == row.leg1_key {
         Some(Event::Leg1(observed))
-    } else if settlement_key == row.leg2_key {
+    } else if *settlement_key == row.leg2_key {
         Some(Event::Leg2(observed))
     } else {
         None
@@ -224,7 +228,7 @@ async fn resume(
     let legs = {
         let mut pooled = env.db.get().await?;
         let mut tx = pooled.tx();
-        let keys = [row.leg1_key.as_str(), row.leg2_key.as_str()];
+        let keys = [row.leg1_key.clone(), row.leg2_key.clone()];
         settlements::find_many(&mut tx, &row.merchant_id, &keys).await?
     };
     let mut row = row;
@@ -305,7 +309,7 @@ fn follow_up(
     legs: Vec<SettlementRow>,
 ) -> Transition<TransferKind> {
     let mut transition = Transition::new(row.clone(), TransferReply::Ack);
-    let leg = |key: &str| legs.iter().find(|leg| leg.idempotency_key == key).cloned();
+    let leg = |key: &SettlementKey| legs.iter().find(|leg| leg.idempotency_key == *key).cloned();
     for effect in effects {
         match effect {
             Effect::StartLeg1 => {
@@ -327,7 +331,7 @@ fn follow_up(
 fn start_leg(
     env: &EntityEnv<TransferContext>,
     merchant_id: &MerchantId,
-    key: &str,
+    key: &SettlementKey,
     created: Option<SettlementRow>,
 ) {
     let id = settlement_entity_id(merchant_id, key);
@@ -446,20 +450,22 @@ async fn step(
 /// on-session into transfer clearing; leg 2 pays the asset out of it.
 fn leg_intent(row: &TransferRow, leg: u8) -> (SettlementIntent, Method) {
     let common =
-        |key: &str, method: Method, currency: &str, amount_minor, destination| SettlementIntent {
-            merchant_id: row.merchant_id.clone(),
-            idempotency_key: key.to_owned(),
-            method,
-            currency: currency.to_owned(),
-            amount_minor,
-            asset: (method == Method::OnChain).then_some(row.receive_asset),
-            source: SystemAccount::TransferClearing
-                .account_id(currency)
-                .into_inner(),
-            destination,
-            recipient_name: format!("transfer {}", row.id),
-            reference: Some(row.id.to_string()),
-            request_id: row.request_id.clone(),
+        |key: &SettlementKey, method: Method, currency: &str, amount_minor, destination| {
+            SettlementIntent {
+                merchant_id: row.merchant_id.clone(),
+                idempotency_key: key.clone(),
+                method,
+                currency: currency.to_owned(),
+                amount_minor,
+                asset: (method == Method::OnChain).then_some(row.receive_asset),
+                source: SystemAccount::TransferClearing
+                    .account_id(currency)
+                    .into_inner(),
+                destination,
+                recipient_name: format!("transfer {}", row.id),
+                reference: Some(row.id.to_string()),
+                request_id: row.request_id.clone(),
+            }
         };
     if leg == 1 {
         (
@@ -564,13 +570,13 @@ mod tests {
 
     mod settlement_rows {
         use tern_schema::models::{SettlementIntent, SettlementRow};
-        use tern_schema::vocabulary::MerchantId;
+        use tern_schema::vocabulary::{MerchantId, SettlementKey};
 
         pub fn row() -> SettlementRow {
             SettlementRow::pending(
                 SettlementIntent {
                     merchant_id: MerchantId::new("m"),
-                    idempotency_key: "k".into(),
+                    idempotency_key: SettlementKey::new("k"),
                     method: tern_schema::vocabulary::SettlementMethod::CardCharge,
                     currency: "EUR".into(),
                     amount_minor: 100,

@@ -24,7 +24,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{PoisonError, RwLock};
 
 use tern_schema::store::transfers::{self, LegKeys};
-use tern_schema::vocabulary::{MerchantId, TransferId};
+use tern_schema::vocabulary::{MerchantId, SettlementKey, TransferId};
 use tern_schema::{Db, StoreError};
 
 use super::machine::{Leg, LegStatus};
@@ -52,8 +52,8 @@ fn suffix(leg: Leg) -> &'static str {
 }
 
 /// The settlement key of the transfer's `leg`.
-pub fn leg_key(transfer_id: &TransferId, leg: Leg) -> String {
-    format!("{transfer_id}{SEPARATOR}{}", suffix(leg))
+pub fn leg_key(transfer_id: &TransferId, leg: Leg) -> SettlementKey {
+    SettlementKey::new(format!("{transfer_id}{SEPARATOR}{}", suffix(leg)))
 }
 
 /// The transfer and leg a key in the leg form names; `None` for any other
@@ -75,9 +75,9 @@ pub fn parse_leg_key(key: &str) -> Option<(&str, Leg)> {
 pub async fn is_leg_key_of(
     db: &Db,
     merchant_id: &MerchantId,
-    key: &str,
+    key: &SettlementKey,
 ) -> Result<bool, StoreError> {
-    let Some((transfer_id, _)) = parse_leg_key(key) else {
+    let Some((transfer_id, _)) = parse_leg_key(key.as_str()) else {
         return Ok(false);
     };
     let mut pooled = db.get().await?;
@@ -90,7 +90,7 @@ pub async fn is_leg_key_of(
 /// leg keys took their own form, by merchant.
 #[derive(Debug, Default)]
 pub struct LegacyLegKeys {
-    keys: RwLock<HashMap<MerchantId, HashSet<String>>>,
+    keys: RwLock<HashMap<MerchantId, HashSet<SettlementKey>>>,
 }
 
 impl LegacyLegKeys {
@@ -130,7 +130,7 @@ impl LegacyLegKeys {
                 "more transfers in flight than read for legacy leg keys"
             );
         }
-        let mut keys: HashMap<MerchantId, HashSet<String>> = HashMap::new();
+        let mut keys: HashMap<MerchantId, HashSet<SettlementKey>> = HashMap::new();
         for (merchant_id, key) in rows.iter().flat_map(legacy_keys) {
             keys.entry(merchant_id).or_default().insert(key);
         }
@@ -167,7 +167,7 @@ pub async fn pin_legacy_legs(db: &Db) -> RuntimeResult<usize> {
         .flat_map(|row| {
             [&row.leg1_key, &row.leg2_key]
                 .into_iter()
-                .filter(|key| parse_leg_key(key).is_none())
+                .filter(|key| parse_leg_key(key.as_str()).is_none())
                 .map(|key| {
                     (
                         settlement_entity_id(&row.merchant_id, key),
@@ -180,14 +180,14 @@ pub async fn pin_legacy_legs(db: &Db) -> RuntimeResult<usize> {
 }
 
 /// The transfer's legs not created yet whose keys are not in the leg form.
-fn legacy_keys(row: &LegKeys) -> Vec<(MerchantId, String)> {
+fn legacy_keys(row: &LegKeys) -> Vec<(MerchantId, SettlementKey)> {
     let not_started = LegStatus::NotStarted;
     [
         (&row.leg1_key, &row.leg1_status),
         (&row.leg2_key, &row.leg2_status),
     ]
     .into_iter()
-    .filter(|(key, status)| **status == not_started && parse_leg_key(key).is_none())
+    .filter(|(key, status)| **status == not_started && parse_leg_key(key.as_str()).is_none())
     .map(|(key, _)| (row.merchant_id.clone(), key.clone()))
     .collect()
 }
@@ -201,10 +201,10 @@ mod tests {
         let id = TransferId::generate();
         for leg in [Leg::One, Leg::Two] {
             let key = leg_key(&id, leg);
-            assert_eq!(key, format!("{id}.leg{}", leg.index()));
-            assert_eq!(parse_leg_key(&key), Some((id.as_str(), leg)));
+            assert_eq!(key.as_str(), format!("{id}.leg{}", leg.index()));
+            assert_eq!(parse_leg_key(key.as_str()), Some((id.as_str(), leg)));
             assert!(
-                uuid::Uuid::parse_str(&key).is_err(),
+                uuid::Uuid::parse_str(key.as_str()).is_err(),
                 "{key} can never be an Idempotency-Key"
             );
         }
@@ -234,21 +234,24 @@ mod tests {
         let row = |leg1_key: &str, leg1_status: &str, leg2_key: &str| LegKeys {
             id: id.clone(),
             merchant_id: MerchantId::new("m"),
-            leg1_key: leg1_key.into(),
+            leg1_key: SettlementKey::new(leg1_key),
             leg1_status: leg1_status.parse().expect("a leg status"),
-            leg2_key: leg2_key.into(),
+            leg2_key: SettlementKey::new(leg2_key),
             leg2_status: LegStatus::NotStarted,
         };
-        let pair = |key: &str| (MerchantId::new("m"), key.to_owned());
+        let pair = |key: &str| (MerchantId::new("m"), SettlementKey::new(key));
         let both = row(&legacy, "not_started", "l2");
         assert_eq!(legacy_keys(&both), [pair(&legacy), pair("l2")]);
         let started = row(&legacy, "in_flight", "l2");
         assert_eq!(legacy_keys(&started), [pair("l2")]);
         let new_form = row(
-            &leg_key(&id, Leg::One),
+            leg_key(&id, Leg::One).as_str(),
             "not_started",
-            &leg_key(&id, Leg::Two),
+            leg_key(&id, Leg::Two).as_str(),
         );
-        assert_eq!(legacy_keys(&new_form), Vec::<(MerchantId, String)>::new());
+        assert_eq!(
+            legacy_keys(&new_form),
+            Vec::<(MerchantId, SettlementKey)>::new()
+        );
     }
 }

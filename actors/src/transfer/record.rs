@@ -63,7 +63,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::transfer::machine::{LegStatus, Status};
     use tern_schema::types::utc_now;
-    use tern_schema::vocabulary::{Asset, MerchantId, Network};
+    use tern_schema::vocabulary::{Asset, MerchantId, Network, SettlementKey};
 
     pub(crate) fn row() -> TransferRow {
         let now = utc_now();
@@ -84,11 +84,11 @@ pub(crate) mod tests {
             platform_fee_minor: 100,
             network_fee_minor: 5,
             status: Status::Pending,
-            leg1_key: "l1".into(),
+            leg1_key: SettlementKey::new("l1"),
             leg1_status: LegStatus::NotStarted,
             leg1_client_secret: None,
             leg1_next_action_type: None,
-            leg2_key: "l2".into(),
+            leg2_key: SettlementKey::new("l2"),
             leg2_status: LegStatus::NotStarted,
             failure_reason: None,
             conversion_transaction_id: None,

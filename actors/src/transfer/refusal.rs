@@ -17,6 +17,7 @@
 
 use tern_schema::models::{SettlementRow, TransferRow};
 use tern_schema::store::settlements;
+use tern_schema::vocabulary::SettlementKey;
 
 use super::kind::{observe, TransferCommand, TransferContext, TransferKind, TransferReply};
 use super::machine::{Effect, Event, Leg, Observed, Status};
@@ -37,7 +38,7 @@ pub fn started_leg(effects: &[Effect]) -> Option<Leg> {
     })
 }
 
-fn key_of(row: &TransferRow, leg: Leg) -> &str {
+fn key_of(row: &TransferRow, leg: Leg) -> &SettlementKey {
     match leg {
         Leg::One => &row.leg1_key,
         Leg::Two => &row.leg2_key,
@@ -99,12 +100,12 @@ pub async fn give_up(
             let legs = {
                 let mut pooled = env.db.get().await?;
                 let mut tx = pooled.tx();
-                let keys = [row.leg1_key.as_str(), row.leg2_key.as_str()];
+                let keys = [row.leg1_key.clone(), row.leg2_key.clone()];
                 settlements::find_many(&mut tx, &row.merchant_id, &keys).await?
             };
-            let own = |key: &str| {
+            let own = |key: &SettlementKey| {
                 legs.iter()
-                    .find(|leg| leg.idempotency_key == key && is_own(&row, leg))
+                    .find(|leg| leg.idempotency_key == *key && is_own(&row, leg))
             };
             // Leg 1 charged and leg 2 never written: starting leg 2 is what
             // kept failing.

@@ -29,7 +29,7 @@ use diesel::sql_types::{Array, BigInt, Text};
 use diesel_async::RunQueryDsl;
 
 use super::cards;
-use super::judge::{self, Account, AnswerKey, Hold, Rows, SettlementKey, Sums, World};
+use super::judge::{self, Account, AnswerKey, Hold, Rows, SettlementRef, Sums, World};
 use super::moves::{SettlementMoves, TransferMoves};
 use super::statements::ROWS_PER_INSERT;
 use super::{LedgerWrite, Plan, PlanError, RowMove, Written};
@@ -46,7 +46,7 @@ use crate::store::ledger::Bucket;
 use crate::store::transfers as transfer_store;
 use crate::store::{ledger as ledger_store, settlements as settlement_store};
 use crate::types::utc_now;
-use crate::vocabulary::{AccountId, TransferId};
+use crate::vocabulary::{AccountId, SettlementKey, TransferId};
 use crate::vocabulary::{LedgerStatus, MerchantId};
 use crate::{audit, StoreError, StoreResult};
 
@@ -92,7 +92,7 @@ struct Versioned {
     #[diesel(sql_type = Text)]
     merchant_id: MerchantId,
     #[diesel(sql_type = Text)]
-    idempotency_key: String,
+    idempotency_key: SettlementKey,
     #[diesel(sql_type = BigInt)]
     version: i64,
 }
@@ -103,7 +103,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
     let mut timer_ids = Vec::new();
     let mut settlement_keys = Vec::new();
     let mut settlement_merchants = Vec::new();
-    let mut settlement_pairs: Vec<(MerchantId, String)> = Vec::new();
+    let mut settlement_pairs: Vec<SettlementRef> = Vec::new();
     let mut transfer_ids = Vec::new();
     let mut quote_ids = Vec::new();
     let mut transfer_keys = Vec::new();
@@ -195,9 +195,10 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
     settlement_pairs.dedup();
     transfer_ids.sort();
     transfer_ids.dedup();
+    settlement_keys.sort();
+    settlement_keys.dedup();
     for ids in [
         &mut timer_ids,
-        &mut settlement_keys,
         &mut quote_ids,
         &mut transfer_keys,
         &mut answer_keys,
@@ -246,7 +247,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
         world.timers = found.into_iter().collect();
     }
     if !settlement_keys.is_empty() {
-        let found: Vec<(MerchantId, String, i64)> = match tx.parts() {
+        let found: Vec<(MerchantId, SettlementKey, i64)> = match tx.parts() {
             // One index lookup per (merchant, key) pair: PostgreSQL 15 reads
             // a merchant's whole range for two arrays over the two columns.
             (Conn::Pg(inner), behind) => {
@@ -283,7 +284,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
         };
         world.settlements = found
             .into_iter()
-            .map(|(merchant, key, version)| -> (SettlementKey, i64) { ((merchant, key), version) })
+            .map(|(merchant, key, version)| -> (SettlementRef, i64) { ((merchant, key), version) })
             .collect();
     }
     if !transfer_ids.is_empty() {
@@ -349,7 +350,7 @@ async fn read_holds(tx: &mut Tx<'_>, hold_ids: &[String], world: &mut World) -> 
         String,
         LedgerStatus,
         Option<MerchantId>,
-        Option<String>,
+        Option<SettlementKey>,
         String,
     );
     let found: Vec<HoldFields> = load!(

@@ -30,11 +30,13 @@ use crate::models::{
 use crate::store::ledger::Bucket;
 use crate::store::timers::TimerRow;
 use crate::store::webhooks::{PENDING, SKIPPED};
-use crate::vocabulary::{AccountId, AccountKind, LedgerStatus, MerchantId, TransferId};
+use crate::vocabulary::{
+    AccountId, AccountKind, LedgerStatus, MerchantId, SettlementKey, TransferId,
+};
 use crate::{Refusal, StoreError};
 
 /// A settlement's key: (merchant id, Idempotency-Key).
-pub(crate) type SettlementKey = (MerchantId, String);
+pub(crate) type SettlementRef = (MerchantId, SettlementKey);
 /// An Idempotency-Key record's key: (merchant id, scope, key).
 pub(crate) type AnswerKey = (MerchantId, String, String);
 
@@ -42,7 +44,7 @@ pub(crate) type AnswerKey = (MerchantId, String, String);
 #[derive(Clone, Debug)]
 pub(crate) struct Hold {
     pub merchant_id: Option<MerchantId>,
-    pub settlement_key: Option<String>,
+    pub settlement_key: Option<SettlementKey>,
     pub description: String,
     /// `pending` for a hold; `posted` or `voided` for a row edited in
     /// place before migration 000015.
@@ -73,12 +75,12 @@ pub(crate) struct World {
     /// Timers by id, with their current claim token.
     pub timers: HashMap<String, Option<String>>,
     /// Settlement versions by key.
-    pub settlements: HashMap<SettlementKey, i64>,
+    pub settlements: HashMap<SettlementRef, i64>,
     pub transfers: HashMap<TransferId, i64>,
     /// Quotes bound to a transfer.
     pub bound_quotes: HashSet<String>,
     /// Transfers' (merchant, Idempotency-Key) pairs.
-    pub transfer_keys: HashSet<SettlementKey>,
+    pub transfer_keys: HashSet<(MerchantId, String)>,
     pub answers: HashSet<AnswerKey>,
     pub holds: HashMap<String, Hold>,
     /// Accounts by id; an id read and not found is absent.
@@ -129,7 +131,7 @@ struct Draft {
     moves: BTreeMap<AccountId, Moves>,
     holds_recorded: Vec<(String, Hold)>,
     holds_resolved: Vec<(String, LedgerStatus)>,
-    settlement_versions: Vec<(SettlementKey, i64)>,
+    settlement_versions: Vec<(SettlementRef, i64)>,
     transfer_versions: Vec<(TransferId, i64)>,
     settlement_moves: Vec<(SettlementRow, i64)>,
     transfer_moves: Vec<(TransferRow, i64)>,

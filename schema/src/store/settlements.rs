@@ -9,7 +9,7 @@ use crate::db::one_row;
 use crate::models::SettlementRow;
 use crate::schema::settlements;
 use crate::store::cached::Cached;
-use crate::vocabulary::{MerchantId, Reversal, SettlementStatus};
+use crate::vocabulary::{MerchantId, Reversal, SettlementKey, SettlementStatus};
 use crate::{dispatch, write_behind};
 use crate::{StoreResult, Tx};
 
@@ -26,7 +26,7 @@ pub async fn insert(tx: &mut Tx<'_>, row: &SettlementRow) -> StoreResult<()> {
 pub async fn find(
     tx: &mut Tx<'_>,
     merchant_id: &MerchantId,
-    key: &str,
+    key: &SettlementKey,
 ) -> StoreResult<Option<SettlementRow>> {
     let row = dispatch!(tx, conn => settlements::table
         .find((merchant_id, key))
@@ -111,7 +111,7 @@ pub async fn with_work_left(
     tx: &mut Tx<'_>,
     after: (&str, &str),
     limit: i64,
-) -> StoreResult<Vec<(MerchantId, String)>> {
+) -> StoreResult<Vec<(MerchantId, SettlementKey)>> {
     let (after_merchant, after_key) = after;
     let rows = dispatch!(tx, conn => settlements::table
         .filter(settlements::status.eq_any(ACTIVE_STATUSES).or(settlements::reversal.ne(Reversal::None)))
@@ -133,7 +133,7 @@ pub async fn with_work_left(
 pub async fn find_many(
     tx: &mut Tx<'_>,
     merchant_id: &MerchantId,
-    keys: &[&str],
+    keys: &[SettlementKey],
 ) -> StoreResult<Vec<SettlementRow>> {
     let rows = dispatch!(tx, conn => settlements::table
         .filter(settlements::merchant_id.eq(merchant_id))

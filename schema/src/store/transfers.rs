@@ -8,7 +8,7 @@ use crate::db::one_row;
 use crate::models::TransferRow;
 use crate::schema::transfers;
 use crate::store::cached::Cached;
-use crate::vocabulary::{LegStatus, MerchantId, TransferId, TransferStatus};
+use crate::vocabulary::{LegStatus, MerchantId, SettlementKey, TransferId, TransferStatus};
 use crate::{dispatch, write_behind};
 use crate::{StoreResult, Tx};
 
@@ -127,9 +127,9 @@ pub async fn with_work_left(
 pub struct LegKeys {
     pub id: TransferId,
     pub merchant_id: MerchantId,
-    pub leg1_key: String,
+    pub leg1_key: SettlementKey,
     pub leg1_status: LegStatus,
-    pub leg2_key: String,
+    pub leg2_key: SettlementKey,
     pub leg2_status: LegStatus,
 }
 

@@ -70,3 +70,11 @@ impl CardId {
         CardId::new(format!("{}{}", Self::PREFIX, uuid::Uuid::now_v7().simple()))
     }
 }
+
+crate::text_id! {
+    /// A settlement, within its merchant: the Idempotency-Key it was
+    /// created under, or a transfer's leg key (`tr_<id>.leg1`, see
+    /// `tern_actors::transfer::legs`). Ledger entries of the settlement
+    /// carry it too.
+    pub struct SettlementKey;
+}

@@ -13,7 +13,7 @@ use tern_schema::audit::AuditActor;
 use tern_schema::models::{SettlementIntent, SettlementRow, TransferRow};
 use tern_schema::store::{settlements, transfers};
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::TransferId;
+use tern_schema::vocabulary::{SettlementKey, TransferId};
 use tern_schema::{write_tx, StoreError};
 use uuid::Uuid;
 
@@ -106,8 +106,8 @@ async fn make_legacy(app: &TestApp, transfer_id: &str, leg1: Option<&str>, leg2:
             .await?
             .expect("the transfer");
         let next = TransferRow {
-            leg1_key: leg1.map_or(row.leg1_key.clone(), str::to_owned),
-            leg2_key: leg2.map_or(row.leg2_key.clone(), str::to_owned),
+            leg1_key: leg1.map_or(row.leg1_key.clone(), SettlementKey::new),
+            leg2_key: leg2.map_or(row.leg2_key.clone(), SettlementKey::new),
             version: row.version + 1,
             ..row.clone()
         };
@@ -203,7 +203,7 @@ async fn a_legacy_leg_2_key_taken_by_the_merchant_refunds_the_payer() {
 async fn foreign_settlement(app: &TestApp, merchant: &Merchant, key: &str) {
     let intent = SettlementIntent {
         merchant_id: merchant.merchant_id.clone(),
-        idempotency_key: key.to_owned(),
+        idempotency_key: SettlementKey::new(key),
         method: tern_schema::vocabulary::SettlementMethod::CardCharge,
         currency: "USD".into(),
         amount_minor: 500,
@@ -326,7 +326,7 @@ async fn legacy_legs_are_placed_with_their_transfer() {
     let transfers = app.state.transfers.as_ref().expect("transfers run");
     let home = transfers.slot(&transfer_id);
     for key in [&key1, &key2] {
-        let leg = settlement_entity_id(&merchant.merchant_id, key);
+        let leg = settlement_entity_id(&merchant.merchant_id, &SettlementKey::new(key.as_str()));
         assert_eq!(
             settlements.slot(&leg),
             home,

@@ -156,7 +156,7 @@ fn versions_keys_and_timers_are_judged_per_plan() {
         let mut row = SettlementRow::pending(
             crate::models::SettlementIntent {
                 merchant_id: MerchantId::new("m"),
-                idempotency_key: key.into(),
+                idempotency_key: SettlementKey::new(key),
                 method: crate::vocabulary::SettlementMethod::CardPush,
                 currency: "USD".into(),
                 amount_minor: 10,
@@ -193,7 +193,7 @@ fn versions_keys_and_timers_are_judged_per_plan() {
     };
     world
         .settlements
-        .insert((MerchantId::new("m"), "taken".into()), 3);
+        .insert((MerchantId::new("m"), SettlementKey::new("taken")), 3);
     world.timers.insert("t".into(), Some("token".into()));
     let timer = |token: &str| Plan {
         completes_timer: Some(TimerClaim {
@@ -222,7 +222,7 @@ fn versions_keys_and_timers_are_judged_per_plan() {
     assert_eq!(rows.settlement_moves.len(), 2);
     assert_eq!(rows.timers_done, ["t"]);
     assert_eq!(
-        world.settlements[&(MerchantId::new("m"), "a".to_owned())],
+        world.settlements[&(MerchantId::new("m"), SettlementKey::new("a"))],
         3
     );
 }
