@@ -46,4 +46,5 @@ pub mod __private {
     pub use diesel;
     pub use diesel_async::AsyncConnection;
     pub use serde;
+    pub use uuid;
 }

@@ -8,10 +8,36 @@
 /// ids can be searched with a `&str`), but no `From<String>` nor `Deref`:
 /// text becomes an id only through `new`, the one explicit step a handler
 /// takes with a path or a principal, and an id is text again only where
-/// code asks for it. Usable from any crate: it names diesel and serde
-/// through this crate.
+/// code asks for it. Usable from any crate: it names diesel, serde and
+/// uuid through this crate. `struct Name = "pre_" + uuid_v7;` declares an
+/// id Tern mints itself, with `PREFIX` and `generate`.
 #[macro_export]
 macro_rules! text_id {
+    // Minted by Tern: `PREFIX` and a UUID v7, so ids of the kind sort by
+    // creation time; `generate` makes one.
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident = $prefix:literal + uuid_v7;
+    ) => {
+        $crate::text_id! {
+            $(#[$meta])*
+            $vis struct $name;
+        }
+
+        impl $name {
+            /// What every id of this kind starts with.
+            pub const PREFIX: &'static str = $prefix;
+
+            /// A new id: the prefix and a UUID v7.
+            pub fn generate() -> $name {
+                $name(::std::format!(
+                    "{}{}",
+                    Self::PREFIX,
+                    $crate::__private::uuid::Uuid::now_v7().simple()
+                ))
+            }
+        }
+    };
     (
         $(#[$meta:meta])*
         $vis:vis struct $name:ident;
@@ -103,6 +129,24 @@ mod tests {
         assert_eq!(body.to_string(), r#"{"id":"p_1","ids":["p_2"]}"#);
         assert!(serde_json::from_str::<ProbeId>("7").is_err());
         Ok(())
+    }
+
+    text_id! {
+        /// A minted probe.
+        struct MintedId = "mp_" + uuid_v7;
+    }
+
+    #[test]
+    fn minted_ids_carry_their_prefix_and_sort_by_creation() {
+        let ids: Vec<MintedId> = (0..100).map(|_| MintedId::generate()).collect();
+        assert!(ids
+            .iter()
+            .all(|id| id.as_str().starts_with(MintedId::PREFIX)));
+        assert!(ids.iter().all(|id| id.as_str().len() == "mp_".len() + 32));
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(sorted, ids);
+        assert_eq!(MintedId::new(ids[0].clone().into_inner()), ids[0]);
     }
 
     #[test]

@@ -16,18 +16,10 @@ impl MerchantId {
 crate::text_id! {
     /// A transfer: `tr_` + a UUID v7 ([`TransferId::generate`]), opaque and
     /// sortable by creation time (decisions §1).
-    pub struct TransferId;
+    pub struct TransferId = "tr_" + uuid_v7;
 }
 
 impl TransferId {
-    /// What every transfer id starts with.
-    pub const PREFIX: &'static str = "tr_";
-
-    /// A new transfer's id.
-    pub fn generate() -> TransferId {
-        TransferId::new(format!("{}{}", Self::PREFIX, uuid::Uuid::now_v7().simple()))
-    }
-
     /// The transfer `text` may name, or `None` when it cannot name one at
     /// all (another prefix, or too long): checked before a lookup, so text
     /// of another kind is never looked up as a transfer.
@@ -44,31 +36,14 @@ crate::text_id! {
     /// A ledger account: a merchant's funding account, `acct_` + a UUID v7
     /// ([`AccountId::generate`]), or a system account, whose id its kind
     /// and currency name (`tern_schema::ledger::SystemAccount::account_id`).
-    pub struct AccountId;
-}
-
-impl AccountId {
-    /// A new funding account's id.
-    pub fn generate() -> AccountId {
-        AccountId::new(format!("acct_{}", uuid::Uuid::now_v7().simple()))
-    }
+    pub struct AccountId = "acct_" + uuid_v7;
 }
 
 crate::text_id! {
     /// A card: `card_` + a UUID v7 ([`CardId::generate`]), sortable by
     /// creation time. The issuer's own id for it is another thing
     /// (`provider_card_id`), kept as text.
-    pub struct CardId;
-}
-
-impl CardId {
-    /// What every card id starts with.
-    pub const PREFIX: &'static str = "card_";
-
-    /// A new card's id.
-    pub fn generate() -> CardId {
-        CardId::new(format!("{}{}", Self::PREFIX, uuid::Uuid::now_v7().simple()))
-    }
+    pub struct CardId = "card_" + uuid_v7;
 }
 
 crate::text_id! {
