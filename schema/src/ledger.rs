@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use crate::known::AccountFacts;
 use crate::models::LedgerAccountRow;
-use crate::money::Currency;
+use crate::money::{Currency, MinorUnits};
 use crate::plan::{LedgerWrite, Plan, PlanError};
 use crate::store::ledger::{self as store, Bucket};
 use crate::types::utc_now;
@@ -121,7 +121,7 @@ pub enum Phase {
 pub struct Line {
     pub account_id: AccountId,
     pub direction: Direction,
-    pub amount_minor: i64,
+    pub amount_minor: MinorUnits,
     pub currency: String,
 }
 
@@ -186,7 +186,7 @@ pub fn check_balanced(lines: &[Line]) -> Result<(), LedgerError> {
     }
     let mut sums: BTreeMap<&str, i128> = BTreeMap::new();
     for line in lines {
-        if line.amount_minor <= 0 {
+        if !line.amount_minor.is_positive() {
             return Err(LedgerError::Unbalanced(format!(
                 "amount {} on {}",
                 line.amount_minor, line.account_id
@@ -360,7 +360,7 @@ mod tests {
         Line {
             account_id: AccountId::new(account),
             direction,
-            amount_minor,
+            amount_minor: MinorUnits::new(amount_minor),
             currency: currency.into(),
         }
     }

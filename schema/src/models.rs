@@ -4,6 +4,7 @@ use chrono::NaiveDateTime;
 use diesel::prelude::*;
 
 use crate::ledger::Direction;
+use crate::money::MinorUnits;
 use crate::schema::{
     api_keys, audit_checkpoints, audit_events, audit_heads, card_transactions, card_wallet_tokens,
     cards, devices, email_tokens, idempotency_records, inbound_events, ledger_accounts,
@@ -97,7 +98,7 @@ pub struct LedgerEntryRow {
     pub transaction_id: String,
     pub account_id: AccountId,
     pub direction: Direction,
-    pub amount_minor: i64,
+    pub amount_minor: MinorUnits,
     pub currency: String,
     pub created_at: NaiveDateTime,
 }

@@ -228,6 +228,13 @@ impl MinorUnits {
     }
 }
 
+/// Widening, for sums that must not overflow (the ledger's checks).
+impl From<MinorUnits> for i128 {
+    fn from(amount: MinorUnits) -> i128 {
+        i128::from(amount.0)
+    }
+}
+
 impl fmt::Display for MinorUnits {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&self.0, f)

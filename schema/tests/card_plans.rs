@@ -15,6 +15,7 @@ use diesel_async::RunQueryDsl;
 use futures_util::future::join_all;
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::{CardTransactionRow, LedgerAccountRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::plan::{AuthorizationMove, LedgerWrite, Plan, PlanError, RowMove};
 use tern_schema::schema::{actor_timers, card_transactions, ledger_accounts, ledger_transactions};
 use tern_schema::store::cards as card_store;
@@ -68,7 +69,7 @@ fn entry(description: &str, debit: &AccountId, credit: &AccountId, amount_minor:
     let line = |account_id: &AccountId, direction| Line {
         account_id: account_id.clone(),
         direction,
-        amount_minor,
+        amount_minor: MinorUnits::new(amount_minor),
         currency: "USD".into(),
     };
     Entry {

@@ -9,6 +9,7 @@
 use futures_util::future::join_all;
 use tern_schema::ledger::{Direction, Entry, Line, Phase, SystemAccount};
 use tern_schema::models::{SettlementIntent, SettlementRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::{merchants, settlements};
 use tern_schema::types::utc_now;
@@ -161,7 +162,7 @@ fn line(account_id: &AccountId, direction: Direction) -> Line {
     Line {
         account_id: account_id.clone(),
         direction,
-        amount_minor: 5,
+        amount_minor: MinorUnits::new(5),
         currency: "USD".into(),
     }
 }

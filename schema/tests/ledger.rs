@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use tern_schema::dispatch;
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
+use tern_schema::money::MinorUnits;
 use tern_schema::vocabulary::SettlementKey;
 
 mod common;
@@ -85,13 +86,13 @@ async fn unbalanced_and_mismatched_entries_write_nothing() {
             Line {
                 account_id: usd.clone(),
                 direction: Direction::Debit,
-                amount_minor: 100,
+                amount_minor: MinorUnits::new(100),
                 currency: "USD".into(),
             },
             Line {
                 account_id: push,
                 direction: Direction::Credit,
-                amount_minor: 100,
+                amount_minor: MinorUnits::new(100),
                 currency: "USD".into(),
             },
         ],
@@ -108,7 +109,7 @@ async fn unbalanced_and_mismatched_entries_write_nothing() {
         lines: vec![Line {
             account_id: usd.clone(),
             direction: Direction::Debit,
-            amount_minor: 100,
+            amount_minor: MinorUnits::new(100),
             currency: "USD".into(),
         }],
     };

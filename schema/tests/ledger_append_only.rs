@@ -10,6 +10,7 @@
 
 use tern_schema::ledger::{self, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::LedgerEntryRow;
+use tern_schema::money::MinorUnits;
 use tern_schema::store::ledger as store;
 use tern_schema::vocabulary::{AccountId, LedgerStatus, MerchantId, SettlementKey};
 use tern_schema::{dispatch, Db};
@@ -53,7 +54,7 @@ async fn transaction(
 }
 
 /// What a line moves: account, direction, amount, currency.
-fn shape(lines: &[LedgerEntryRow]) -> Vec<(AccountId, String, i64, String)> {
+fn shape(lines: &[LedgerEntryRow]) -> Vec<(AccountId, String, MinorUnits, String)> {
     let mut shape: Vec<_> = lines
         .iter()
         .map(|l| {

@@ -14,6 +14,7 @@ use futures_util::future::join_all;
 use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::{LedgerAccountRow, MerchantRow, SettlementIntent, SettlementRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::plan::{
     FundingSource, LedgerWrite, NewSettlement, Plan, PlanError, RowMove, TimerClaim,
 };
@@ -81,7 +82,7 @@ fn two_lines(debit: &AccountId, credit: &AccountId, amount_minor: i64) -> Vec<Li
     let line = |account_id: &AccountId, direction| Line {
         account_id: account_id.clone(),
         direction,
-        amount_minor,
+        amount_minor: MinorUnits::new(amount_minor),
         currency: "USD".into(),
     };
     vec![

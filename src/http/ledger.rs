@@ -169,7 +169,7 @@ pub async fn entries(
                 id: entry.id,
                 transaction_id: entry.transaction_id,
                 direction: entry.direction.to_string(),
-                amount_minor: entry.amount_minor,
+                amount_minor: entry.amount_minor.get(),
                 status: status.as_str().to_owned(),
                 settlement_key,
                 pending_transaction_id,

@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 use tern_schema::ledger::{self, Direction, Entry, Line, Phase, SystemAccount};
+use tern_schema::money::MinorUnits;
 use tern_schema::vocabulary::{AccountId, SettlementKey};
 
 use crate::helpers::settlements::accounts;
@@ -20,13 +21,13 @@ async fn collect(app: &TestApp, merchant: &Merchant, account_id: &str, count: us
                 Line {
                     account_id: acquirer,
                     direction: Direction::Debit,
-                    amount_minor: 100,
+                    amount_minor: MinorUnits::new(100),
                     currency: "USD".into(),
                 },
                 Line {
                     account_id: AccountId::new(account_id),
                     direction: Direction::Credit,
-                    amount_minor: 100,
+                    amount_minor: MinorUnits::new(100),
                     currency: "USD".into(),
                 },
             ],

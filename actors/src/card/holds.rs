@@ -13,6 +13,7 @@
 use chrono::{NaiveDateTime, TimeDelta};
 use tern_schema::ledger::{self, Direction, Entry, Line, Phase, SystemAccount};
 use tern_schema::models::{CardRow, CardTransactionRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::plan::{AuthorizationMove, LedgerWrite, Plan, RowMove};
 use tern_schema::store::cards as store;
 use tern_schema::store::timers::TimerRow;
@@ -188,7 +189,7 @@ fn remainder_entry(
     let line = |account_id: AccountId, direction| Line {
         account_id,
         direction,
-        amount_minor: remaining_minor,
+        amount_minor: MinorUnits::new(remaining_minor),
         currency: currency.clone(),
     };
     Entry {

@@ -4,6 +4,7 @@
 
 use tern_schema::ledger::{self, Direction, Entry, Line, Phase, SystemAccount};
 use tern_schema::models::{CardRow, CardTransactionRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::cards as store;
 use tern_schema::store::ledger as ledger_store;
@@ -125,7 +126,7 @@ fn card_line(
     Line {
         account_id: account_id.clone(),
         direction,
-        amount_minor,
+        amount_minor: MinorUnits::new(amount_minor),
         currency: currency.to_owned(),
     }
 }

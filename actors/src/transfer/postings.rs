@@ -7,6 +7,7 @@
 
 use tern_schema::ledger::{self, Direction, Entry, Line, Phase, SystemAccount};
 use tern_schema::models::TransferRow;
+use tern_schema::money::MinorUnits;
 use tern_schema::plan::{LedgerWrite, Plan};
 
 /// The lines of the conversion: collected fiat out of clearing, into the
@@ -19,7 +20,7 @@ pub fn conversion_lines(row: &TransferRow) -> Vec<Line> {
     let line = |account: SystemAccount, currency: &str, direction, amount_minor| Line {
         account_id: account.account_id(currency),
         direction,
-        amount_minor,
+        amount_minor: MinorUnits::new(amount_minor),
         currency: currency.to_owned(),
     };
     let candidates = [
@@ -63,7 +64,7 @@ pub fn conversion_lines(row: &TransferRow) -> Vec<Line> {
     // A zero fee is no movement; the ledger refuses zero lines.
     candidates
         .into_iter()
-        .filter(|line| line.amount_minor != 0)
+        .filter(|line| line.amount_minor != MinorUnits::ZERO)
         .collect()
 }
 
@@ -129,7 +130,7 @@ mod tests {
         let fiat_out: i64 = lines
             .iter()
             .filter(|l| l.currency == "EUR" && l.direction == Direction::Credit)
-            .map(|l| l.amount_minor)
+            .map(|l| l.amount_minor.get())
             .sum();
         assert_eq!(fiat_out, row.send_amount_minor);
 

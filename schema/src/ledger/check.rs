@@ -250,6 +250,7 @@ fn check_account(report: &mut CheckReport, account: &LedgerAccountRow, lines: Su
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::money::MinorUnits;
     use crate::types::utc_now;
 
     fn line(transaction: &str, account: &str, debit: bool, amount_minor: i64) -> LedgerEntryRow {
@@ -262,7 +263,7 @@ mod tests {
             } else {
                 Direction::Credit
             },
-            amount_minor,
+            amount_minor: MinorUnits::new(amount_minor),
             currency: "USD".into(),
             created_at: utc_now(),
         }

@@ -455,7 +455,7 @@ fn record(
                 account_id: line.account_id.clone(),
             });
         }
-        moved(draft, &line.account_id, bucket, line.amount_minor);
+        moved(draft, &line.account_id, bucket, line.amount_minor.get());
     }
     let status = match phase {
         Phase::Pending => LedgerStatus::Pending,
@@ -546,9 +546,10 @@ fn resolve(
             false => (Bucket::PendingCredits, Bucket::PostedCredits),
         };
         account(world, draft, &line.account_id)?;
-        moved(draft, &line.account_id, pending, -line.amount_minor);
+        // Positive (every line is, see `check_balanced`): negating it cannot overflow.
+        moved(draft, &line.account_id, pending, -line.amount_minor.get());
         if posting {
-            moved(draft, &line.account_id, posted, line.amount_minor);
+            moved(draft, &line.account_id, posted, line.amount_minor.get());
         }
         draft.entries.push(LedgerEntryRow {
             id: ledger::new_entry_id(),

@@ -5,6 +5,7 @@
 
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::{CardRow, LedgerAccountRow, MerchantRow, UserRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::store::{ledger as store, merchants};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
@@ -147,13 +148,13 @@ pub fn lines(debit: &AccountId, credit: &AccountId, amount_minor: i64) -> Vec<Li
         Line {
             account_id: debit.clone(),
             direction: Direction::Debit,
-            amount_minor,
+            amount_minor: MinorUnits::new(amount_minor),
             currency: "USD".into(),
         },
         Line {
             account_id: credit.clone(),
             direction: Direction::Credit,
-            amount_minor,
+            amount_minor: MinorUnits::new(amount_minor),
             currency: "USD".into(),
         },
     ]

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::ledger::Line;
+use crate::money::MinorUnits;
 use crate::plan::{NewSettlement, TimerClaim};
 
 const FUNDING_ID: &str = "acct_m";
@@ -36,7 +37,7 @@ fn debit(amount_minor: i64, phase: Phase, id: &str) -> Plan {
     let line = |account_id: AccountId, direction| Line {
         account_id,
         direction,
-        amount_minor,
+        amount_minor: MinorUnits::new(amount_minor),
         currency: "USD".into(),
     };
     Plan {
