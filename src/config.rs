@@ -10,6 +10,7 @@ use tern_actors::adapters::static_rates::RateTable;
 use tern_actors::quote::Pricing;
 
 use crate::cluster::ClusterSettings;
+use tern_schema::money::MinorUnits;
 
 tern_schema::text_enum! {
     pub enum Environment {
@@ -225,7 +226,7 @@ pub struct Config {
     /// Largest amount of one settlement, in minor units
     /// ([`SETTLEMENT_AMOUNT_MAX_MINOR`]). Never read from the environment:
     /// tests raise it to reach the ledger's int64 guard.
-    pub settlement_amount_max_minor: i64,
+    pub settlement_amount_max_minor: MinorUnits,
     /// Test-only routes that exercise failure paths (a handler that panics).
     /// Never read from the environment.
     pub fault_routes: bool,
@@ -243,7 +244,7 @@ pub const CARD_HOLD_TTL_MAX: Duration = Duration::from_secs(365 * 86_400);
 /// the ledger's shared system accounts, whose side totals only grow, from
 /// being filled to the int64 limit by a few settlements of one merchant:
 /// that would refuse every merchant's next entry in the currency.
-pub const SETTLEMENT_AMOUNT_MAX_MINOR: i64 = 1_000_000_000_000;
+pub const SETTLEMENT_AMOUNT_MAX_MINOR: MinorUnits = MinorUnits::new(1_000_000_000_000);
 
 /// Shortest operator token: it guards ids and error text of every
 /// merchant, so it must be worth an HMAC key.

@@ -23,6 +23,7 @@ use tern_actors::settlement::{
     LegObserver, Parents, Providers, SettlementCommand, SettlementContext, SettlementKind,
 };
 use tern_schema::models::{MerchantRow, SettlementIntent, SettlementRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::store::{ledger as ledger_store, merchants, settlements, timers};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
@@ -284,7 +285,7 @@ impl World {
                 idempotency_key: SettlementKey::new(key),
                 method: tern_schema::vocabulary::SettlementMethod::CardCharge,
                 currency: "USD".into(),
-                amount_minor: 100,
+                amount_minor: MinorUnits::new(100),
                 asset: None,
                 source: source.into_inner(),
                 destination: "pm_card_threeDSecureRequired".into(),

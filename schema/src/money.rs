@@ -208,6 +208,16 @@ impl MinorUnits {
         self.0.checked_sub(other.0).map(MinorUnits)
     }
 
+    /// For running totals that a limit compares against, where the
+    /// largest amount already exceeds any limit (spend windows).
+    pub fn saturating_add(self, other: MinorUnits) -> MinorUnits {
+        MinorUnits(self.0.saturating_add(other.0))
+    }
+
+    pub fn saturating_sub(self, other: MinorUnits) -> MinorUnits {
+        MinorUnits(self.0.saturating_sub(other.0))
+    }
+
     pub fn checked_neg(self) -> Option<MinorUnits> {
         self.0.checked_neg().map(MinorUnits)
     }

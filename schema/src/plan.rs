@@ -226,7 +226,7 @@ pub struct AuthorizationMove {
     pub hold_id: String,
     pub status: crate::vocabulary::CardTransactionStatus,
     pub ledger_transaction_id: String,
-    pub hold_minor: i64,
+    pub hold_minor: crate::money::MinorUnits,
     pub at: chrono::NaiveDateTime,
 }
 

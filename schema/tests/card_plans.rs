@@ -103,7 +103,7 @@ fn row(
         authorization_id: authorization.into(),
         kind,
         status: TxStatus::Approved,
-        amount_minor: amount,
+        amount_minor: MinorUnits::new(amount),
         currency: "USD".into(),
         merchant_name: "Shop".into(),
         mcc: "5411".into(),
@@ -113,7 +113,7 @@ fn row(
         ledger_transaction_id: None,
         created_at: now,
         updated_at: now,
-        hold_minor: 0,
+        hold_minor: MinorUnits::ZERO,
         event_source: EventSource::Provider,
     }
 }
@@ -161,7 +161,7 @@ fn next_plan(rng: &mut Rng, step: usize, open: &[Open], usd: &AccountId) -> (Pla
         let authorization = format!("auth_{}", rng.below(120));
         let amount = 1 + rng.below(3_000) as i64;
         let mut approved = row(step, &event, &authorization, Kind::Authorization, amount);
-        approved.hold_minor = amount;
+        approved.hold_minor = MinorUnits::new(amount);
         approved.ledger_transaction_id = Some(ltx(0));
         let plan = Plan {
             ledger: vec![LedgerWrite::Record {
@@ -215,7 +215,7 @@ fn next_plan(rng: &mut Rng, step: usize, open: &[Open], usd: &AccountId) -> (Pla
             hold_id: moved_from.clone(),
             status,
             ledger_transaction_id: hold.clone(),
-            hold_minor: 0,
+            hold_minor: MinorUnits::ZERO,
             at,
         }));
         plan.cancels_timers
@@ -269,7 +269,7 @@ fn next_plan(rng: &mut Rng, step: usize, open: &[Open], usd: &AccountId) -> (Pla
                 hold_id: moved_from.clone(),
                 status: TxStatus::Approved,
                 ledger_transaction_id: ltx(1),
-                hold_minor: remaining,
+                hold_minor: MinorUnits::new(remaining),
                 at,
             }));
             let mut reversal = row(step, &event, "a", Kind::Reversal, released);

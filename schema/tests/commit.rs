@@ -28,7 +28,7 @@ fn missing_settlement(merchant_id: &MerchantId) -> SettlementRow {
             idempotency_key: SettlementKey::new("never-inserted"),
             method: tern_schema::vocabulary::SettlementMethod::CardPush,
             currency: "USD".into(),
-            amount_minor: 100,
+            amount_minor: MinorUnits::new(100),
             asset: None,
             source: "acct_x".into(),
             destination: "tok_x".into(),

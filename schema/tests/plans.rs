@@ -147,7 +147,7 @@ fn creation(
             idempotency_key: SettlementKey::new(key),
             method: tern_schema::vocabulary::SettlementMethod::CardPush,
             currency: currency.into(),
-            amount_minor,
+            amount_minor: MinorUnits::new(amount_minor),
             asset: None,
             source: source.to_string(),
             destination: "tok_visa".into(),

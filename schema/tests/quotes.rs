@@ -7,6 +7,7 @@
 
 use chrono::Duration;
 use tern_schema::models::QuoteRow;
+use tern_schema::money::MinorUnits;
 use tern_schema::store::{merchants, quotes};
 use tern_schema::types::utc_now;
 use tern_schema::vocabulary::{Asset, MerchantId, Network};
@@ -29,13 +30,13 @@ fn quote(merchant_id: &MerchantId, id: &str) -> QuoteRow {
         id: id.into(),
         merchant_id: merchant_id.clone(),
         send_currency: "EUR".into(),
-        send_amount_minor: 10_000,
+        send_amount_minor: MinorUnits::new(10_000),
         receive_asset: Asset::Usdc,
         receive_network: Network::Ethereum,
         rate: "1.08".into(),
-        platform_fee_minor: 100,
-        network_fee_minor: 231,
-        receive_amount_minor: 104_425_200,
+        platform_fee_minor: MinorUnits::new(100),
+        network_fee_minor: MinorUnits::new(231),
+        receive_amount_minor: MinorUnits::new(104_425_200),
         request_id: "req".into(),
         created_at: now,
         expires_at: now + Duration::seconds(60),
@@ -94,7 +95,7 @@ async fn the_database_refuses_impossible_quotes() {
     let (_database, db) = setup().await;
     let owner = merchant(&db).await;
     let mut unpriced = quote(&owner, "qt_0003");
-    unpriced.receive_amount_minor = 0;
+    unpriced.receive_amount_minor = MinorUnits::ZERO;
     let mut backwards = quote(&owner, "qt_0005");
     backwards.expires_at = backwards.created_at;
     // An unknown network cannot be written at all: the row's type refuses it.

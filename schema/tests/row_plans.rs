@@ -12,6 +12,7 @@ use futures_util::future::join_all;
 use serde_json::json;
 use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::models::{CardRow, QuoteRow, WebhookEndpointRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::plan::{Plan, PlanError, RowWrite};
 use tern_schema::schema::{audit_events, cards, quotes, webhook_endpoints};
 use tern_schema::store::{cards as card_store, merchants, users};
@@ -48,13 +49,13 @@ fn quote(i: usize) -> Plan {
             id: format!("qt_rows_{i}"),
             merchant_id: MerchantId::new(MERCHANT),
             send_currency: "USD".into(),
-            send_amount_minor: 1_000,
+            send_amount_minor: MinorUnits::new(1_000),
             receive_asset: Asset::Usdt,
             receive_network: Network::Tron,
             rate: "1".into(),
-            platform_fee_minor: 10,
-            network_fee_minor: 5,
-            receive_amount_minor: 9_850_000,
+            platform_fee_minor: MinorUnits::new(10),
+            network_fee_minor: MinorUnits::new(5),
+            receive_amount_minor: MinorUnits::new(9_850_000),
             request_id: format!("req_{i}"),
             created_at: now,
             expires_at: now + chrono::TimeDelta::seconds(60),

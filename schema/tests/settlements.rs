@@ -6,6 +6,7 @@
 
 use tern_schema::idempotency::{self, KeyUse};
 use tern_schema::models::{SettlementIntent, SettlementRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
 use tern_schema::vocabulary::{AccountId, MerchantId, SettlementKey, SettlementStatus};
@@ -33,7 +34,7 @@ fn settlement(merchant_id: &MerchantId, source: &AccountId, key: &str) -> Settle
             idempotency_key: SettlementKey::new(key),
             method: tern_schema::vocabulary::SettlementMethod::CardPush,
             currency: "USD".into(),
-            amount_minor: 1_000,
+            amount_minor: MinorUnits::new(1_000),
             asset: None,
             source: source.to_string(),
             destination: "tok_visa".into(),

@@ -18,6 +18,7 @@ use diesel_async::RunQueryDsl;
 use futures_util::future::join_all;
 use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::models::{IdempotencyRow, MerchantRow, QuoteRow, TransferRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::plan::{Plan, PlanError, RowMove};
 use tern_schema::schema::{audit_events, idempotency_records, transfers};
 use tern_schema::store::{merchants, quotes};
@@ -52,13 +53,13 @@ fn quote(index: u64) -> QuoteRow {
         id: format!("qt_{index:02}"),
         merchant_id: MerchantId::new(MERCHANT),
         send_currency: "EUR".into(),
-        send_amount_minor: 10_000 + 100 * index as i64,
+        send_amount_minor: MinorUnits::new(10_000 + 100 * index as i64),
         receive_asset: [Asset::Usdc, Asset::Usdt][index as usize % 2],
         receive_network: Network::ALL[index as usize % Network::ALL.len()],
         rate: "1.08".into(),
-        platform_fee_minor: 100,
-        network_fee_minor: 231 + index as i64,
-        receive_amount_minor: 10_000_000 + index as i64,
+        platform_fee_minor: MinorUnits::new(100),
+        network_fee_minor: MinorUnits::new(231 + index as i64),
+        receive_amount_minor: MinorUnits::new(10_000_000 + index as i64),
         request_id: "req".into(),
         created_at: at(0),
         expires_at: at(3_600),

@@ -12,6 +12,7 @@ use tern_actors::card::{
     Answer, AuthorizationRequest, CardFailure, Recorded, RefundRequest, Reversal,
 };
 use tern_actors::runtime::RuntimeError;
+use tern_schema::money::MinorUnits;
 use tern_schema::vocabulary::CardId;
 use utoipa::ToSchema;
 
@@ -42,7 +43,7 @@ pub struct AuthorizationDecision {
 #[derive(Debug, Deserialize)]
 struct AuthorizationData {
     card_id: CardId,
-    amount_minor: i64,
+    amount_minor: MinorUnits,
     currency: String,
     authorization_id: Option<String>,
     #[serde(default)]
@@ -59,7 +60,7 @@ struct AuthorizationData {
 struct ClearingData {
     card_id: CardId,
     authorization_id: String,
-    amount_minor: Option<i64>,
+    amount_minor: Option<MinorUnits>,
 }
 
 /// `amount_minor` absent releases the rest of the hold (decisions §10).
@@ -67,13 +68,13 @@ struct ClearingData {
 struct ReversalData {
     card_id: CardId,
     authorization_id: String,
-    amount_minor: Option<i64>,
+    amount_minor: Option<MinorUnits>,
 }
 
 #[derive(Debug, Deserialize)]
 struct RefundData {
     card_id: CardId,
-    amount_minor: i64,
+    amount_minor: MinorUnits,
     currency: String,
     authorization_id: Option<String>,
     #[serde(default)]
@@ -113,8 +114,8 @@ fn bounded(field: &str, value: &str) -> Result<(), ApiError> {
 /// nothing is recorded and the provider learns its event is wrong instead of
 /// a silent 200 (a zero reversal is refused too: it releases nothing, and an
 /// absent amount already says "the rest").
-fn positive(amount_minor: i64) -> Result<(), ApiError> {
-    if amount_minor <= 0 {
+fn positive(amount_minor: MinorUnits) -> Result<(), ApiError> {
+    if !amount_minor.is_positive() {
         return Err(ApiError::BadRequest(format!(
             "amount_minor must be a positive number of minor units, not {amount_minor}"
         )));

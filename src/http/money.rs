@@ -2,7 +2,7 @@
 //! units and an ISO 4217 code. Parsed into int64 minor units, never floats.
 
 use serde::{Deserialize, Serialize};
-use tern_schema::money::{Currency, CurrencyKind};
+use tern_schema::money::{Currency, CurrencyKind, MinorUnits};
 use utoipa::ToSchema;
 
 use crate::http::problem::FieldErrors;
@@ -34,25 +34,29 @@ pub struct SettlementAmount {
 
 /// A stored amount in its canonical form; an unknown code (never written
 /// by this build) shows the raw minor units rather than failing the read.
-pub fn canonical_amount(code: &str, minor: i64) -> String {
+pub fn canonical_amount(code: &str, minor: MinorUnits) -> String {
     match Currency::find(code) {
-        Some(currency) => currency.format(minor),
+        Some(currency) => currency.format(minor.get()),
         None => minor.to_string(),
     }
 }
 
 impl Money {
     /// The canonical form: exactly the currency's exponent in digits.
-    pub fn of(currency: Currency, minor: i64) -> Money {
+    pub fn of(currency: Currency, minor: MinorUnits) -> Money {
         Money {
-            amount: currency.format(minor),
+            amount: currency.format(minor.get()),
             currency: currency.code.to_owned(),
         }
     }
 
     /// Minor units in a fiat currency Tern supports; errors go under
     /// `field.currency` / `field.amount`.
-    pub fn parse_fiat(&self, field: &str, errors: &mut FieldErrors) -> Option<(Currency, i64)> {
+    pub fn parse_fiat(
+        &self,
+        field: &str,
+        errors: &mut FieldErrors,
+    ) -> Option<(Currency, MinorUnits)> {
         let currency = match Currency::find(&self.currency) {
             Some(currency) if currency.kind == CurrencyKind::Fiat => currency,
             _ => {
@@ -65,7 +69,7 @@ impl Money {
             }
         };
         match currency.parse(&self.amount) {
-            Ok(minor) => Some((currency, minor)),
+            Ok(minor) => Some((currency, MinorUnits::new(minor))),
             Err(error) => {
                 errors.insert(format!("{field}.amount"), error.to_string());
                 None

@@ -18,6 +18,7 @@ use tern_actors::settlement::{
 use tern_actors::transfer::legs::is_leg_key_of;
 use tern_schema::idempotency::request_digest;
 use tern_schema::models::{SettlementIntent, SettlementRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::store::settlements as store;
 use tern_schema::types::as_utc;
 use tern_schema::vocabulary::{Asset, MerchantId, SettlementKey};
@@ -217,7 +218,7 @@ fn validate_submit(
     request: &SubmitRequest,
     key: Uuid,
     caller: &Caller,
-    amount_max_minor: i64,
+    amount_max_minor: MinorUnits,
 ) -> Result<NewSettlement, ApiError> {
     let mut errors = FieldErrors::new();
     if let Some(body_key) = &request.idempotency_key {

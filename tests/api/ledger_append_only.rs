@@ -11,6 +11,7 @@ use crate::helpers::settlements::{
     account, app, charge, create, executions, fault, funded, post_with_key, push, settled,
 };
 use crate::helpers::{assert_problem, Merchant, RequestExt, TestApp};
+use tern_schema::money::MinorUnits;
 
 /// Every entry of the account, newest first.
 async fn entries(app: &TestApp, merchant: &Merchant, account: &str) -> Vec<Value> {
@@ -289,7 +290,7 @@ async fn an_amount_no_balance_can_hold_is_a_422_and_nothing_is_stored() {
     // The per-settlement cap keeps amounts far below the int64 limit; it is
     // lifted here to reach the ledger's own guard.
     let app = TestApp::spawn_with(|config| {
-        config.settlement_amount_max_minor = i64::MAX;
+        config.settlement_amount_max_minor = MinorUnits::new(i64::MAX);
         config.settlement_retry_schedule = vec![std::time::Duration::from_millis(100); 3];
     })
     .await;

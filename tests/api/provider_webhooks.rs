@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use tern_actors::adapters::http::{HttpCardAcquirer, HttpProviderConfig};
 use tern_actors::adapters::sign_payload;
 use tern_actors::ports::{CardAcquirer, ChargeOutcome, ChargeRequest, RequestKeys};
+use tern_schema::money::MinorUnits;
 use tern_schema::store::inbound_events;
 
 use crate::helpers::cards::secret;
@@ -118,7 +119,7 @@ async fn a_3ds_approval_at_the_simulator_reaches_tern_signed() {
             idempotency_key: "idem-3ds-1".into(),
             settlement_key: "stl-3ds-1".into(),
         },
-        amount_minor: 2_500,
+        amount_minor: MinorUnits::new(2_500),
         currency: "USD".into(),
         payment_method: "pm_card_threeDSecureRequired".into(),
         off_session: false,

@@ -20,6 +20,7 @@ use tern_actors::ports::{
 };
 
 use crate::helpers::sandbox_signature;
+use tern_schema::money::MinorUnits;
 
 /// The adapters' request timeout in these tests; the simulator's
 /// `timeout_after_success` hangs longer than this.
@@ -139,7 +140,7 @@ fn keys() -> RequestKeys {
 fn charge(payment_method: &str, off_session: bool) -> ChargeRequest {
     ChargeRequest {
         keys: keys(),
-        amount_minor: 1_000,
+        amount_minor: MinorUnits::new(1_000),
         currency: "USD".into(),
         payment_method: payment_method.into(),
         off_session,
@@ -149,7 +150,7 @@ fn charge(payment_method: &str, off_session: bool) -> ChargeRequest {
 fn push(destination: &str) -> PushRequest {
     PushRequest {
         keys: keys(),
-        amount_minor: 2_500,
+        amount_minor: MinorUnits::new(2_500),
         currency: "USD".into(),
         destination: destination.into(),
         recipient_name: "Ada Lovelace".into(),
@@ -162,7 +163,7 @@ fn payout(network: Network, wallet: &str) -> PayoutRequest {
         network,
         wallet: wallet.into(),
         asset: Asset::Usdt,
-        amount_minor: 9_081_245,
+        amount_minor: MinorUnits::new(9_081_245),
     }
 }
 
@@ -280,7 +281,7 @@ async fn a_repeated_key_replays_and_a_conflicting_reuse_is_refused() {
     assert_eq!(sim.executions_of(&request.keys.idempotency_key).await, 1);
 
     let mut changed = request.clone();
-    changed.amount_minor += 1;
+    changed.amount_minor = MinorUnits::new(changed.amount_minor.get() + 1);
     match sim.acquirer.charge(&changed).await {
         Err(ProviderError::Permanent {
             status: 409, code, ..
@@ -409,7 +410,7 @@ async fn refunds_succeed_decline_and_complete_later_when_pending() {
         amount_minor,
         currency: "USD".into(),
     };
-    let first = refund(400);
+    let first = refund(MinorUnits::new(400));
     let outcome = sim.acquirer.refund(&first).await.expect("refund");
     assert!(
         matches!(&outcome, RefundOutcome::Succeeded { refund_id } if refund_id.starts_with("re_"))
@@ -422,7 +423,7 @@ async fn refunds_succeed_decline_and_complete_later_when_pending() {
         Some(outcome)
     );
     assert!(matches!(
-        sim.acquirer.refund(&refund(601)).await.expect("refund"),
+        sim.acquirer.refund(&refund(MinorUnits::new(601))).await.expect("refund"),
         RefundOutcome::Declined { code, .. } if code == "amount_too_large"
     ));
 
@@ -434,7 +435,7 @@ async fn refunds_succeed_decline_and_complete_later_when_pending() {
         Some(1),
     )
     .await;
-    let pending = refund(600);
+    let pending = refund(MinorUnits::new(600));
     assert!(matches!(
         sim.acquirer.refund(&pending).await.expect("refund"),
         RefundOutcome::Pending { .. }
@@ -451,7 +452,7 @@ async fn refunds_succeed_decline_and_complete_later_when_pending() {
             .expect("lookup"),
         Some(RefundOutcome::Succeeded { .. })
     ));
-    let mut unknown_charge = refund(1);
+    let mut unknown_charge = refund(MinorUnits::new(1));
     unknown_charge.charge_id = "ch_missing".into();
     assert!(matches!(
         sim.acquirer.refund(&unknown_charge).await.expect("refund"),
@@ -788,7 +789,7 @@ async fn card_push_fields_reversals_and_inquiry() {
         amount_minor,
         currency: "USD".into(),
     };
-    let first = reversal(&approval.transaction_identifier, 2_500);
+    let first = reversal(&approval.transaction_identifier, MinorUnits::new(2_500));
     let approved = sim.push.reverse(&first).await.expect("reverse");
     assert!(
         matches!(&approved, ReversalOutcome::Approved { action_code, approval_code } if action_code == "00" && approval_code.len() == 6)
@@ -801,10 +802,10 @@ async fn card_push_fields_reversals_and_inquiry() {
         Some(approved)
     );
     assert!(
-        matches!(sim.push.reverse(&reversal(&approval.transaction_identifier, 2_500)).await.expect("again"), ReversalOutcome::Declined { action_code, .. } if action_code == "94")
+        matches!(sim.push.reverse(&reversal(&approval.transaction_identifier, MinorUnits::new(2_500))).await.expect("again"), ReversalOutcome::Declined { action_code, .. } if action_code == "94")
     );
     assert!(
-        matches!(sim.push.reverse(&reversal("000000000000000", 1)).await.expect("unknown"), ReversalOutcome::Declined { action_code, .. } if action_code == "25")
+        matches!(sim.push.reverse(&reversal("000000000000000", MinorUnits::new(1))).await.expect("unknown"), ReversalOutcome::Declined { action_code, .. } if action_code == "25")
     );
 
     let PushOutcome::Approved(second) = sim.push.push(&push("tok_pending")).await.expect("push")
@@ -819,7 +820,7 @@ async fn card_push_fields_reversals_and_inquiry() {
         Some(1),
     )
     .await;
-    let pending = reversal(&second.transaction_identifier, 2_500);
+    let pending = reversal(&second.transaction_identifier, MinorUnits::new(2_500));
     assert_eq!(
         sim.push.reverse(&pending).await.expect("reverse"),
         ReversalOutcome::Pending

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use tern::config::Config;
 use tern_actors::adapters::static_rates::RateTable;
+use tern_schema::money::MinorUnits;
 use tern_schema::store::{merchants, quotes};
 use tern_schema::types::MerchantStatus;
 use tern_schema::{write_tx, StoreError};
@@ -378,15 +379,16 @@ async fn an_expired_quote_is_410_and_its_row_is_kept() {
         .expect("the expired quote is kept");
     assert_eq!(
         (
-            row.send_amount_minor,
-            row.platform_fee_minor,
-            row.network_fee_minor
+            row.send_amount_minor.get(),
+            row.platform_fee_minor.get(),
+            row.network_fee_minor.get()
         ),
         (4_000, 100, 197),
         "2.50 USD / 1.27 = 1.9685 -> 1.97 GBP"
     );
     assert_eq!(
-        row.receive_amount_minor, 47_028_100,
+        row.receive_amount_minor,
+        MinorUnits::new(47_028_100),
         "37.03 x 1.27 = 47.0281"
     );
 }

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use tern_actors::settlement::record::entity_id;
 use tern_actors::settlement::SettlementCommand;
 use tern_schema::models::{SettlementIntent, SettlementRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::store::settlements as store;
 use tern_schema::types::utc_now;
 use tern_schema::vocabulary::{SettlementKey, TransferId};
@@ -32,7 +33,7 @@ async fn leg(app: &TestApp, merchant: &Merchant, source: &str, payment_method: &
             idempotency_key: SettlementKey::new(key.as_str()),
             method: tern_schema::vocabulary::SettlementMethod::CardCharge,
             currency: "USD".into(),
-            amount_minor: 2_500,
+            amount_minor: MinorUnits::new(2_500),
             asset: None,
             source: source.to_owned(),
             destination: payment_method.to_owned(),

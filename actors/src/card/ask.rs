@@ -4,6 +4,7 @@
 //! answer's shape are paired here, once.
 
 use tern_schema::models::{CardRow, CardWalletTokenRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::vocabulary::CardId;
 
 use super::holds::Reversal;
@@ -140,7 +141,7 @@ impl<'a> Cards<'a> {
         card_id: &CardId,
         event_id: String,
         authorization_id: String,
-        amount_minor: Option<i64>,
+        amount_minor: Option<MinorUnits>,
     ) -> Answer<Recorded> {
         let command = CardCommand::Clear {
             event_id,

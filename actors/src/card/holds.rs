@@ -48,7 +48,7 @@ pub struct Reversal {
     pub event_id: String,
     pub authorization_id: String,
     /// What it releases; `None` releases the rest of the hold.
-    pub amount_minor: Option<i64>,
+    pub amount_minor: Option<MinorUnits>,
 }
 
 fn expiry_timer_id(card_id: &CardId, authorization_row_id: &str) -> String {
@@ -111,7 +111,7 @@ fn end_status(
         hold_id: hold.to_owned(),
         status,
         ledger_transaction_id: hold.to_owned(),
-        hold_minor: 0,
+        hold_minor: MinorUnits::ZERO,
         at,
     }));
 }
@@ -141,7 +141,7 @@ pub(super) async fn hear(
     state: &CardState,
     event_id: &str,
     authorization_id: &str,
-    event: impl FnOnce(Option<i64>) -> Event,
+    event: impl FnOnce(Option<MinorUnits>) -> Event,
 ) -> RuntimeResult<Result<Heard, Rejected>> {
     if replayed(&env.db, event_id).await?.is_some() {
         return Ok(Ok(Heard::Repeated));
@@ -183,13 +183,13 @@ fn remainder_entry(
     card: &CardRow,
     funding: &AccountId,
     authorization: &CardTransactionRow,
-    remaining_minor: i64,
+    remaining_minor: MinorUnits,
 ) -> Entry {
     let currency = &authorization.currency;
     let line = |account_id: AccountId, direction| Line {
         account_id,
         direction,
-        amount_minor: MinorUnits::new(remaining_minor),
+        amount_minor: remaining_minor,
         currency: currency.clone(),
     };
     Entry {
@@ -249,7 +249,7 @@ pub(super) async fn reverse(
         &event_id,
         Kind::Reversal,
         TxStatus::Released,
-        0,
+        MinorUnits::ZERO,
     );
     let mut plan = Plan::default();
     let released_minor = book_release(
@@ -262,7 +262,7 @@ pub(super) async fn reverse(
         "reverse",
     )?;
     if amount_minor.is_some_and(|asked| asked > released_minor) {
-        tracing::warn!(card = %state.row.id, %authorization_id, ?amount_minor, held = open.0.hold_minor, "reversal above the hold released the hold");
+        tracing::warn!(card = %state.row.id, %authorization_id, ?amount_minor, held = %open.0.hold_minor, "reversal above the hold released the hold");
     }
     let written = commit(&env.db, &state.row.id, plan).await;
     settled(state, written)
@@ -304,10 +304,10 @@ pub(super) async fn expire(
         &format!("{EXPIRY_EVENT_PREFIX}{}", authorization.id),
         Kind::Expiry,
         TxStatus::Released,
-        0,
+        MinorUnits::ZERO,
     );
     row.event_source = EventSource::Tern;
-    tracing::info!(card = %state.row.id, authorization_id = %authorization.authorization_id, held = authorization.hold_minor, "uncleared hold expired");
+    tracing::info!(card = %state.row.id, authorization_id = %authorization.authorization_id, held = %authorization.hold_minor, "uncleared hold expired");
     let mut plan = Plan {
         completes_timer: Some(firing.claim()),
         ..Plan::default()
@@ -341,7 +341,7 @@ fn book_release(
     funding: Option<&AccountId>,
     mut row: CardTransactionRow,
     command: &str,
-) -> Result<i64, RuntimeError> {
+) -> Result<MinorUnits, RuntimeError> {
     let at = row.created_at;
     for effect in effects {
         match effect {

@@ -9,6 +9,7 @@
 //! against) and, in `limits_set`, which of them the merchant set.
 
 use tern_schema::models::CardRow;
+use tern_schema::money::MinorUnits;
 
 use super::machine::{check_limits, Limits};
 use super::messages::LimitsPatch;
@@ -44,7 +45,7 @@ impl Amount {
         }
     }
 
-    fn of(self, limits: &Limits) -> Option<i64> {
+    fn of(self, limits: &Limits) -> Option<MinorUnits> {
         match self {
             Amount::PerTransaction => limits.per_transaction_minor,
             Amount::Daily => limits.daily_spend_minor,
@@ -53,7 +54,7 @@ impl Amount {
         }
     }
 
-    fn put(self, limits: &mut Limits, value: Option<i64>) {
+    fn put(self, limits: &mut Limits, value: Option<MinorUnits>) {
         let field = match self {
             Amount::PerTransaction => &mut limits.per_transaction_minor,
             Amount::Daily => &mut limits.daily_spend_minor,
@@ -193,15 +194,15 @@ mod tests {
     }
 
     fn amounts(limits: &Limits) -> [Option<i64>; 4] {
-        Amount::ALL.map(|amount| amount.of(limits))
+        Amount::ALL.map(|amount| amount.of(limits).map(MinorUnits::get))
     }
 
     fn patch(amounts: [Option<Option<i64>>; 4]) -> LimitsPatch {
         LimitsPatch {
-            per_transaction_minor: amounts[0],
-            daily_spend_minor: amounts[1],
-            monthly_spend_minor: amounts[2],
-            atm_daily_minor: amounts[3],
+            per_transaction_minor: amounts[0].map(|limit| limit.map(MinorUnits::new)),
+            daily_spend_minor: amounts[1].map(|limit| limit.map(MinorUnits::new)),
+            monthly_spend_minor: amounts[2].map(|limit| limit.map(MinorUnits::new)),
+            atm_daily_minor: amounts[3].map(|limit| limit.map(MinorUnits::new)),
             ..LimitsPatch::default()
         }
     }

@@ -23,6 +23,8 @@ pub use status::{apply, Accepted, Operation, Refusal, Status};
 pub use tern_schema::vocabulary::CardTransactionStatus;
 pub use tern_schema::vocabulary::WalletTokenStatus;
 
+use tern_schema::money::MinorUnits;
+
 /// What the machine knows of a card.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct State {
@@ -78,25 +80,23 @@ pub enum Event {
     /// A clearing of an authorization: `held_minor` is its open hold, `None`
     /// when the authorization is unknown or ended.
     Clear {
-        held_minor: Option<i64>,
-        asked_minor: Option<i64>,
+        held_minor: Option<MinorUnits>,
+        asked_minor: Option<MinorUnits>,
     },
     Refund {
-        amount_minor: i64,
+        amount_minor: MinorUnits,
         currency: String,
     },
     /// The network's reversal of an authorization: `held_minor` is its open
     /// hold, `None` when the authorization is unknown or ended;
     /// `asked_minor` is what it releases, `None` the rest of the hold.
     Reverse {
-        held_minor: Option<i64>,
-        asked_minor: Option<i64>,
+        held_minor: Option<MinorUnits>,
+        asked_minor: Option<MinorUnits>,
     },
     /// An authorization's hold outlived its lifetime: `held_minor` is what
     /// it still holds, `None` when something ended it first.
-    ExpireHold {
-        held_minor: Option<i64>,
-    },
+    ExpireHold { held_minor: Option<MinorUnits> },
     /// The issuer's new status of one of the card's wallet tokens (`None`
     /// when it is not a status Tern knows).
     WalletUpdated {
@@ -141,7 +141,7 @@ pub enum Effect {
     /// Write a wallet token's new status.
     UpdateWalletToken,
     /// Hold the amount on the funding account; approve when it fits.
-    Hold { amount_minor: i64 },
+    Hold { amount_minor: MinorUnits },
     /// Record the request as declined.
     Decline(Decline),
     /// Post the whole hold: the clearing takes all of it.
@@ -150,19 +150,19 @@ pub enum Effect {
     /// an expiry gives (part of) it back.
     VoidHold,
     /// Post a clearing for less than its hold (after voiding the hold).
-    PostClearing { amount_minor: i64 },
+    PostClearing { amount_minor: MinorUnits },
     /// Credit a refund back to the funding account.
-    CreditRefund { amount_minor: i64 },
+    CreditRefund { amount_minor: MinorUnits },
     /// Hold anew what a partial reversal left (after voiding the hold): the
     /// authorization stays open on the new hold.
-    HoldRest { amount_minor: i64 },
+    HoldRest { amount_minor: MinorUnits },
     /// The authorization ends as `reversed` or `expired`, holding nothing.
     EndAuthorization(CardTransactionStatus),
     /// Cancel the hold's expiry timer: something else ended the hold.
     CancelExpiry,
     /// Record what went back to the funding account (a reversal or an
     /// expiry), naming the void.
-    RecordRelease { amount_minor: i64 },
+    RecordRelease { amount_minor: MinorUnits },
     /// Record an audit record with this action.
     Audit(&'static str),
     /// Nothing to record: the event names nothing the card can act on.
@@ -287,10 +287,10 @@ pub fn transition(state: &State, event: Event) -> Outcome {
             // A clearing never takes more than was held: the network settles
             // any excess as a new authorization. `min` then `max`, not
             // `clamp`: clamp panics when the bounds cross (a negative hold).
-            let amount_minor = asked_minor.unwrap_or(held).min(held).max(0);
+            let amount_minor = asked_minor.unwrap_or(held).min(held).max(MinorUnits::ZERO);
             let effects = if amount_minor == held {
                 vec![Effect::PostHold]
-            } else if amount_minor > 0 {
+            } else if amount_minor.is_positive() {
                 vec![Effect::VoidHold, Effect::PostClearing { amount_minor }]
             } else {
                 vec![Effect::VoidHold]
@@ -301,7 +301,7 @@ pub fn transition(state: &State, event: Event) -> Outcome {
             amount_minor,
             currency,
         } => {
-            if currency != state.currency || amount_minor <= 0 {
+            if currency != state.currency || !amount_minor.is_positive() {
                 return Ok((next, vec![Effect::Ignore]));
             }
             Ok((next, vec![Effect::CreditRefund { amount_minor }]))

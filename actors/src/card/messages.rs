@@ -3,6 +3,7 @@
 
 use tern_schema::audit::AuditActor;
 use tern_schema::models::{CardRow, CardWalletTokenRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::vocabulary::CardId;
 
 use super::holds::Reversal;
@@ -30,10 +31,10 @@ impl Origin {
 /// `Some(None)` removes an amount limit.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LimitsPatch {
-    pub per_transaction_minor: Option<Option<i64>>,
-    pub daily_spend_minor: Option<Option<i64>>,
-    pub monthly_spend_minor: Option<Option<i64>>,
-    pub atm_daily_minor: Option<Option<i64>>,
+    pub per_transaction_minor: Option<Option<MinorUnits>>,
+    pub daily_spend_minor: Option<Option<MinorUnits>>,
+    pub monthly_spend_minor: Option<Option<MinorUnits>>,
+    pub atm_daily_minor: Option<Option<MinorUnits>>,
     pub online_enabled: Option<bool>,
     pub international_enabled: Option<bool>,
     pub atm_enabled: Option<bool>,
@@ -64,7 +65,7 @@ impl LimitsPatch {
 pub struct AuthorizationRequest {
     pub event_id: String,
     pub authorization_id: String,
-    pub amount_minor: i64,
+    pub amount_minor: MinorUnits,
     pub currency: String,
     pub merchant: String,
     pub mcc: String,
@@ -77,7 +78,7 @@ pub struct AuthorizationRequest {
 pub struct RefundRequest {
     pub event_id: String,
     pub authorization_id: Option<String>,
-    pub amount_minor: i64,
+    pub amount_minor: MinorUnits,
     pub currency: String,
     pub merchant: String,
     pub mcc: String,
@@ -125,7 +126,7 @@ pub enum CardCommand {
     Clear {
         event_id: String,
         authorization_id: String,
-        amount_minor: Option<i64>,
+        amount_minor: Option<MinorUnits>,
     },
     Refund(RefundRequest),
     /// The issuer's `authorization.reversal`.
@@ -233,16 +234,16 @@ mod tests {
     #[test]
     fn a_limits_patch_merges_field_by_field() {
         let limits = Limits {
-            per_transaction_minor: Some(100),
-            daily_spend_minor: Some(1_000),
+            per_transaction_minor: Some(MinorUnits::new(100)),
+            daily_spend_minor: Some(MinorUnits::new(1_000)),
             monthly_spend_minor: None,
-            atm_daily_minor: Some(5),
+            atm_daily_minor: Some(MinorUnits::new(5)),
             online_enabled: true,
             international_enabled: false,
             atm_enabled: false,
         };
         let patch = LimitsPatch {
-            daily_spend_minor: Some(Some(2_000)),
+            daily_spend_minor: Some(Some(MinorUnits::new(2_000))),
             atm_daily_minor: Some(None),
             atm_enabled: Some(true),
             ..LimitsPatch::default()
@@ -250,7 +251,7 @@ mod tests {
         assert_eq!(
             patch.merged(limits),
             Limits {
-                daily_spend_minor: Some(2_000),
+                daily_spend_minor: Some(MinorUnits::new(2_000)),
                 atm_daily_minor: None,
                 atm_enabled: true,
                 ..limits

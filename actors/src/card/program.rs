@@ -3,6 +3,7 @@
 
 use super::machine::Limits;
 use crate::ports::{CardNetwork, CardType};
+use tern_schema::money::MinorUnits;
 
 /// The program of a request that names none.
 pub const DEFAULT_PROGRAM: &str = "SVC_VIRTUAL_USD";
@@ -80,10 +81,10 @@ pub fn find(id: &str) -> Option<&'static Program> {
 /// (a virtual card cannot be put into an ATM).
 pub fn default_limits(card_type: CardType) -> Limits {
     Limits {
-        per_transaction_minor: Some(500_000),
-        daily_spend_minor: Some(1_000_000),
-        monthly_spend_minor: Some(5_000_000),
-        atm_daily_minor: Some(50_000),
+        per_transaction_minor: Some(MinorUnits::new(500_000)),
+        daily_spend_minor: Some(MinorUnits::new(1_000_000)),
+        monthly_spend_minor: Some(MinorUnits::new(5_000_000)),
+        atm_daily_minor: Some(MinorUnits::new(50_000)),
         online_enabled: true,
         international_enabled: true,
         atm_enabled: card_type == CardType::Physical,

@@ -69,9 +69,10 @@ pub(super) async fn earlier_decision(
 mod tests {
     use super::*;
     use crate::card::machine::Channel;
+    use tern_schema::money::MinorUnits;
     use tern_schema::vocabulary::{EventSource, MerchantId};
 
-    fn request(amount_minor: i64, currency: &str) -> AuthorizationRequest {
+    fn request(amount_minor: MinorUnits, currency: &str) -> AuthorizationRequest {
         AuthorizationRequest {
             event_id: "evt_2".into(),
             authorization_id: "auth_1".into(),
@@ -93,7 +94,7 @@ mod tests {
             authorization_id: "auth_1".into(),
             kind: Kind::Authorization,
             status,
-            amount_minor: 1_000,
+            amount_minor: MinorUnits::new(1_000),
             currency: "USD".into(),
             merchant_name: String::new(),
             mcc: String::new(),
@@ -103,7 +104,7 @@ mod tests {
             ledger_transaction_id: None,
             created_at: chrono::NaiveDateTime::MIN,
             updated_at: chrono::NaiveDateTime::MIN,
-            hold_minor: 0,
+            hold_minor: MinorUnits::ZERO,
             event_source: EventSource::Provider,
         }
     }
@@ -125,16 +126,32 @@ mod tests {
             duplicate: false,
         };
         let table = [
-            (&approved, request(1_000, "USD"), again(true, None)),
+            (
+                &approved,
+                request(MinorUnits::new(1_000), "USD"),
+                again(true, None),
+            ),
             (
                 &declined,
-                request(1_000, "USD"),
+                request(MinorUnits::new(1_000), "USD"),
                 again(false, Some(Decline::InsufficientFunds)),
             ),
-            (&approved, request(2_000, "USD"), refused.clone()),
-            (&approved, request(999, "USD"), refused.clone()),
-            (&approved, request(1_000, "EUR"), refused.clone()),
-            (&declined, request(2_000, "USD"), refused),
+            (
+                &approved,
+                request(MinorUnits::new(2_000), "USD"),
+                refused.clone(),
+            ),
+            (
+                &approved,
+                request(MinorUnits::new(999), "USD"),
+                refused.clone(),
+            ),
+            (
+                &approved,
+                request(MinorUnits::new(1_000), "EUR"),
+                refused.clone(),
+            ),
+            (&declined, request(MinorUnits::new(2_000), "USD"), refused),
         ];
         for (earlier, asked, expected) in table {
             assert_eq!(repeated(earlier, &asked), expected, "{asked:?}");

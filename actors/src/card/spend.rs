@@ -58,7 +58,7 @@ pub(super) fn transaction_row(
     authorization_id: &str,
     kind: Kind,
     status: TxStatus,
-    amount_minor: i64,
+    amount_minor: MinorUnits,
     currency: &str,
 ) -> CardTransactionRow {
     let now = utc_now();
@@ -80,7 +80,7 @@ pub(super) fn transaction_row(
         ledger_transaction_id: None,
         created_at: now,
         updated_at: now,
-        hold_minor: 0,
+        hold_minor: MinorUnits::ZERO,
         event_source: EventSource::Provider,
     }
 }
@@ -93,7 +93,7 @@ pub(super) fn following(
     event_id: &str,
     kind: Kind,
     status: TxStatus,
-    amount_minor: i64,
+    amount_minor: MinorUnits,
 ) -> CardTransactionRow {
     let mut row = transaction_row(
         card,
@@ -120,13 +120,13 @@ pub(super) async fn replayed(db: &Db, event_id: &str) -> RuntimeResult<Option<Ca
 fn card_line(
     account_id: &AccountId,
     direction: Direction,
-    amount_minor: i64,
+    amount_minor: MinorUnits,
     currency: &str,
 ) -> Line {
     Line {
         account_id: account_id.clone(),
         direction,
-        amount_minor: MinorUnits::new(amount_minor),
+        amount_minor,
         currency: currency.to_owned(),
     }
 }
@@ -243,7 +243,7 @@ async fn hold(
     state: &mut CardState,
     row: &CardTransactionRow,
     request: &AuthorizationRequest,
-    amount_minor: i64,
+    amount_minor: MinorUnits,
 ) -> Result<CardTransactionRow, StepError> {
     let funding = funding_account(env, state).await?;
     let entry = Entry {
@@ -306,7 +306,7 @@ pub(super) async fn clear(
     mut state: CardState,
     event_id: String,
     authorization_id: String,
-    amount_minor: Option<i64>,
+    amount_minor: Option<MinorUnits>,
 ) -> Step {
     let asked_minor = amount_minor;
     let event = |held_minor| Event::Clear {
@@ -332,11 +332,11 @@ pub(super) async fn clear(
     };
     let held = authorization.hold_minor;
     if amount_minor.is_some_and(|asked| asked > held) {
-        tracing::warn!(card = %state.row.id, %authorization_id, asked = ?amount_minor, held, "clearing above the hold cleared at the hold");
+        tracing::warn!(card = %state.row.id, %authorization_id, asked = ?amount_minor, %held, "clearing above the hold cleared at the hold");
     }
     let funding = funding_account(env, &mut state).await?;
     let mut plan = Plan::default();
-    let mut cleared_minor = 0;
+    let mut cleared_minor = MinorUnits::ZERO;
     let mut ledger_transaction_id = None;
     for effect in effects {
         match effect {

@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 
 use super::{ProviderError, RequestKeys};
+use tern_schema::money::MinorUnits;
 
 /// The only next-action type the acquirer reports for a 3DS challenge.
 pub const NEXT_ACTION_REDIRECT_TO_URL: &str = "redirect_to_url";
@@ -10,7 +11,7 @@ pub const NEXT_ACTION_REDIRECT_TO_URL: &str = "redirect_to_url";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChargeRequest {
     pub keys: RequestKeys,
-    pub amount_minor: i64,
+    pub amount_minor: MinorUnits,
     /// ISO 4217, upper case.
     pub currency: String,
     /// Payment-method token (`pm_card_visa`, ...).
@@ -45,7 +46,7 @@ pub enum ChargeOutcome {
 pub struct RefundRequest {
     pub keys: RequestKeys,
     pub charge_id: String,
-    pub amount_minor: i64,
+    pub amount_minor: MinorUnits,
     pub currency: String,
 }
 

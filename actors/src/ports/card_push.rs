@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 
 use super::{ProviderError, RequestKeys};
+use tern_schema::money::MinorUnits;
 
 /// ISO 8583 action code of an approval.
 pub const ACTION_CODE_APPROVED: &str = "00";
@@ -13,7 +14,7 @@ pub const ACTION_CODE_RETRY: &str = "91";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PushRequest {
     pub keys: RequestKeys,
-    pub amount_minor: i64,
+    pub amount_minor: MinorUnits,
     pub currency: String,
     /// Destination card token (`tok_...`).
     pub destination: String,
@@ -46,7 +47,7 @@ pub struct ReversalRequest {
     pub keys: RequestKeys,
     /// The 15-digit transaction identifier of the push being reversed.
     pub original_transaction_identifier: String,
-    pub amount_minor: i64,
+    pub amount_minor: MinorUnits,
     pub currency: String,
 }
 

@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 
 use super::{ProviderError, RequestKeys};
+use tern_schema::money::MinorUnits;
 
 pub use tern_schema::vocabulary::{Asset, Network};
 
@@ -13,7 +14,7 @@ pub struct PayoutRequest {
     pub wallet: String,
     pub asset: Asset,
     /// Six decimals: 1 USDT is 1_000_000.
-    pub amount_minor: i64,
+    pub amount_minor: MinorUnits,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,7 +9,7 @@ pub mod pricing;
 use std::time::Duration;
 
 use tern_schema::models::QuoteRow;
-use tern_schema::money::Currency;
+use tern_schema::money::{Currency, MinorUnits};
 use tern_schema::types::utc_now;
 use tern_schema::vocabulary::MerchantId;
 use tern_schema::{Db, Plan, PlanError, RowWrite, StoreError};
@@ -97,13 +97,13 @@ pub async fn create(
         id: new_id(),
         merchant_id: request.merchant_id,
         send_currency: request.send_currency.code.to_owned(),
-        send_amount_minor: request.send_amount_minor,
+        send_amount_minor: MinorUnits::new(request.send_amount_minor),
         receive_asset: request.receive_asset,
         receive_network: request.receive_network,
         rate: input.rate.to_string(),
-        platform_fee_minor: price.platform_fee_minor,
-        network_fee_minor: price.network_fee_minor,
-        receive_amount_minor: price.receive_minor,
+        platform_fee_minor: MinorUnits::new(price.platform_fee_minor),
+        network_fee_minor: MinorUnits::new(price.network_fee_minor),
+        receive_amount_minor: MinorUnits::new(price.receive_minor),
         request_id: request.request_id,
         created_at,
         expires_at,

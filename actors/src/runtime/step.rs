@@ -147,6 +147,7 @@ impl<R: VersionedRow> Step<R> {
 mod tests {
     use super::*;
     use tern_schema::models::SettlementIntent;
+    use tern_schema::money::MinorUnits;
     use tern_schema::vocabulary::{AccountId, MerchantId, SettlementKey, SettlementMethod};
 
     fn row() -> SettlementRow {
@@ -156,7 +157,7 @@ mod tests {
                 idempotency_key: SettlementKey::new("k"),
                 method: SettlementMethod::CardPush,
                 currency: "USD".into(),
-                amount_minor: 100,
+                amount_minor: MinorUnits::new(100),
                 asset: None,
                 source: "acc".into(),
                 destination: "tok".into(),

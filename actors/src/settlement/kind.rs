@@ -9,7 +9,6 @@ use serde_json::json;
 use tern_schema::audit::{AuditActor, AuditRecord};
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, Phase, SystemAccount};
 use tern_schema::models::SettlementRow;
-use tern_schema::money::MinorUnits;
 use tern_schema::plan::{LedgerWrite, Plan};
 use tern_schema::store::settlements;
 use tern_schema::vocabulary::{AccountId, MerchantId, SettlementKey};
@@ -539,13 +538,13 @@ fn record(
             Line {
                 account_id: AccountId::new(row.source.as_str()),
                 direction: source_side,
-                amount_minor: MinorUnits::new(row.amount_minor),
+                amount_minor: row.amount_minor,
                 currency: row.currency.clone(),
             },
             Line {
                 account_id: system,
                 direction: other_side,
-                amount_minor: MinorUnits::new(row.amount_minor),
+                amount_minor: row.amount_minor,
                 currency: row.currency.clone(),
             },
         ],

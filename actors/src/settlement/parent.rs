@@ -40,6 +40,7 @@ impl Parents {
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
+    use tern_schema::money::MinorUnits;
 
     use tern_schema::models::SettlementIntent;
     use tern_schema::types::utc_now;
@@ -75,7 +76,7 @@ mod tests {
                 idempotency_key: SettlementKey::new(key),
                 method: tern_schema::vocabulary::SettlementMethod::CardCharge,
                 currency: "USD".into(),
-                amount_minor: 100,
+                amount_minor: MinorUnits::new(100),
                 asset: None,
                 source: "acc".into(),
                 destination: "pm_card_visa".into(),

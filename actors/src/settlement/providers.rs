@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use chrono::{Duration, Utc};
 use tern_schema::models::SettlementRow;
+use tern_schema::money::MinorUnits;
 use tern_schema::money::{Currency, CurrencyKind};
 
 use super::machine::{Event, Execution, Method};
@@ -20,7 +21,8 @@ const STABLECOIN_UNITS_PER_CENT: i64 = 10_000;
 /// Most USD cents a direct on_chain settlement may pay: its payout in
 /// micro-units must fit int64 (decisions §2), so larger amounts are refused
 /// at creation.
-pub const ON_CHAIN_USD_MAX_MINOR: i64 = i64::MAX / STABLECOIN_UNITS_PER_CENT;
+pub const ON_CHAIN_USD_MAX_MINOR: MinorUnits =
+    MinorUnits::new(i64::MAX / STABLECOIN_UNITS_PER_CENT);
 
 /// The providers a settlement reaches, behind their ports.
 #[derive(Clone)]
@@ -363,9 +365,9 @@ fn nothing_found() -> ReversalAnswer {
 /// [`ON_CHAIN_USD_MAX_MINOR`] (refused at creation, so never sent).
 pub fn payout_amount(
     currency: &str,
-    amount_minor: i64,
+    amount_minor: MinorUnits,
     asset: Option<Asset>,
-) -> Result<(Asset, i64), &'static str> {
+) -> Result<(Asset, MinorUnits), &'static str> {
     match Currency::find(currency) {
         Some(found) if found.kind == CurrencyKind::Asset => Asset::parse(found.code)
             .map(|asset| (asset, amount_minor))
@@ -373,8 +375,9 @@ pub fn payout_amount(
         _ => {
             let asset = asset.unwrap_or(Asset::Usdc);
             amount_minor
+                .get()
                 .checked_mul(STABLECOIN_UNITS_PER_CENT)
-                .map(|micro| (asset, micro))
+                .map(|micro| (asset, MinorUnits::new(micro)))
                 .ok_or("amount_too_large")
         }
     }
@@ -393,31 +396,35 @@ mod tests {
     #[test]
     fn asset_rows_are_paid_as_is_and_cents_are_converted() {
         assert_eq!(
-            payout_amount("USDT", 12_345_678, None),
-            Ok((Asset::Usdt, 12_345_678))
+            payout_amount("USDT", MinorUnits::new(12_345_678), None),
+            Ok((Asset::Usdt, MinorUnits::new(12_345_678)))
         );
         // The row's currency names the asset; a stray asset column does not.
         assert_eq!(
-            payout_amount("USDC", 1_000_000, Some(Asset::Usdt)),
-            Ok((Asset::Usdc, 1_000_000))
+            payout_amount("USDC", MinorUnits::new(1_000_000), Some(Asset::Usdt)),
+            Ok((Asset::Usdc, MinorUnits::new(1_000_000)))
         );
         assert_eq!(
-            payout_amount("USD", 1_050, Some(Asset::Usdt)),
-            Ok((Asset::Usdt, 10_500_000))
+            payout_amount("USD", MinorUnits::new(1_050), Some(Asset::Usdt)),
+            Ok((Asset::Usdt, MinorUnits::new(10_500_000)))
         );
         assert_eq!(
-            payout_amount("USD", 1_050, None),
-            Ok((Asset::Usdc, 10_500_000))
+            payout_amount("USD", MinorUnits::new(1_050), None),
+            Ok((Asset::Usdc, MinorUnits::new(10_500_000)))
         );
         assert_eq!(
             payout_amount("USD", ON_CHAIN_USD_MAX_MINOR, None),
             Ok((
                 Asset::Usdc,
-                ON_CHAIN_USD_MAX_MINOR * STABLECOIN_UNITS_PER_CENT
+                MinorUnits::new(ON_CHAIN_USD_MAX_MINOR.get() * STABLECOIN_UNITS_PER_CENT)
             ))
         );
         assert_eq!(
-            payout_amount("USD", ON_CHAIN_USD_MAX_MINOR + 1, None),
+            payout_amount(
+                "USD",
+                MinorUnits::new(ON_CHAIN_USD_MAX_MINOR.get() + 1),
+                None
+            ),
             Err("amount_too_large"),
             "never saturated into a wrong payout"
         );

@@ -93,6 +93,7 @@ mod tests {
     use super::*;
     use crate::settlement::machine::{Method, Reversal, Status};
     use tern_schema::models::SettlementIntent;
+    use tern_schema::money::MinorUnits;
     use tern_schema::types::utc_now;
 
     pub(crate) fn row() -> SettlementRow {
@@ -102,7 +103,7 @@ mod tests {
                 idempotency_key: SettlementKey::new("k"),
                 method: Method::CardPush,
                 currency: "USD".into(),
-                amount_minor: 100,
+                amount_minor: MinorUnits::new(100),
                 asset: None,
                 source: "acc".into(),
                 destination: "tok_x".into(),

@@ -7,7 +7,6 @@ use tern_schema::audit::{AuditActor, AuditRecord};
 use tern_schema::idempotency::{self, KeyUse};
 use tern_schema::ledger::{self, Direction, Entry, LedgerError, Line, SystemAccount};
 use tern_schema::models::{SettlementIntent, SettlementRow};
-use tern_schema::money::MinorUnits;
 use tern_schema::plan::{FundingSource, Plan};
 use tern_schema::store::settlements;
 use tern_schema::types::utc_now;
@@ -272,13 +271,13 @@ fn hold_of(row: &mut SettlementRow, method: Method) -> (String, Entry) {
             Line {
                 account_id: AccountId::new(row.source.as_str()),
                 direction: source_side,
-                amount_minor: MinorUnits::new(row.amount_minor),
+                amount_minor: row.amount_minor,
                 currency: row.currency.clone(),
             },
             Line {
                 account_id: system,
                 direction: system_side,
-                amount_minor: MinorUnits::new(row.amount_minor),
+                amount_minor: row.amount_minor,
                 currency: row.currency.clone(),
             },
         ],

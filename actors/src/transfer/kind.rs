@@ -570,6 +570,7 @@ mod tests {
 
     mod settlement_rows {
         use tern_schema::models::{SettlementIntent, SettlementRow};
+        use tern_schema::money::MinorUnits;
         use tern_schema::vocabulary::{MerchantId, SettlementKey};
 
         pub fn row() -> SettlementRow {
@@ -579,7 +580,7 @@ mod tests {
                     idempotency_key: SettlementKey::new("k"),
                     method: tern_schema::vocabulary::SettlementMethod::CardCharge,
                     currency: "EUR".into(),
-                    amount_minor: 100,
+                    amount_minor: MinorUnits::new(100),
                     asset: None,
                     source: "sys_transfer_clearing_eur".into(),
                     destination: "pm_card_visa".into(),

@@ -16,11 +16,16 @@ use tern_schema::plan::{LedgerWrite, Plan};
 pub fn conversion_lines(row: &TransferRow) -> Vec<Line> {
     let fiat = row.send_currency.as_str();
     let asset = row.receive_asset.as_str();
-    let converted = row.send_amount_minor - row.platform_fee_minor - row.network_fee_minor;
+    // The quote priced what is left after the fees as positive; a row that
+    // says otherwise makes a line the ledger refuses, never a wrapped one.
+    let converted = row
+        .send_amount_minor
+        .saturating_sub(row.platform_fee_minor)
+        .saturating_sub(row.network_fee_minor);
     let line = |account: SystemAccount, currency: &str, direction, amount_minor| Line {
         account_id: account.account_id(currency),
         direction,
-        amount_minor: MinorUnits::new(amount_minor),
+        amount_minor,
         currency: currency.to_owned(),
     };
     let candidates = [
@@ -132,9 +137,9 @@ mod tests {
             .filter(|l| l.currency == "EUR" && l.direction == Direction::Credit)
             .map(|l| l.amount_minor.get())
             .sum();
-        assert_eq!(fiat_out, row.send_amount_minor);
+        assert_eq!(fiat_out, row.send_amount_minor.get());
 
-        row.network_fee_minor = 0;
+        row.network_fee_minor = MinorUnits::ZERO;
         let lines = conversion_lines(&row);
         assert_eq!(lines.len(), 5);
         check_balanced(&lines).expect("balanced without a network fee");

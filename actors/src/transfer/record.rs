@@ -62,6 +62,7 @@ pub fn apply_state(row: &TransferRow, state: &State) -> TransferRow {
 pub(crate) mod tests {
     use super::*;
     use crate::transfer::machine::{LegStatus, Status};
+    use tern_schema::money::MinorUnits;
     use tern_schema::types::utc_now;
     use tern_schema::vocabulary::{Asset, MerchantId, Network, SettlementKey};
 
@@ -76,13 +77,13 @@ pub(crate) mod tests {
             card_pm: "pm_card_visa".into(),
             wallet: "0x52908400098527886E0F7030069857D2E4169EE7".into(),
             send_currency: "EUR".into(),
-            send_amount_minor: 10_000,
+            send_amount_minor: MinorUnits::new(10_000),
             receive_asset: Asset::Usdc,
             receive_network: Network::Polygon,
-            receive_amount_minor: 105_858_000,
+            receive_amount_minor: MinorUnits::new(105_858_000),
             rate: "1.08".into(),
-            platform_fee_minor: 100,
-            network_fee_minor: 5,
+            platform_fee_minor: MinorUnits::new(100),
+            network_fee_minor: MinorUnits::new(5),
             status: Status::Pending,
             leg1_key: SettlementKey::new("l1"),
             leg1_status: LegStatus::NotStarted,

@@ -8,6 +8,7 @@ use diesel::sql_types::BigInt;
 use diesel_async::RunQueryDsl;
 
 use crate::models::{CardRow, CardTransactionRow, CardWalletTokenRow};
+use crate::money::MinorUnits;
 use crate::schema::{card_transactions, card_wallet_tokens, cards};
 use crate::store::cached::Cached;
 use crate::{dispatch, StoreResult, Tx};
@@ -253,7 +254,7 @@ pub async fn approved_since(
     card_id: &CardId,
     since: NaiveDateTime,
     channel: Option<Channel>,
-) -> StoreResult<i64> {
+) -> StoreResult<MinorUnits> {
     let spent = dispatch!(tx, conn => {
         let mut query = card_transactions::table
             .filter(card_transactions::card_id.eq(card_id))
@@ -267,20 +268,20 @@ pub async fn approved_since(
         // SUM of a bigint is numeric on PostgreSQL; the cast keeps one type.
         query
             .select(sql::<BigInt>("CAST(COALESCE(SUM(amount_minor), 0) AS BIGINT)"))
-            .first::<i64>(conn)
+            .first::<MinorUnits>(conn)
             .await
     })?;
     Ok(spent)
 }
 
 /// The amount the card's open authorizations hold.
-pub async fn held(tx: &mut Tx<'_>, card_id: &CardId) -> StoreResult<i64> {
+pub async fn held(tx: &mut Tx<'_>, card_id: &CardId) -> StoreResult<MinorUnits> {
     let held = dispatch!(tx, conn => card_transactions::table
         .filter(card_transactions::card_id.eq(card_id))
         .filter(card_transactions::kind.eq(CardTransactionKind::Authorization))
         .filter(card_transactions::status.eq(CardTransactionStatus::Approved))
         .select(sql::<BigInt>("CAST(COALESCE(SUM(hold_minor), 0) AS BIGINT)"))
-        .first::<i64>(conn)
+        .first::<MinorUnits>(conn)
         .await)?;
     Ok(held)
 }

@@ -8,6 +8,7 @@ use tern_actors::card::machine::Limits as CardLimits;
 use tern_actors::card::program;
 use tern_actors::ports::Wallet as WalletKind;
 use tern_schema::models::{CardRow, CardTransactionRow, CardWalletTokenRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::snapshot;
 use tern_schema::store::cards as store;
 use tern_schema::store::ledger as ledger_store;
@@ -61,10 +62,10 @@ pub struct Limits {
 impl From<CardLimits> for Limits {
     fn from(limits: CardLimits) -> Self {
         Limits {
-            daily_spend_minor: limits.daily_spend_minor,
-            monthly_spend_minor: limits.monthly_spend_minor,
-            per_transaction_minor: limits.per_transaction_minor,
-            atm_daily_minor: limits.atm_daily_minor,
+            daily_spend_minor: limits.daily_spend_minor.map(MinorUnits::get),
+            monthly_spend_minor: limits.monthly_spend_minor.map(MinorUnits::get),
+            per_transaction_minor: limits.per_transaction_minor.map(MinorUnits::get),
+            atm_daily_minor: limits.atm_daily_minor.map(MinorUnits::get),
             online_enabled: limits.online_enabled,
             international_enabled: limits.international_enabled,
             atm_enabled: limits.atm_enabled,
@@ -103,13 +104,18 @@ pub struct LimitsPatch {
     pub atm_enabled: Option<bool>,
 }
 
+/// A limit as asked (absent: unchanged; null: no limit), in minor units.
+fn minor_units(limit: Option<i64>) -> Option<MinorUnits> {
+    limit.map(MinorUnits::new)
+}
+
 impl From<LimitsPatch> for tern_actors::card::LimitsPatch {
     fn from(patch: LimitsPatch) -> Self {
         tern_actors::card::LimitsPatch {
-            per_transaction_minor: patch.per_transaction_minor,
-            daily_spend_minor: patch.daily_spend_minor,
-            monthly_spend_minor: patch.monthly_spend_minor,
-            atm_daily_minor: patch.atm_daily_minor,
+            per_transaction_minor: patch.per_transaction_minor.map(minor_units),
+            daily_spend_minor: patch.daily_spend_minor.map(minor_units),
+            monthly_spend_minor: patch.monthly_spend_minor.map(minor_units),
+            atm_daily_minor: patch.atm_daily_minor.map(minor_units),
             online_enabled: patch.online_enabled,
             international_enabled: patch.international_enabled,
             atm_enabled: patch.atm_enabled,
@@ -298,7 +304,7 @@ pub async fn balances(tx: &mut Tx<'_>, row: &CardRow) -> StoreResult<CardBalance
     let Some(account) = account else {
         return Ok(CardBalances::default());
     };
-    let hold = store::held(tx, &row.id).await?;
+    let hold = store::held(tx, &row.id).await?.get();
     let balance = account.posted_credits_minor - account.posted_debits_minor;
     Ok(CardBalances {
         balance_minor: balance,
@@ -394,7 +400,7 @@ pub fn event(row: &CardTransactionRow) -> CardEvent {
         status: row.status.as_str().to_owned(),
         currency: row.currency.clone(),
         description,
-        amount_minor: row.amount_minor,
+        amount_minor: row.amount_minor.get(),
         occurred_at: as_utc(row.created_at),
     }
 }
@@ -408,10 +414,10 @@ pub fn transaction(row: CardTransactionRow) -> Transaction {
         merchant: row.merchant_name,
         mcc: row.mcc,
         kind: row.kind.as_str().to_owned(),
-        amount_minor: row.amount_minor,
+        amount_minor: row.amount_minor.get(),
         authorization_id: row.authorization_id,
         decline_reason: row.decline_reason.map(|reason| reason.as_str().to_owned()),
-        hold_minor: row.hold_minor,
+        hold_minor: row.hold_minor.get(),
         created_at: as_utc(row.created_at),
     }
 }

@@ -5,6 +5,7 @@
 //! the database refuses a second authorization row under the id.
 
 use serde_json::{json, Value};
+use tern_schema::money::MinorUnits;
 use tern_schema::store::cards as store;
 use tern_schema::vocabulary::{CardId, CardTransactionKind, CardTransactionStatus};
 
@@ -104,7 +105,7 @@ async fn the_database_refuses_a_second_authorization_under_one_id() {
     clearing.id = format!("ctx_{}", uuid::Uuid::now_v7().simple());
     clearing.kind = CardTransactionKind::Clear;
     clearing.status = CardTransactionStatus::Posted;
-    clearing.hold_minor = 0;
+    clearing.hold_minor = MinorUnits::ZERO;
     let inserted: Result<(), tern_schema::StoreError> =
         tern_schema::write_tx!(app.state.db, |tx| store::insert_transaction(tx, &clearing)
             .await);

@@ -11,6 +11,7 @@ use tern_actors::settlement::record::entity_id as settlement_entity_id;
 use tern_actors::transfer::{self, legs, Created, NewTransfer};
 use tern_schema::audit::AuditActor;
 use tern_schema::models::{SettlementIntent, SettlementRow, TransferRow};
+use tern_schema::money::MinorUnits;
 use tern_schema::store::{settlements, transfers};
 use tern_schema::types::utc_now;
 use tern_schema::vocabulary::{SettlementKey, TransferId};
@@ -206,7 +207,7 @@ async fn foreign_settlement(app: &TestApp, merchant: &Merchant, key: &str) {
         idempotency_key: SettlementKey::new(key),
         method: tern_schema::vocabulary::SettlementMethod::CardCharge,
         currency: "USD".into(),
-        amount_minor: 500,
+        amount_minor: MinorUnits::new(500),
         asset: None,
         source: funding_account(app, merchant, "USD").await,
         destination: "pm_card_visa".into(),

@@ -83,7 +83,7 @@ impl CardAcquirer for HttpCardAcquirer {
     #[tracing::instrument(skip_all, fields(key = %request.keys.idempotency_key, settlement_key = %request.keys.settlement_key))]
     async fn charge(&self, request: &ChargeRequest) -> Result<ChargeOutcome, ProviderError> {
         let body = wire::ChargeRequest {
-            amount_minor: request.amount_minor,
+            amount_minor: request.amount_minor.get(),
             currency: request.currency.clone(),
             payment_method: request.payment_method.clone(),
             off_session: request.off_session,
@@ -100,7 +100,7 @@ impl CardAcquirer for HttpCardAcquirer {
     async fn refund(&self, request: &RefundRequest) -> Result<RefundOutcome, ProviderError> {
         let body = wire::RefundRequest {
             charge_id: request.charge_id.clone(),
-            amount_minor: request.amount_minor,
+            amount_minor: request.amount_minor.get(),
             currency: request.currency.clone(),
             metadata: metadata(&request.keys.settlement_key),
         };

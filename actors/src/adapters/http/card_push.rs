@@ -89,7 +89,7 @@ impl CardPush for HttpCardPush {
     #[tracing::instrument(skip_all, fields(key = %request.keys.idempotency_key, settlement_key = %request.keys.settlement_key))]
     async fn push(&self, request: &PushRequest) -> Result<PushOutcome, ProviderError> {
         let body = wire::PushRequest {
-            amount_minor: request.amount_minor,
+            amount_minor: request.amount_minor.get(),
             currency: request.currency.clone(),
             destination: request.destination.clone(),
             recipient_name: request.recipient_name.clone(),
@@ -108,7 +108,7 @@ impl CardPush for HttpCardPush {
     async fn reverse(&self, request: &ReversalRequest) -> Result<ReversalOutcome, ProviderError> {
         let body = wire::ReversalRequest {
             original_transaction_identifier: request.original_transaction_identifier.clone(),
-            amount_minor: request.amount_minor,
+            amount_minor: request.amount_minor.get(),
             currency: request.currency.clone(),
             metadata: wire::Metadata {
                 settlement_key: request.keys.settlement_key.clone(),

@@ -44,7 +44,7 @@ impl Custodian for HttpCustodian {
         let body = wire::PayoutRequest {
             wallet: request.wallet.clone(),
             asset: request.asset.as_str().to_owned(),
-            amount_minor: request.amount_minor,
+            amount_minor: request.amount_minor.get(),
             metadata: wire::Metadata {
                 settlement_key: request.keys.settlement_key.clone(),
             },

@@ -1,6 +1,8 @@
 //! How much of an authorization's hold a reversal releases (decisions
 //! §10): what it names, never more than is held.
 
+use tern_schema::money::MinorUnits;
+
 /// What a reversal of `asked_minor` (absent: the rest) does to a hold of
 /// `held_minor`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -9,28 +11,29 @@ pub enum Release {
     Nothing,
     /// Part of the hold goes back; the rest stays held.
     Part {
-        released_minor: i64,
-        remaining_minor: i64,
+        released_minor: MinorUnits,
+        remaining_minor: MinorUnits,
     },
     /// The whole hold goes back: a reversal of at least what is held.
-    All { released_minor: i64 },
+    All { released_minor: MinorUnits },
 }
 
-pub fn release(held_minor: i64, asked_minor: Option<i64>) -> Release {
-    if held_minor <= 0 {
+pub fn release(held_minor: MinorUnits, asked_minor: Option<MinorUnits>) -> Release {
+    if !held_minor.is_positive() {
         return Release::Nothing;
     }
     match asked_minor {
         None => Release::All {
             released_minor: held_minor,
         },
-        Some(asked) if asked <= 0 => Release::Nothing,
+        Some(asked) if !asked.is_positive() => Release::Nothing,
         Some(asked) if asked >= held_minor => Release::All {
             released_minor: held_minor,
         },
         Some(asked) => Release::Part {
             released_minor: asked,
-            remaining_minor: held_minor - asked,
+            // 0 < asked < held: no overflow.
+            remaining_minor: held_minor.saturating_sub(asked),
         },
     }
 }
@@ -41,11 +44,13 @@ mod tests {
 
     #[test]
     fn a_reversal_releases_what_it_names_and_never_more_than_is_held() {
-        let part = |released_minor, remaining_minor| Release::Part {
-            released_minor,
-            remaining_minor,
+        let part = |released: i64, remaining: i64| Release::Part {
+            released_minor: MinorUnits::new(released),
+            remaining_minor: MinorUnits::new(remaining),
         };
-        let all = |released_minor| Release::All { released_minor };
+        let all = |released: i64| Release::All {
+            released_minor: MinorUnits::new(released),
+        };
         let table = [
             // (held, asked) -> release
             (2_000, None, all(2_000)),
@@ -65,7 +70,7 @@ mod tests {
         ];
         for (held, asked, expected) in table {
             assert_eq!(
-                release(held, asked),
+                release(MinorUnits::new(held), asked.map(MinorUnits::new)),
                 expected,
                 "held {held}, asked {asked:?}"
             );
@@ -76,15 +81,20 @@ mod tests {
     fn what_a_release_takes_and_leaves_adds_up_to_the_hold() {
         for held in [1, 2, 7, 1_000, 250_000] {
             for asked in [None, Some(1), Some(held / 2), Some(held), Some(held + 1)] {
-                match release(held, asked) {
+                match release(MinorUnits::new(held), asked.map(MinorUnits::new)) {
                     Release::Part {
                         released_minor,
                         remaining_minor,
                     } => {
-                        assert!(released_minor > 0 && remaining_minor > 0);
-                        assert_eq!(released_minor + remaining_minor, held);
+                        assert!(released_minor.is_positive() && remaining_minor.is_positive());
+                        assert_eq!(
+                            released_minor.checked_add(remaining_minor),
+                            Some(MinorUnits::new(held))
+                        );
                     }
-                    Release::All { released_minor } => assert_eq!(released_minor, held),
+                    Release::All { released_minor } => {
+                        assert_eq!(released_minor, MinorUnits::new(held))
+                    }
                     Release::Nothing => assert_eq!(asked, Some(0), "held {held}"),
                 }
             }

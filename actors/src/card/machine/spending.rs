@@ -3,6 +3,8 @@
 
 use chrono::{Datelike, NaiveDate, NaiveDateTime};
 
+use tern_schema::money::MinorUnits;
+
 use super::status::Status;
 
 pub use tern_schema::vocabulary::{Channel, Decline};
@@ -10,10 +12,10 @@ pub use tern_schema::vocabulary::{Channel, Decline};
 /// The card's controls (decisions §10). `None` amounts are no limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Limits {
-    pub per_transaction_minor: Option<i64>,
-    pub daily_spend_minor: Option<i64>,
-    pub monthly_spend_minor: Option<i64>,
-    pub atm_daily_minor: Option<i64>,
+    pub per_transaction_minor: Option<MinorUnits>,
+    pub daily_spend_minor: Option<MinorUnits>,
+    pub monthly_spend_minor: Option<MinorUnits>,
+    pub atm_daily_minor: Option<MinorUnits>,
     pub online_enabled: bool,
     pub international_enabled: bool,
     pub atm_enabled: bool,
@@ -33,7 +35,7 @@ impl Limits {
 }
 
 /// Largest spend limit accepted (decisions §10).
-pub const LIMIT_MAX_MINOR: i64 = 1_000_000_000_000;
+pub const LIMIT_MAX_MINOR: MinorUnits = MinorUnits::new(1_000_000_000_000);
 
 /// Why a set of limits is refused, per field (422 with field errors).
 pub fn check_limits(limits: &Limits) -> Vec<(&'static str, String)> {
@@ -46,7 +48,7 @@ pub fn check_limits(limits: &Limits) -> Vec<(&'static str, String)> {
     ];
     for (field, value) in fields {
         if let Some(value) = value {
-            if !(0..=LIMIT_MAX_MINOR).contains(&value) {
+            if !(MinorUnits::ZERO..=LIMIT_MAX_MINOR).contains(&value) {
                 errors.push((field, format!("must be between 0 and {LIMIT_MAX_MINOR}")));
             }
         }
@@ -92,18 +94,18 @@ pub fn check_limits(limits: &Limits) -> Vec<(&'static str, String)> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Spend {
     pub day: NaiveDate,
-    pub day_minor: i64,
-    pub atm_day_minor: i64,
-    pub month_minor: i64,
+    pub day_minor: MinorUnits,
+    pub atm_day_minor: MinorUnits,
+    pub month_minor: MinorUnits,
 }
 
 impl Spend {
     pub fn empty(at: NaiveDateTime) -> Spend {
         Spend {
             day: at.date(),
-            day_minor: 0,
-            atm_day_minor: 0,
-            month_minor: 0,
+            day_minor: MinorUnits::ZERO,
+            atm_day_minor: MinorUnits::ZERO,
+            month_minor: MinorUnits::ZERO,
         }
     }
 
@@ -116,14 +118,18 @@ impl Spend {
         let same_month = today.year() == self.day.year() && today.month() == self.day.month();
         Spend {
             day: today,
-            day_minor: 0,
-            atm_day_minor: 0,
-            month_minor: if same_month { self.month_minor } else { 0 },
+            day_minor: MinorUnits::ZERO,
+            atm_day_minor: MinorUnits::ZERO,
+            month_minor: if same_month {
+                self.month_minor
+            } else {
+                MinorUnits::ZERO
+            },
         }
     }
 
     /// The windows after approving `amount` on `channel` at `at`.
-    pub fn add(self, at: NaiveDateTime, amount_minor: i64, channel: Channel) -> Spend {
+    pub fn add(self, at: NaiveDateTime, amount_minor: MinorUnits, channel: Channel) -> Spend {
         let mut next = self.at(at);
         next.day_minor = next.day_minor.saturating_add(amount_minor);
         next.month_minor = next.month_minor.saturating_add(amount_minor);
@@ -147,7 +153,7 @@ pub fn window_starts(at: NaiveDateTime) -> (NaiveDateTime, NaiveDateTime) {
 /// An authorization request as the card sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Authorization {
-    pub amount_minor: i64,
+    pub amount_minor: MinorUnits,
     pub currency: String,
     pub channel: Channel,
     /// ISO 3166-1 alpha-2 of the merchant.
@@ -191,7 +197,7 @@ pub fn decide(
     if request.currency != card_currency {
         return Err(Decline::CurrencyMismatch);
     }
-    if request.amount_minor <= 0 {
+    if !request.amount_minor.is_positive() {
         return Err(Decline::InvalidAmount);
     }
     match request.channel {
@@ -205,7 +211,8 @@ pub fn decide(
         return Err(Decline::InternationalDisabled);
     }
     let amount = request.amount_minor;
-    let over = |limit: Option<i64>, total: i64| limit.is_some_and(|limit| total > limit);
+    let over =
+        |limit: Option<MinorUnits>, total: MinorUnits| limit.is_some_and(|limit| total > limit);
     if over(limits.per_transaction_minor, amount) {
         return Err(Decline::PerTransactionLimit);
     }
@@ -245,7 +252,7 @@ mod tests {
 
     fn request(amount_minor: i64, channel: Channel, country: &str) -> Authorization {
         Authorization {
-            amount_minor,
+            amount_minor: MinorUnits::new(amount_minor),
             currency: "USD".into(),
             channel,
             country: country.into(),
@@ -258,15 +265,15 @@ mod tests {
         let now = at("2026-11-25 12:00:00");
         let spent = Spend {
             day: now.date(),
-            day_minor: 900,
-            atm_day_minor: 100,
-            month_minor: 4_000,
+            day_minor: MinorUnits::new(900),
+            atm_day_minor: MinorUnits::new(100),
+            month_minor: MinorUnits::new(4_000),
         };
         let limited = Limits {
-            per_transaction_minor: Some(500),
-            daily_spend_minor: Some(1_000),
-            monthly_spend_minor: Some(4_200),
-            atm_daily_minor: Some(150),
+            per_transaction_minor: Some(MinorUnits::new(500)),
+            daily_spend_minor: Some(MinorUnits::new(1_000)),
+            monthly_spend_minor: Some(MinorUnits::new(4_200)),
+            atm_daily_minor: Some(MinorUnits::new(150)),
             ..Limits::OPEN
         };
         let pos = |amount| request(amount, Channel::Pos, "US");
@@ -413,11 +420,15 @@ mod tests {
     fn a_new_day_starts_the_daily_window_and_a_new_month_the_monthly_one() {
         let spend = Spend::empty(at("2026-11-30 10:00:00")).add(
             at("2026-11-30 10:00:00"),
-            700,
+            MinorUnits::new(700),
             Channel::Atm,
         );
         assert_eq!(
-            (spend.day_minor, spend.atm_day_minor, spend.month_minor),
+            (
+                spend.day_minor.get(),
+                spend.atm_day_minor.get(),
+                spend.month_minor.get()
+            ),
             (700, 700, 700)
         );
         let next_day = spend.at(at("2026-11-30 23:59:59"));
@@ -425,26 +436,33 @@ mod tests {
         let december = spend.at(at("2026-12-01 00:00:00"));
         assert_eq!(
             (
-                december.day_minor,
-                december.atm_day_minor,
-                december.month_minor
+                december.day_minor.get(),
+                december.atm_day_minor.get(),
+                december.month_minor.get()
             ),
             (0, 0, 0)
         );
         let same_month = Spend::empty(at("2026-11-02 10:00:00"))
-            .add(at("2026-11-02 10:00:00"), 300, Channel::Pos)
+            .add(
+                at("2026-11-02 10:00:00"),
+                MinorUnits::new(300),
+                Channel::Pos,
+            )
             .at(at("2026-11-03 00:00:00"));
-        assert_eq!((same_month.day_minor, same_month.month_minor), (0, 300));
+        assert_eq!(
+            (same_month.day_minor.get(), same_month.month_minor.get()),
+            (0, 300)
+        );
         // A window past its day counts nothing against today's limit.
         let limited = Limits {
-            daily_spend_minor: Some(1_000),
+            daily_spend_minor: Some(MinorUnits::new(1_000)),
             ..Limits::OPEN
         };
         let yesterday = Spend {
             day: at("2026-11-24 00:00:00").date(),
-            day_minor: 1_000,
-            atm_day_minor: 0,
-            month_minor: 1_000,
+            day_minor: MinorUnits::new(1_000),
+            atm_day_minor: MinorUnits::ZERO,
+            month_minor: MinorUnits::new(1_000),
         };
         assert_eq!(
             decide(
@@ -468,10 +486,10 @@ mod tests {
     #[test]
     fn limits_are_bounded_and_ordered() {
         let ok = Limits {
-            per_transaction_minor: Some(100),
-            daily_spend_minor: Some(100),
-            monthly_spend_minor: Some(100),
-            atm_daily_minor: Some(0),
+            per_transaction_minor: Some(MinorUnits::new(100)),
+            daily_spend_minor: Some(MinorUnits::new(100)),
+            monthly_spend_minor: Some(MinorUnits::new(100)),
+            atm_daily_minor: Some(MinorUnits::ZERO),
             ..Limits::OPEN
         };
         assert!(check_limits(&ok).is_empty());
@@ -483,8 +501,8 @@ mod tests {
         };
         assert_eq!(
             fields(Limits {
-                per_transaction_minor: Some(-1),
-                atm_daily_minor: Some(LIMIT_MAX_MINOR + 1),
+                per_transaction_minor: Some(MinorUnits::new(-1)),
+                atm_daily_minor: Some(MinorUnits::new(LIMIT_MAX_MINOR.get() + 1)),
                 ..Limits::OPEN
             }),
             ["per_transaction_minor", "atm_daily_minor"]
@@ -498,24 +516,24 @@ mod tests {
         );
         assert_eq!(
             fields(Limits {
-                per_transaction_minor: Some(200),
-                daily_spend_minor: Some(100),
+                per_transaction_minor: Some(MinorUnits::new(200)),
+                daily_spend_minor: Some(MinorUnits::new(100)),
                 ..Limits::OPEN
             }),
             ["per_transaction_minor"]
         );
         assert_eq!(
             fields(Limits {
-                daily_spend_minor: Some(200),
-                monthly_spend_minor: Some(100),
+                daily_spend_minor: Some(MinorUnits::new(200)),
+                monthly_spend_minor: Some(MinorUnits::new(100)),
                 ..Limits::OPEN
             }),
             ["daily_spend_minor"]
         );
         assert_eq!(
             fields(Limits {
-                per_transaction_minor: Some(200),
-                monthly_spend_minor: Some(100),
+                per_transaction_minor: Some(MinorUnits::new(200)),
+                monthly_spend_minor: Some(MinorUnits::new(100)),
                 ..Limits::OPEN
             }),
             ["per_transaction_minor"]

@@ -277,7 +277,7 @@ fn updates() {
 
 fn request(amount_minor: i64, channel: Channel) -> Authorization {
     Authorization {
-        amount_minor,
+        amount_minor: MinorUnits::new(amount_minor),
         currency: "USD".into(),
         channel,
         country: "US".into(),
@@ -296,7 +296,7 @@ fn authorize(request: Authorization) -> Event {
 fn authorizations() {
     let limited = State {
         limits: Limits {
-            per_transaction_minor: Some(500),
+            per_transaction_minor: Some(MinorUnits::new(500)),
             ..Limits::OPEN
         },
         ..card(S::Active)
@@ -307,12 +307,12 @@ fn authorizations() {
         (
             card(S::Active),
             authorize(request(100, Channel::Pos)),
-            hold(100),
+            hold(MinorUnits::new(100)),
         ),
         (
             limited.clone(),
             authorize(request(500, Channel::Pos)),
-            hold(500),
+            hold(MinorUnits::new(500)),
         ),
         (
             limited,
@@ -373,9 +373,9 @@ fn an_approval_counts_against_the_spend_windows_and_a_decline_does_not() {
     let (approved, _) = transition(&state, authorize(request(70, Channel::Atm))).unwrap();
     assert_eq!(
         (
-            approved.spend.day_minor,
-            approved.spend.atm_day_minor,
-            approved.spend.month_minor
+            approved.spend.day_minor.get(),
+            approved.spend.atm_day_minor.get(),
+            approved.spend.month_minor.get()
         ),
         (70, 70, 70)
     );
@@ -393,49 +393,54 @@ fn clearings() {
     check(vec![
         (
             active(),
-            clear(Some(100), None),
+            clear(Some(MinorUnits::new(100)), None),
             Ok((S::Active, vec![E::PostHold])),
         ),
         (
             active(),
-            clear(Some(100), Some(100)),
+            clear(Some(MinorUnits::new(100)), Some(MinorUnits::new(100))),
             Ok((S::Active, vec![E::PostHold])),
         ),
         // Above the hold clears at the hold.
         (
             active(),
-            clear(Some(100), Some(150)),
+            clear(Some(MinorUnits::new(100)), Some(MinorUnits::new(150))),
             Ok((S::Active, vec![E::PostHold])),
         ),
         (
             active(),
-            clear(Some(100), Some(40)),
+            clear(Some(MinorUnits::new(100)), Some(MinorUnits::new(40))),
             Ok((
                 S::Active,
-                vec![E::VoidHold, E::PostClearing { amount_minor: 40 }],
+                vec![
+                    E::VoidHold,
+                    E::PostClearing {
+                        amount_minor: MinorUnits::new(40),
+                    },
+                ],
             )),
         ),
         (
             active(),
-            clear(Some(100), Some(0)),
+            clear(Some(MinorUnits::new(100)), Some(MinorUnits::ZERO)),
             Ok((S::Active, vec![E::VoidHold])),
         ),
         (
             active(),
-            clear(None, Some(40)),
+            clear(None, Some(MinorUnits::new(40))),
             Ok((S::Active, vec![E::Ignore])),
         ),
         // A negative hold cannot be approved; were one read, the clearing
         // voids it rather than panicking inside the actor.
         (
             active(),
-            clear(Some(-5), Some(40)),
+            clear(Some(MinorUnits::new(-5)), Some(MinorUnits::new(40))),
             Ok((S::Active, vec![E::VoidHold])),
         ),
         // A card closed since still clears what it authorized.
         (
             card(S::Closed),
-            clear(Some(100), None),
+            clear(Some(MinorUnits::new(100)), None),
             Ok((S::Closed, vec![E::PostHold])),
         ),
     ]);
@@ -450,27 +455,37 @@ fn refunds() {
     check(vec![
         (
             card(S::Active),
-            refund(250, "USD"),
-            Ok((S::Active, vec![E::CreditRefund { amount_minor: 250 }])),
+            refund(MinorUnits::new(250), "USD"),
+            Ok((
+                S::Active,
+                vec![E::CreditRefund {
+                    amount_minor: MinorUnits::new(250),
+                }],
+            )),
         ),
         (
             card(S::Closed),
-            refund(250, "USD"),
-            Ok((S::Closed, vec![E::CreditRefund { amount_minor: 250 }])),
+            refund(MinorUnits::new(250), "USD"),
+            Ok((
+                S::Closed,
+                vec![E::CreditRefund {
+                    amount_minor: MinorUnits::new(250),
+                }],
+            )),
         ),
         (
             card(S::Active),
-            refund(250, "EUR"),
+            refund(MinorUnits::new(250), "EUR"),
             Ok((S::Active, vec![E::Ignore])),
         ),
         (
             card(S::Active),
-            refund(0, "USD"),
+            refund(MinorUnits::ZERO, "USD"),
             Ok((S::Active, vec![E::Ignore])),
         ),
         (
             card(S::Active),
-            refund(-5, "USD"),
+            refund(MinorUnits::new(-5), "USD"),
             Ok((S::Active, vec![E::Ignore])),
         ),
     ]);
@@ -482,24 +497,24 @@ fn reversals() {
         held_minor,
         asked_minor,
     };
-    let part = |released, remaining| {
+    let part = |released: i64, remaining: i64| {
         vec![
             E::VoidHold,
             E::HoldRest {
-                amount_minor: remaining,
+                amount_minor: MinorUnits::new(remaining),
             },
             E::RecordRelease {
-                amount_minor: released,
+                amount_minor: MinorUnits::new(released),
             },
         ]
     };
-    let all = |released| {
+    let all = |released: i64| {
         vec![
             E::VoidHold,
             E::EndAuthorization(CardTransactionStatus::Reversed),
             E::CancelExpiry,
             E::RecordRelease {
-                amount_minor: released,
+                amount_minor: MinorUnits::new(released),
             },
         ]
     };
@@ -508,54 +523,62 @@ fn reversals() {
         // The rest of the hold, or at least all of it: the hold ends.
         (
             card(S::Active),
-            reverse(Some(100), None),
+            reverse(Some(MinorUnits::new(100)), None),
             Ok((S::Active, all(100))),
         ),
         (
             card(S::Active),
-            reverse(Some(100), Some(100)),
+            reverse(Some(MinorUnits::new(100)), Some(MinorUnits::new(100))),
             Ok((S::Active, all(100))),
         ),
         (
             card(S::Active),
-            reverse(Some(100), Some(150)),
+            reverse(Some(MinorUnits::new(100)), Some(MinorUnits::new(150))),
             Ok((S::Active, all(100))),
         ),
         // Part of it: the rest is held anew.
         (
             card(S::Active),
-            reverse(Some(100), Some(40)),
+            reverse(Some(MinorUnits::new(100)), Some(MinorUnits::new(40))),
             Ok((S::Active, part(40, 60))),
         ),
         (
             card(S::Active),
-            reverse(Some(100), Some(99)),
+            reverse(Some(MinorUnits::new(100)), Some(MinorUnits::new(99))),
             Ok((S::Active, part(99, 1))),
         ),
         // Nothing asked, nothing held, or no open hold (unknown, cleared,
         // or reversed already: a replayed reversal under a new event id).
         (
             card(S::Active),
-            reverse(Some(100), Some(0)),
+            reverse(Some(MinorUnits::new(100)), Some(MinorUnits::ZERO)),
             ignored.clone(),
         ),
         (
             card(S::Active),
-            reverse(Some(100), Some(-5)),
+            reverse(Some(MinorUnits::new(100)), Some(MinorUnits::new(-5))),
             ignored.clone(),
         ),
-        (card(S::Active), reverse(Some(0), None), ignored.clone()),
-        (card(S::Active), reverse(None, Some(40)), ignored.clone()),
+        (
+            card(S::Active),
+            reverse(Some(MinorUnits::ZERO), None),
+            ignored.clone(),
+        ),
+        (
+            card(S::Active),
+            reverse(None, Some(MinorUnits::new(40))),
+            ignored.clone(),
+        ),
         (card(S::Active), reverse(None, None), ignored),
         // A hold is released whatever became of the card.
         (
             card(S::Frozen),
-            reverse(Some(100), None),
+            reverse(Some(MinorUnits::new(100)), None),
             Ok((S::Frozen, all(100))),
         ),
         (
             card(S::Closed),
-            reverse(Some(100), Some(40)),
+            reverse(Some(MinorUnits::new(100)), Some(MinorUnits::new(40))),
             Ok((S::Closed, part(40, 60))),
         ),
     ]);
@@ -574,13 +597,13 @@ fn hold_expiries() {
     check(vec![
         (
             card(S::Active),
-            expire(Some(100)),
-            Ok((S::Active, released(100))),
+            expire(Some(MinorUnits::new(100))),
+            Ok((S::Active, released(MinorUnits::new(100)))),
         ),
         (
             card(S::Closed),
-            expire(Some(1)),
-            Ok((S::Closed, released(1))),
+            expire(Some(MinorUnits::new(1))),
+            Ok((S::Closed, released(MinorUnits::new(1)))),
         ),
         // Cleared, reversed or expired already: a late firing does nothing.
         (
@@ -651,15 +674,15 @@ fn closed_is_terminal() {
         V::Operate(O::Unfreeze),
         authorize(request(1, Channel::Pos)),
         V::Clear {
-            held_minor: Some(1),
+            held_minor: Some(MinorUnits::new(1)),
             asked_minor: None,
         },
         V::Reverse {
-            held_minor: Some(1),
+            held_minor: Some(MinorUnits::new(1)),
             asked_minor: None,
         },
         V::ExpireHold {
-            held_minor: Some(1),
+            held_minor: Some(MinorUnits::new(1)),
         },
     ];
     for event in events {

@@ -160,7 +160,7 @@ fn versions_keys_and_timers_are_judged_per_plan() {
                 idempotency_key: SettlementKey::new(key),
                 method: crate::vocabulary::SettlementMethod::CardPush,
                 currency: "USD".into(),
-                amount_minor: 10,
+                amount_minor: MinorUnits::new(10),
                 asset: None,
                 source: FUNDING_ID.into(),
                 destination: "tok".into(),
