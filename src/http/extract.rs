@@ -106,8 +106,6 @@ async fn read_body(payload: &mut Payload) -> Result<Vec<u8>, ApiError> {
     Ok(body)
 }
 
-/// Parses JSON: text that is not JSON at all is 400; JSON of the wrong shape
-/// (types, missing or unknown fields) is 422 naming the field.
 /// Whether a JSON text holds a NUL character in a string: a `\u0000`
 /// escape whose backslash is not itself escaped (JSON cannot carry a raw
 /// NUL inside a string).
@@ -121,6 +119,8 @@ fn holds_nul(body: &[u8]) -> bool {
         .any(|(at, window)| window == b"\\u0000" && !escaped(at))
 }
 
+/// Parses JSON: text that is not JSON at all is 400; JSON of the wrong shape
+/// (types, missing or unknown fields) is 422 naming the field.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let deserializer = &mut serde_json::Deserializer::from_slice(body);
     match serde_path_to_error::deserialize::<_, T>(deserializer) {

@@ -259,14 +259,14 @@ pub async fn replay(
         .limits
         .check("webhook_write", caller.merchant_id.as_str())?;
     let transfer_id = match request.transfer_id {
-        Some(id) if !id.trim().is_empty() => TransferId::new(id),
+        Some(id) if !id.trim().is_empty() => id,
         _ => {
             let mut errors = FieldErrors::new();
             errors.insert("transfer_id".into(), "is required".into());
             return Err(ApiError::Validation(errors));
         }
     };
-    own_transfer(&state, &caller, &transfer_id).await?;
+    let transfer_id = own_transfer(&state, &caller, &transfer_id).await?;
     let command = EndpointCommand::Replay {
         transfer_id,
         actor: caller.actor(),
@@ -291,9 +291,14 @@ pub async fn replay(
     }
 }
 
-/// 404 unless the transfer is the caller's.
-async fn own_transfer(state: &AppState, caller: &Caller, id: &TransferId) -> Result<(), ApiError> {
-    let found = match TransferId::from_text(id.as_str()) {
+/// The caller's transfer named by `text`; 404 when it is not one (no
+/// lookup when the text cannot be a transfer id).
+async fn own_transfer(
+    state: &AppState,
+    caller: &Caller,
+    text: &str,
+) -> Result<TransferId, ApiError> {
+    let found = match TransferId::from_text(text) {
         Some(id) => {
             let mut pooled = state.db.get().await?;
             let mut tx = pooled.tx();
@@ -301,7 +306,7 @@ async fn own_transfer(state: &AppState, caller: &Caller, id: &TransferId) -> Res
         }
         None => None,
     };
-    caller.own(found, "transfer").map(|_| ())
+    caller.own(found, "transfer").map(|row| row.id)
 }
 
 fn delivery_view((event, attempts): (WebhookEventRow, Vec<WebhookAttemptRow>)) -> Delivery {

@@ -284,18 +284,18 @@ async fn replay(
         Some(id) => {
             let mut pooled = state.db.get().await?;
             let found = transfers::find(&mut pooled.tx(), &id).await?;
-            found.is_some_and(|row| row.merchant_id == merchant_id)
+            found.filter(|row| row.merchant_id == merchant_id)
         }
-        None => false,
+        None => None,
     };
-    if !owned {
+    let Some(owned) = owned else {
         return Ok(see_other(&format!(
             "/console?{}",
             Notice::NotFound { transfer_id }.query()
         )));
-    }
+    };
     let command = EndpointCommand::Replay {
-        transfer_id: TransferId::new(transfer_id.as_str()),
+        transfer_id: owned.id,
         actor: AuditActor::Console,
         request_id: request_id(&req),
     };
