@@ -1,0 +1,8 @@
+DROP TRIGGER settlements_asset_code_update;
+DROP TRIGGER settlements_asset_code_insert;
+DROP TRIGGER card_transactions_decline_reason_code_update;
+DROP TRIGGER card_transactions_decline_reason_code_insert;
+DROP TRIGGER cards_replaces_status_code_update;
+DROP TRIGGER cards_replaces_status_code_insert;
+DROP TRIGGER cards_wallet_status_code_update;
+DROP TRIGGER cards_wallet_status_code_insert;
