@@ -141,7 +141,7 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
                 return Err(ApiError::field("body", "must be a JSON object"));
             }
             if inner.is_data() && well_formed {
-                let (field, message) = describe_data_error(&path, &inner.to_string());
+                let (field, message) = describe_data_error(&path, &inner.to_string(), "body");
                 Err(ApiError::Validation(FieldErrors::from([(field, message)])))
             } else {
                 Err(ApiError::MalformedJson(format!(
@@ -153,8 +153,9 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 }
 
 /// Turns serde's message into a field name and a message without position
-/// noise. Missing and unknown fields are reported under their own name.
-fn describe_data_error(path: &str, message: &str) -> (String, String) {
+/// noise. Missing, unknown and repeated fields are reported under their own
+/// name; an error of the whole input under `whole` (`body`, `query`).
+fn describe_data_error(path: &str, message: &str, whole: &str) -> (String, String) {
     let message = message
         .split(" at line ")
         .next()
@@ -182,8 +183,16 @@ fn describe_data_error(path: &str, message: &str) -> (String, String) {
         };
         return (field, "is not a known field".to_owned());
     }
+    if let Some(name) = named("duplicate field `") {
+        let field = if path.ends_with(&name) {
+            path.to_owned()
+        } else {
+            join(path, name)
+        };
+        return (field, "is given more than once".to_owned());
+    }
     let field = if path.is_empty() || path == "." {
-        "body".to_owned()
+        whole.to_owned()
     } else {
         path.to_owned()
     };
@@ -204,7 +213,8 @@ impl<T: DeserializeOwned> FromRequest for Query<T> {
         ));
         let parsed = serde_path_to_error::deserialize::<_, T>(deserializer).map_err(|error| {
             let path = error.path().to_string();
-            let (field, message) = describe_data_error(&path, &error.into_inner().to_string());
+            let (field, message) =
+                describe_data_error(&path, &error.into_inner().to_string(), "query");
             ApiError::Validation(FieldErrors::from([(field, message)]))
         });
         ready(parsed.map(Query))

@@ -228,3 +228,36 @@ async fn nul_characters_are_refused_before_any_query() {
     .await;
     assert!(problem["errors"]["body"].is_string(), "{problem}");
 }
+
+/// A field given twice is 422 naming it, in a query string and in a body,
+/// not an error of the whole input.
+#[actix_web::test]
+async fn a_repeated_field_is_422_naming_it() {
+    let app = TestApp::spawn().await;
+    let merchant = app.merchant().await;
+    let problem = assert_problem(
+        app.get_as(&merchant, "/v1/transfers?status=succeeded&status=failed")
+            .await,
+        422,
+        "validation-error",
+    )
+    .await;
+    assert!(problem["errors"]["status"].is_string(), "{problem}");
+    let twice =
+        r#"{"organization_name": "A", "organization_name": "B", "email": "twice@example.com"}"#;
+    let problem = assert_problem(
+        app.post(REGISTER)
+            .header("content-type", "application/json")
+            .body(twice)
+            .send()
+            .await
+            .expect("req"),
+        422,
+        "validation-error",
+    )
+    .await;
+    assert!(
+        problem["errors"]["organization_name"].is_string(),
+        "{problem}"
+    );
+}
