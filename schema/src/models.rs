@@ -16,8 +16,8 @@ use crate::vocabulary::{
     AccountId, AccountKind, Asset, CardId, CardNetwork, CardStatus, CardTransactionKind,
     CardTransactionStatus, CardType, Decline, DeliveryStatus, DeviceStatus, EventSource,
     LedgerStatus, LegStatus, MerchantId, MerchantStatus, Network, Platform, Purpose, PushStatus,
-    Reversal, SettlementKey, SettlementMethod, SettlementStatus, TransferId, TransferStatus,
-    UserStatus, Wallet, WalletStatus, WalletTokenStatus,
+    QuoteId, Reversal, SettlementKey, SettlementMethod, SettlementStatus, TransferId,
+    TransferStatus, UserStatus, Wallet, WalletStatus, WalletTokenStatus,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -282,7 +282,7 @@ pub struct InboundEventRow {
 #[diesel(table_name = quotes, treat_none_as_default_value = false)]
 pub struct QuoteRow {
     /// `qt_` + a UUID v7: opaque and time-sortable.
-    pub id: String,
+    pub id: QuoteId,
     pub merchant_id: MerchantId,
     pub send_currency: String,
     pub send_amount_minor: MinorUnits,
@@ -315,7 +315,7 @@ pub struct TransferRow {
     pub merchant_id: MerchantId,
     pub idempotency_key: String,
     pub flow: String,
-    pub quote_id: String,
+    pub quote_id: QuoteId,
     pub card_pm: String,
     pub wallet: String,
     pub send_currency: String,

@@ -10,7 +10,7 @@ use tern_schema::models::QuoteRow;
 use tern_schema::money::MinorUnits;
 use tern_schema::store::{merchants, quotes};
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{Asset, MerchantId, Network};
+use tern_schema::vocabulary::{Asset, MerchantId, Network, QuoteId};
 use tern_schema::{write_tx, Db, StoreError};
 
 mod common;
@@ -27,7 +27,7 @@ async fn merchant(db: &Db) -> MerchantId {
 fn quote(merchant_id: &MerchantId, id: &str) -> QuoteRow {
     let now = utc_now();
     QuoteRow {
-        id: id.into(),
+        id: QuoteId::new(id),
         merchant_id: merchant_id.clone(),
         send_currency: "EUR".into(),
         send_amount_minor: MinorUnits::new(10_000),
@@ -53,15 +53,15 @@ async fn a_quote_round_trips_and_belongs_to_its_merchant() {
     inserted.expect("insert");
 
     let mut pooled = db.get().await.expect("conn");
-    let found = quotes::find_for_merchant(&mut pooled.tx(), &owner, "qt_0001")
+    let found = quotes::find_for_merchant(&mut pooled.tx(), &owner, &QuoteId::new("qt_0001"))
         .await
         .expect("find");
     assert_eq!(found.as_ref(), Some(&row));
-    let hidden = quotes::find_for_merchant(&mut pooled.tx(), &other, "qt_0001")
+    let hidden = quotes::find_for_merchant(&mut pooled.tx(), &other, &QuoteId::new("qt_0001"))
         .await
         .expect("find");
     assert_eq!(hidden, None, "another merchant's quote is not found");
-    let missing = quotes::find_for_merchant(&mut pooled.tx(), &owner, "qt_none")
+    let missing = quotes::find_for_merchant(&mut pooled.tx(), &owner, &QuoteId::new("qt_none"))
         .await
         .expect("find");
     assert_eq!(missing, None);
@@ -78,7 +78,7 @@ async fn an_expired_quote_is_still_stored() {
 
     let later = row.expires_at + Duration::seconds(1);
     let mut pooled = db.get().await.expect("conn");
-    let found = quotes::find_for_merchant(&mut pooled.tx(), &owner, "qt_0002")
+    let found = quotes::find_for_merchant(&mut pooled.tx(), &owner, &QuoteId::new("qt_0002"))
         .await
         .expect("find")
         .expect("kept after expiry");

@@ -18,7 +18,7 @@ use tern_schema::schema::{audit_events, cards, quotes, webhook_endpoints};
 use tern_schema::store::{cards as card_store, merchants, users};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{Asset, MerchantId, Network};
+use tern_schema::vocabulary::{Asset, MerchantId, Network, QuoteId};
 use tern_schema::{dispatch, write_tx, Db, StoreError};
 
 mod common;
@@ -46,7 +46,7 @@ fn quote(i: usize) -> Plan {
     let now = utc_now();
     Plan {
         rows: vec![RowWrite::NewQuote(QuoteRow {
-            id: format!("qt_rows_{i}"),
+            id: QuoteId::new(format!("qt_rows_{i}")),
             merchant_id: MerchantId::new(MERCHANT),
             send_currency: "USD".into(),
             send_amount_minor: MinorUnits::new(1_000),

@@ -23,7 +23,7 @@ use tern_schema::plan::{Plan, PlanError, RowMove};
 use tern_schema::schema::{audit_events, idempotency_records, transfers};
 use tern_schema::store::{merchants, quotes};
 use tern_schema::testing::TestDatabase;
-use tern_schema::vocabulary::{Asset, MerchantId, Network, SettlementKey, TransferId};
+use tern_schema::vocabulary::{Asset, MerchantId, Network, QuoteId, SettlementKey, TransferId};
 use tern_schema::{dispatch, idempotency, write_tx, Db, Refusal, StoreError, Written};
 
 mod common;
@@ -50,7 +50,7 @@ fn at(seconds: usize) -> NaiveDateTime {
 
 fn quote(index: u64) -> QuoteRow {
     QuoteRow {
-        id: format!("qt_{index:02}"),
+        id: QuoteId::new(format!("qt_{index:02}")),
         merchant_id: MerchantId::new(MERCHANT),
         send_currency: "EUR".into(),
         send_amount_minor: MinorUnits::new(10_000 + 100 * index as i64),

@@ -11,7 +11,7 @@ use tern_schema::models::QuoteRow;
 use tern_schema::money::{parse_minor, AmountError, Currency, CurrencyKind};
 use tern_schema::store::quotes as store;
 use tern_schema::types::{as_utc, utc_now};
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, QuoteId};
 use utoipa::ToSchema;
 
 use crate::auth::{Caller, MerchantOwned};
@@ -19,9 +19,6 @@ use crate::http::extract::JsonBody;
 use crate::http::money::canonical_amount;
 use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
-
-/// Longest quote id looked up; longer ones cannot be Tern's.
-const QUOTE_ID_LENGTH_MAX: usize = 64;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -44,8 +41,8 @@ pub struct CreateQuoteRequest {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Quote {
     /// `qt_` + an opaque, time-sortable id.
-    #[schema(example = "qt_019a8b5f3c2e7d4a9b1c0d2e3f405162")]
-    pub quote_id: String,
+    #[schema(value_type = String, example = "qt_019a8b5f3c2e7d4a9b1c0d2e3f405162")]
+    pub quote_id: QuoteId,
     #[schema(example = "EUR")]
     pub send_currency: String,
     /// Major units, canonical: exactly the currency's decimals.
@@ -196,7 +193,7 @@ pub async fn create(
     .await?;
     tracing::info!(merchant_id = %row.merchant_id, quote = %row.id, "quote created");
     Ok(HttpResponse::Created()
-        .insert_header((LOCATION, location(&row.id)))
+        .insert_header((LOCATION, location(row.id.as_str())))
         .json(view(&row)))
 }
 
@@ -221,13 +218,13 @@ pub async fn get(
     state
         .limits
         .check("quote_read", caller.merchant_id.as_str())?;
-    let id = path.into_inner();
-    let found = if id.starts_with(quote::ID_PREFIX) && id.len() <= QUOTE_ID_LENGTH_MAX {
-        let mut pooled = state.db.get().await?;
-        let mut tx = pooled.tx();
-        store::find_for_merchant(&mut tx, &caller.merchant_id, &id).await?
-    } else {
-        None
+    let found = match QuoteId::from_text(&path.into_inner()) {
+        Some(id) => {
+            let mut pooled = state.db.get().await?;
+            let mut tx = pooled.tx();
+            store::find_for_merchant(&mut tx, &caller.merchant_id, &id).await?
+        }
+        None => None,
     };
     let row = caller.own(found, "quote")?;
     if row.is_expired_at(utc_now()) {

@@ -16,7 +16,7 @@ use tern_schema::idempotency::request_digest;
 use tern_schema::models::TransferRow;
 use tern_schema::store::transfers as store;
 use tern_schema::types::{as_utc, utc_now};
-use tern_schema::vocabulary::{MerchantId, SettlementKey, TransferId};
+use tern_schema::vocabulary::{MerchantId, QuoteId, SettlementKey, TransferId};
 use tracing::Instrument;
 use utoipa::{IntoParams, ToSchema};
 
@@ -82,7 +82,8 @@ pub struct Transfer {
     pub flow: String,
     /// pending, leg1_in_flight, leg1_succeeded, leg2_in_flight, succeeded, compensating or failed.
     pub status: String,
-    pub quote_id: String,
+    #[schema(value_type = String)]
+    pub quote_id: QuoteId,
     pub send_currency: String,
     pub send_amount: String,
     pub receive_asset: String,

@@ -11,6 +11,7 @@ use tern_actors::adapters::static_rates::RateTable;
 use tern_schema::money::MinorUnits;
 use tern_schema::store::{merchants, quotes};
 use tern_schema::types::MerchantStatus;
+use tern_schema::vocabulary::QuoteId;
 use tern_schema::{write_tx, StoreError};
 
 use crate::helpers::{assert_problem, Merchant, RequestExt, TestApp};
@@ -373,7 +374,7 @@ async fn an_expired_quote_is_410_and_its_row_is_kept() {
     assert_problem(read(&app, &other.api_key, &id).await, 404, "not-found").await;
 
     let mut pooled = app.state.db.get().await.expect("connection");
-    let row = quotes::find_for_merchant(&mut pooled.tx(), &merchant.merchant_id, &id)
+    let row = quotes::find_for_merchant(&mut pooled.tx(), &merchant.merchant_id, &QuoteId::new(id))
         .await
         .expect("query")
         .expect("the expired quote is kept");

@@ -11,16 +11,13 @@ use std::time::Duration;
 use tern_schema::models::QuoteRow;
 use tern_schema::money::{Currency, MinorUnits};
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, QuoteId};
 use tern_schema::{Db, Plan, PlanError, RowWrite, StoreError};
 
 pub use decimal::{DecimalError, Rate};
 pub use pricing::{NetworkFees, Price, PriceInput, Pricing, PricingError};
 
 use crate::ports::{Asset, Network, RateError, RateSource};
-
-/// The prefix of quote ids (decisions §1).
-pub const ID_PREFIX: &str = "qt_";
 
 /// A validated request for a quote.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,12 +54,6 @@ pub enum QuoteError {
     Store(#[from] StoreError),
 }
 
-/// A new quote id: opaque, and sortable by creation time because a UUID v7
-/// starts with its timestamp (and is monotonic within the process).
-pub fn new_id() -> String {
-    format!("{ID_PREFIX}{}", uuid::Uuid::now_v7().simple())
-}
-
 /// Prices `request` with today's rates and stores the quote, valid for `ttl`.
 pub async fn create(
     db: &Db,
@@ -94,7 +85,7 @@ pub async fn create(
         .and_then(|ttl| created_at.checked_add_signed(ttl))
         .ok_or(QuoteError::Lifetime)?;
     let row = QuoteRow {
-        id: new_id(),
+        id: QuoteId::generate(),
         merchant_id: request.merchant_id,
         send_currency: request.send_currency.code.to_owned(),
         send_amount_minor: MinorUnits::new(request.send_amount_minor),
@@ -133,21 +124,4 @@ async fn rate_of(
             currency: currency.code,
             asset: asset.as_str(),
         })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_are_prefixed_distinct_and_time_ordered() {
-        let ids: Vec<String> = (0..1_000).map(|_| new_id()).collect();
-        assert!(ids
-            .iter()
-            .all(|id| id.starts_with(ID_PREFIX) && id.len() == 35));
-        let mut sorted = ids.clone();
-        sorted.sort();
-        sorted.dedup();
-        assert_eq!(sorted, ids, "distinct, and generation order is sort order");
-    }
 }

@@ -10,7 +10,7 @@ use tern_schema::idempotency::{self, KeyUse};
 use tern_schema::models::{QuoteRow, TransferRow};
 use tern_schema::plan::Plan;
 use tern_schema::store::quotes;
-use tern_schema::vocabulary::{MerchantId, TransferId};
+use tern_schema::vocabulary::{MerchantId, QuoteId, TransferId};
 use tern_schema::{Db, DieselError, PlanError, Refusal, StoreError, Tx};
 
 use super::legs::leg_key;
@@ -182,7 +182,13 @@ pub async fn create(
         if let Some(earlier) = recorded(&mut tx, key, request_sha256).await? {
             return Ok(earlier);
         }
-        quotes::find_for_merchant(&mut tx, &new.merchant_id, &new.quote_id).await?
+        // Text that cannot be a quote id is no quote, without a lookup.
+        match QuoteId::from_text(&new.quote_id) {
+            Some(quote_id) => {
+                quotes::find_for_merchant(&mut tx, &new.merchant_id, &quote_id).await?
+            }
+            None => None,
+        }
     }
     .ok_or(CreateError::QuoteNotFound)?;
     if quote.is_expired_at(now) {

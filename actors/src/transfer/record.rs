@@ -73,7 +73,7 @@ pub(crate) mod tests {
             merchant_id: MerchantId::new("m"),
             idempotency_key: "k".into(),
             flow: "tern".into(),
-            quote_id: "qt_1".into(),
+            quote_id: tern_schema::vocabulary::QuoteId::new("qt_1"),
             card_pm: "pm_card_visa".into(),
             wallet: "0x52908400098527886E0F7030069857D2E4169EE7".into(),
             send_currency: "EUR".into(),

@@ -47,7 +47,7 @@ use crate::store::transfers as transfer_store;
 use crate::store::{ledger as ledger_store, settlements as settlement_store};
 use crate::types::utc_now;
 use crate::vocabulary::{AccountId, SettlementKey, TransferId};
-use crate::vocabulary::{LedgerStatus, MerchantId};
+use crate::vocabulary::{LedgerStatus, MerchantId, QuoteId};
 use crate::{audit, StoreError, StoreResult};
 
 /// Writes `plans` in the open transaction of `tx`; answers each plan's
@@ -197,9 +197,10 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
     transfer_ids.dedup();
     settlement_keys.sort();
     settlement_keys.dedup();
+    quote_ids.sort();
+    quote_ids.dedup();
     for ids in [
         &mut timer_ids,
-        &mut quote_ids,
         &mut transfer_keys,
         &mut answer_keys,
         &mut answer_scopes,
@@ -299,7 +300,7 @@ async fn read(tx: &mut Tx<'_>, plans: &[Plan]) -> StoreResult<World> {
     if !quote_ids.is_empty() {
         // A transfer's creation is rare beside its moves: two small reads,
         // each exact over its unique index, kept to the batch's pairs.
-        let bound: Vec<String> = load!(
+        let bound: Vec<QuoteId> = load!(
             tx,
             (transfers::table
                 .filter(transfers::quote_id.eq_any(&quote_ids))

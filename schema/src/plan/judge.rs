@@ -31,7 +31,7 @@ use crate::store::ledger::Bucket;
 use crate::store::timers::TimerRow;
 use crate::store::webhooks::{PENDING, SKIPPED};
 use crate::vocabulary::{
-    AccountId, AccountKind, LedgerStatus, MerchantId, SettlementKey, TransferId,
+    AccountId, AccountKind, LedgerStatus, MerchantId, QuoteId, SettlementKey, TransferId,
 };
 use crate::{Refusal, StoreError};
 
@@ -78,7 +78,7 @@ pub(crate) struct World {
     pub settlements: HashMap<SettlementRef, i64>,
     pub transfers: HashMap<TransferId, i64>,
     /// Quotes bound to a transfer.
-    pub bound_quotes: HashSet<String>,
+    pub bound_quotes: HashSet<QuoteId>,
     /// Transfers' (merchant, Idempotency-Key) pairs.
     pub transfer_keys: HashSet<(MerchantId, String)>,
     pub answers: HashSet<AnswerKey>,

@@ -9,7 +9,7 @@ use crate::dispatch;
 use crate::models::QuoteRow;
 use crate::schema::quotes;
 use crate::store::cached::Cached;
-use crate::vocabulary::MerchantId;
+use crate::vocabulary::{MerchantId, QuoteId};
 use crate::{StoreResult, Tx};
 
 pub async fn insert(tx: &mut Tx<'_>, row: &QuoteRow) -> StoreResult<()> {
@@ -22,7 +22,7 @@ pub async fn insert(tx: &mut Tx<'_>, row: &QuoteRow) -> StoreResult<()> {
 pub async fn find_for_merchant(
     tx: &mut Tx<'_>,
     merchant_id: &MerchantId,
-    quote_id: &str,
+    quote_id: &QuoteId,
 ) -> StoreResult<Option<QuoteRow>> {
     let row = dispatch!(tx, conn => quotes::table
         .filter(quotes::id.eq(quote_id))

@@ -28,6 +28,10 @@ macro_rules! text_id {
             /// What every id of this kind starts with.
             pub const PREFIX: &'static str = $prefix;
 
+            /// The longest text taken for one: the prefix and a UUID's 32
+            /// hex digits, with room to spare.
+            pub const LENGTH_MAX: usize = 64;
+
             /// A new id: the prefix and a UUID v7.
             pub fn generate() -> $name {
                 $name(::std::format!(
@@ -35,6 +39,14 @@ macro_rules! text_id {
                     Self::PREFIX,
                     $crate::__private::uuid::Uuid::now_v7().simple()
                 ))
+            }
+
+            /// The id `text` may name, or `None` when it cannot name one of
+            /// this kind at all (another prefix, or too long): checked
+            /// before a lookup, so text of another kind is never looked up.
+            pub fn from_text(text: &str) -> ::core::option::Option<$name> {
+                (text.starts_with(Self::PREFIX) && text.len() <= Self::LENGTH_MAX)
+                    .then(|| $name(text.to_owned()))
             }
         }
     };
@@ -147,6 +159,18 @@ mod tests {
         sorted.sort();
         assert_eq!(sorted, ids);
         assert_eq!(MintedId::new(ids[0].clone().into_inner()), ids[0]);
+    }
+
+    #[test]
+    fn text_of_another_kind_or_too_long_names_no_minted_id() {
+        let minted = MintedId::generate();
+        assert_eq!(MintedId::from_text(minted.as_str()), Some(minted));
+        let long = format!("mp_{}", "0".repeat(MintedId::LENGTH_MAX));
+        for text in ["", "mp", "tr_0190", "MP_0190", " mp_0190", long.as_str()] {
+            assert_eq!(MintedId::from_text(text), None, "{text:?}");
+        }
+        let longest = format!("mp_{}", "0".repeat(MintedId::LENGTH_MAX - 3));
+        assert!(MintedId::from_text(&longest).is_some());
     }
 
     #[test]

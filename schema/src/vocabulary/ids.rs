@@ -19,19 +19,6 @@ crate::text_id! {
     pub struct TransferId = "tr_" + uuid_v7;
 }
 
-impl TransferId {
-    /// The transfer `text` may name, or `None` when it cannot name one at
-    /// all (another prefix, or too long): checked before a lookup, so text
-    /// of another kind is never looked up as a transfer.
-    pub fn from_text(text: &str) -> Option<TransferId> {
-        (text.starts_with(Self::PREFIX) && text.len() <= Self::LENGTH_MAX)
-            .then(|| TransferId::new(text))
-    }
-
-    /// The prefix and a UUID's 32 hex digits, with room to spare.
-    pub const LENGTH_MAX: usize = 64;
-}
-
 crate::text_id! {
     /// A ledger account: a merchant's funding account, `acct_` + a UUID v7
     /// ([`AccountId::generate`]), or a system account, whose id its kind
@@ -52,4 +39,10 @@ crate::text_id! {
     /// `tern_actors::transfer::legs`). Ledger entries of the settlement
     /// carry it too.
     pub struct SettlementKey;
+}
+
+crate::text_id! {
+    /// A quote: `qt_` + a UUID v7 ([`QuoteId::generate`]), opaque and
+    /// sortable by creation time (decisions §1, §3).
+    pub struct QuoteId = "qt_" + uuid_v7;
 }
