@@ -216,17 +216,9 @@ async fn nul_characters_are_refused_before_any_query() {
     )
     .await;
     assert!(problem["errors"]["query"].is_string(), "{problem}");
-    let problem = assert_problem(
-        app.post(REGISTER)
-            .json(&json!({"organization_name": "A\u{0}B", "email": "nul@example.com"}))
-            .send()
-            .await
-            .expect("req"),
-        422,
-        "validation-error",
-    )
-    .await;
-    assert!(problem["errors"]["body"].is_string(), "{problem}");
+    let nul = json!({"organization_name": "A\u{0}B", "email": "nul@example.com"});
+    let errors = field_errors(app.post(REGISTER).json(&nul).send().await.expect("req")).await;
+    assert!(errors["body"].is_string(), "{errors}");
 }
 
 /// A field given twice is 422 naming it, in a query string and in a body,
@@ -235,29 +227,19 @@ async fn nul_characters_are_refused_before_any_query() {
 async fn a_repeated_field_is_422_naming_it() {
     let app = TestApp::spawn().await;
     let merchant = app.merchant().await;
-    let problem = assert_problem(
-        app.get_as(&merchant, "/v1/transfers?status=succeeded&status=failed")
-            .await,
-        422,
-        "validation-error",
-    )
-    .await;
-    assert!(problem["errors"]["status"].is_string(), "{problem}");
+    let query = "/v1/transfers?status=succeeded&status=failed";
+    let errors = field_errors(app.get_as(&merchant, query).await).await;
+    assert!(errors["status"].is_string(), "{errors}");
     let twice =
         r#"{"organization_name": "A", "organization_name": "B", "email": "twice@example.com"}"#;
-    let problem = assert_problem(
-        app.post(REGISTER)
-            .header("content-type", "application/json")
-            .body(twice)
-            .send()
-            .await
-            .expect("req"),
-        422,
-        "validation-error",
-    )
-    .await;
-    assert!(
-        problem["errors"]["organization_name"].is_string(),
-        "{problem}"
-    );
+    let request = app
+        .post(REGISTER)
+        .header("content-type", "application/json");
+    let errors = field_errors(request.body(twice).send().await.expect("req")).await;
+    assert!(errors["organization_name"].is_string(), "{errors}");
+}
+
+/// The field errors of a 422 validation problem.
+async fn field_errors(response: reqwest::Response) -> Value {
+    assert_problem(response, 422, "validation-error").await["errors"].clone()
 }
