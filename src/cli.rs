@@ -586,7 +586,7 @@ async fn set_user_status(config: &Config, action: UserAction) -> anyhow::Result<
             actor: AuditActor::Operator,
             action: audit_action,
             resource_type: "user",
-            resource_id: before.id.clone(),
+            resource_id: before.id.to_string(),
             request_id: request_id.clone(),
             data: serde_json::json!({"from": before.status, "to": status}),
         };

@@ -17,7 +17,7 @@ use crate::vocabulary::{
     CardTransactionStatus, CardType, Decline, DeliveryStatus, DeviceStatus, EventSource,
     LedgerStatus, LegStatus, MerchantId, MerchantStatus, Network, Platform, Purpose, PushStatus,
     QuoteId, Reversal, SettlementKey, SettlementMethod, SettlementStatus, TransferId,
-    TransferStatus, UserStatus, Wallet, WalletStatus, WalletTokenStatus,
+    TransferStatus, UserId, UserStatus, Wallet, WalletStatus, WalletTokenStatus,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -433,7 +433,7 @@ pub struct WebhookAttemptRow {
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
 #[diesel(table_name = users, treat_none_as_default_value = false)]
 pub struct UserRow {
-    pub id: String,
+    pub id: UserId,
     pub merchant_id: MerchantId,
     /// Trimmed and lowercased.
     pub email: String,
@@ -452,7 +452,7 @@ pub struct SessionRow {
     pub id: String,
     /// Hex SHA-256 of the cookie token; the token itself is never stored.
     pub token_sha256: String,
-    pub user_id: String,
+    pub user_id: UserId,
     pub created_at: NaiveDateTime,
     pub expires_at: NaiveDateTime,
     pub revoked_at: Option<NaiveDateTime>,
@@ -466,7 +466,7 @@ pub struct SessionRow {
 pub struct EmailTokenRow {
     /// Hex SHA-256 of the mailed token.
     pub token_sha256: String,
-    pub user_id: String,
+    pub user_id: UserId,
     pub purpose: Purpose,
     pub created_at: NaiveDateTime,
     pub expires_at: NaiveDateTime,
@@ -479,7 +479,7 @@ pub struct DeviceRow {
     /// `dev_` + a UUID v7 (time-sortable).
     pub id: String,
     pub merchant_id: MerchantId,
-    pub user_id: String,
+    pub user_id: UserId,
     pub platform: Platform,
     pub token: String,
     /// Hex SHA-256 of `token`; what uniqueness and lookups use.
@@ -496,7 +496,7 @@ pub struct PushDispatchRow {
     /// `psh_` + a UUID v7.
     pub id: String,
     pub merchant_id: MerchantId,
-    pub user_id: String,
+    pub user_id: UserId,
     pub title: String,
     pub body: String,
     /// A JSON object as text.
@@ -531,7 +531,7 @@ pub struct CardRow {
     /// `card_` + a UUID v7 (time-sortable).
     pub id: CardId,
     pub merchant_id: MerchantId,
-    pub user_id: String,
+    pub user_id: UserId,
     pub program_id: String,
     pub card_type: CardType,
     /// `issuing`, `active`, `frozen`, `blocked` or `closed`.

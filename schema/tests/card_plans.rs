@@ -40,7 +40,7 @@ const CARD: &str = "card_plans";
 async fn open_card(db: &Db, accounts: Option<&[LedgerAccountRow]>) -> Vec<LedgerAccountRow> {
     let merchant = merchant_row(&MerchantId::new(MERCHANT));
     let user = user_row("user_cards", &MerchantId::new(MERCHANT));
-    let card = card_row(CARD, &MerchantId::new(MERCHANT), &user.id);
+    let card = card_row(CARD, &MerchantId::new(MERCHANT), user.id.as_str());
     let copied = accounts.map(<[LedgerAccountRow]>::to_vec);
     let made: Result<(), LedgerError> = write_tx!(db, |tx| {
         merchants::insert(tx, &merchant).await?;

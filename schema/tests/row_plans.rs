@@ -30,7 +30,7 @@ const CARD: &str = "card_rows";
 async fn open_merchant(db: &Db) -> CardRow {
     let merchant = merchant_row(&MerchantId::new(MERCHANT));
     let user = user_row("user_rows", &MerchantId::new(MERCHANT));
-    let card = card_row(CARD, &MerchantId::new(MERCHANT), &user.id);
+    let card = card_row(CARD, &MerchantId::new(MERCHANT), user.id.as_str());
     let stored = card.clone();
     let made: Result<(), StoreError> = write_tx!(db, |tx| {
         merchants::insert(tx, &merchant).await?;

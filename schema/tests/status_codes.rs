@@ -162,7 +162,7 @@ async fn copy(db: &Db, id: &str, reason: &str) -> bool {
 /// The merchant's user and card, one card transaction and one settlement.
 async fn rows(db: &Db, merchant: &MerchantId, account: &AccountId) {
     let user = common::user_row("user_codes", merchant);
-    let card = common::card_row(CARD, merchant, &user.id);
+    let card = common::card_row(CARD, merchant, user.id.as_str());
     let transaction = transaction_row(merchant, TRANSACTION);
     let settlement = SettlementRow::pending(
         SettlementIntent {

@@ -7,7 +7,7 @@ use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use futures_util::future::LocalBoxFuture;
 use tern_schema::audit::AuditActor;
 use tern_schema::types::{utc_now, MerchantStatus};
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, UserId};
 
 use crate::auth::api_key;
 use crate::auth::operator::Authenticated;
@@ -25,7 +25,7 @@ pub enum Credential {
     /// A merchant API key (machine caller).
     ApiKey { api_key_id: String },
     /// A human's session cookie; the user owns the merchant.
-    Session { user_id: String, session_id: String },
+    Session { user_id: UserId, session_id: String },
 }
 
 /// An authenticated merchant credential.
@@ -76,7 +76,7 @@ impl Caller {
     pub fn actor(&self) -> AuditActor {
         match &self.credential {
             Credential::ApiKey { api_key_id } => AuditActor::ApiKey(api_key_id.clone()),
-            Credential::Session { user_id, .. } => AuditActor::User(user_id.clone()),
+            Credential::Session { user_id, .. } => AuditActor::User(user_id.to_string()),
         }
     }
 
@@ -87,12 +87,12 @@ impl Caller {
     pub fn limit_key(&self) -> &str {
         match &self.credential {
             Credential::ApiKey { api_key_id } => api_key_id,
-            Credential::Session { user_id, .. } => user_id,
+            Credential::Session { user_id, .. } => user_id.as_str(),
         }
     }
 
     /// The human behind a session; `None` for machine callers.
-    pub fn user_id(&self) -> Option<&str> {
+    pub fn user_id(&self) -> Option<&UserId> {
         match &self.credential {
             Credential::ApiKey { .. } => None,
             Credential::Session { user_id, .. } => Some(user_id),

@@ -6,6 +6,7 @@ use std::time::Duration;
 use chrono::NaiveDateTime;
 use tern_schema::models::EmailTokenRow;
 use tern_schema::store::email_tokens;
+use tern_schema::vocabulary::UserId;
 use tern_schema::{StoreResult, Tx};
 
 use crate::auth::session::{new_token, token_digest};
@@ -30,7 +31,7 @@ pub fn ttl(purpose: Purpose) -> Duration {
 /// tokens stay valid until used or expired.
 pub async fn issue(
     tx: &mut Tx<'_>,
-    user_id: &str,
+    user_id: &UserId,
     purpose: Purpose,
     now: NaiveDateTime,
 ) -> StoreResult<String> {
@@ -58,7 +59,7 @@ pub async fn consume(
     token: &str,
     purpose: Purpose,
     now: NaiveDateTime,
-) -> StoreResult<Option<String>> {
+) -> StoreResult<Option<UserId>> {
     if token.is_empty() || token.len() > TOKEN_LENGTH_MAX {
         return Ok(None);
     }

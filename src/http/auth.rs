@@ -9,7 +9,7 @@ use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::models::{MerchantRow, SessionRow, UserRow};
 use tern_schema::store::{sessions, users};
 use tern_schema::types::{as_utc, utc_now, MerchantStatus};
-use tern_schema::vocabulary::{MerchantId, UserStatus};
+use tern_schema::vocabulary::{MerchantId, UserId, UserStatus};
 use tern_schema::{write_tx, StoreError, Tx};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -52,8 +52,8 @@ pub struct LoginRequest {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LoginResponse {
-    #[schema(format = Uuid)]
-    pub user_id: String,
+    #[schema(value_type = String, format = Uuid)]
+    pub user_id: UserId,
     #[schema(value_type = String, format = Uuid)]
     pub merchant_id: MerchantId,
     pub email_verified: bool,
@@ -102,7 +102,7 @@ pub async fn register(
         updated_at: now,
     };
     let user = UserRow {
-        id: Uuid::new_v4().to_string(),
+        id: UserId::generate(),
         merchant_id: merchant.id.clone(),
         email,
         name,
@@ -117,7 +117,7 @@ pub async fn register(
         if users::find_by_email(tx, &user.email).await?.is_some() {
             return Err(email_taken());
         }
-        let actor = AuditActor::User(user.id.clone());
+        let actor = AuditActor::User(user.id.to_string());
         open_merchant(tx, &merchant, actor.clone(), &request_id).await?;
         users::insert(tx, &user)
             .await
@@ -289,7 +289,7 @@ async fn log_out(tx: &mut Tx<'_>, session: &SessionRow, request_id: &str) -> Res
 
 /// A new session for the user: the cookie token and the row storing its
 /// digest. Every login gets a new token; none is ever reused.
-fn new_session(state: &AppState, user_id: &str) -> (String, SessionRow) {
+fn new_session(state: &AppState, user_id: &UserId) -> (String, SessionRow) {
     let (token, digest) = new_token();
     let now = utc_now();
     let ttl =
@@ -324,10 +324,10 @@ pub fn user_event(
 ) -> AuditRecord {
     AuditRecord {
         merchant_id: user.merchant_id.clone(),
-        actor: AuditActor::User(user.id.clone()),
+        actor: AuditActor::User(user.id.to_string()),
         action,
         resource_type: "user",
-        resource_id: user.id.clone(),
+        resource_id: user.id.to_string(),
         request_id: request_id.to_owned(),
         data,
     }

@@ -12,7 +12,7 @@ use tern_schema::models::DeviceRow;
 use tern_schema::store::devices::{self as store, ACTIVE_DEVICES_PER_USER_MAX};
 use tern_schema::store::users;
 use tern_schema::types::{as_utc, utc_now};
-use tern_schema::vocabulary::DeviceStatus;
+use tern_schema::vocabulary::{DeviceStatus, UserId};
 use tern_schema::{write_tx, StoreError};
 use utoipa::{IntoParams, ToSchema};
 
@@ -48,7 +48,8 @@ pub struct Device {
     pub id: String,
     #[schema(example = "ios")]
     pub platform: String,
-    pub user_id: String,
+    #[schema(value_type = String)]
+    pub user_id: UserId,
     /// `active` or `revoked`.
     #[schema(example = "active")]
     pub status: String,
@@ -88,10 +89,10 @@ fn token_sha256(token: &str) -> String {
 
 /// The user the caller acts for: a session caller's own (naming another
 /// is refused), or the one a machine caller names (required).
-fn acting_user(caller: &Caller, named: Option<&str>) -> Result<String, ApiError> {
+fn acting_user(caller: &Caller, named: Option<&str>) -> Result<UserId, ApiError> {
     match (caller.user_id(), named) {
-        (Some(own), None) => Ok(own.to_owned()),
-        (Some(own), Some(named)) if named == own => Ok(own.to_owned()),
+        (Some(own), None) => Ok(own.clone()),
+        (Some(own), Some(named)) if named == own.as_str() => Ok(own.clone()),
         (Some(_), Some(_)) => Err(ApiError::Forbidden(
             "a session acts for its own user; omit user_id or give your own".into(),
         )),
@@ -101,7 +102,7 @@ fn acting_user(caller: &Caller, named: Option<&str>) -> Result<String, ApiError>
         )),
         (None, Some(named)) => {
             check::user_id(named).map_err(|message| ApiError::field("user_id", message))?;
-            Ok(named.to_owned())
+            Ok(UserId::new(named))
         }
     }
 }
@@ -283,7 +284,7 @@ pub async fn list(
             return Err(ApiError::NotFound("no such user".into()));
         }
     }
-    let rows = store::list_active(&mut tx, &caller.merchant_id, user_id.as_deref(), limit).await?;
+    let rows = store::list_active(&mut tx, &caller.merchant_id, user_id.as_ref(), limit).await?;
     Ok(HttpResponse::Ok().json(DeviceList {
         data: rows.into_iter().map(view).collect(),
     }))
@@ -317,7 +318,7 @@ pub async fn revoke(
         let found = store::find_in_merchant(tx, &caller.merchant_id, &device_id).await?;
         // A session sees only its own user's devices.
         let Some(device) =
-            found.filter(|device| caller.user_id().is_none_or(|own| own == device.user_id))
+            found.filter(|device| caller.user_id().is_none_or(|own| *own == device.user_id))
         else {
             return Err(ApiError::NotFound("no such device".into()));
         };

@@ -15,7 +15,7 @@ use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::models::{PushDeliveryRow, PushDispatchRow};
 use tern_schema::store::{devices, push, users};
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{PushStatus, UserStatus};
+use tern_schema::vocabulary::{PushStatus, UserId, UserStatus};
 use tern_schema::{write_tx, StoreError};
 use utoipa::ToSchema;
 
@@ -53,7 +53,7 @@ pub struct DispatchAccepted {
 
 /// A validated dispatch.
 struct Dispatch {
-    user_id: String,
+    user_id: UserId,
     title: String,
     body: String,
     data: Option<String>,
@@ -265,7 +265,7 @@ fn validated(request: DispatchRequest) -> Result<Dispatch, ApiError> {
     };
     match (user_id, title, body, data) {
         (Some(user_id), Some(title), Some(body), Some(data)) => Ok(Dispatch {
-            user_id,
+            user_id: UserId::new(user_id),
             title,
             body,
             data,

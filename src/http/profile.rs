@@ -7,7 +7,7 @@ use tern_schema::audit;
 use tern_schema::models::UserRow;
 use tern_schema::store::users;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, UserId};
 use tern_schema::write_tx;
 use utoipa::ToSchema;
 
@@ -21,8 +21,8 @@ use crate::validate;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MeResponse {
-    #[schema(format = Uuid)]
-    pub user_id: String,
+    #[schema(value_type = String, format = Uuid)]
+    pub user_id: UserId,
     #[schema(value_type = String, format = Uuid)]
     pub merchant_id: MerchantId,
     /// The editable display name.

@@ -96,7 +96,7 @@ pub async fn resend(
         &crate::http::client_address::client_ip_key(&req),
     )?;
     let user = human.user;
-    state.limits.check("resend", &user.id)?;
+    state.limits.check("resend", user.id.as_str())?;
     if user.email_verified_at.is_some() {
         return Ok(HttpResponse::NoContent().finish());
     }

@@ -9,7 +9,7 @@ use tern_schema::models::UserRow;
 use tern_schema::store::users;
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{MerchantId, UserStatus};
+use tern_schema::vocabulary::{MerchantId, UserId, UserStatus};
 use tern_schema::{write_tx, StoreError};
 
 use crate::helpers::{assert_problem, TestApp};
@@ -186,7 +186,7 @@ async fn merchant_status_commands_take_effect_within_a_second() {
 async fn insert_user(app: &TestApp, merchant_id: &MerchantId, email: &str) -> UserRow {
     let now = utc_now();
     let row = UserRow {
-        id: uuid::Uuid::now_v7().to_string(),
+        id: UserId::new(uuid::Uuid::now_v7().to_string()),
         merchant_id: merchant_id.clone(),
         email: email.to_owned(),
         name: "Ada Lovelace".into(),

@@ -17,7 +17,7 @@ use tern_actors::ports::{
     CardIssuer, CardNetwork, EmbedRequest, IssueRequest, IssuerStatus, ProviderError, Wallet,
     WalletOutcome, WalletRequest,
 };
-use tern_schema::vocabulary::CardId;
+use tern_schema::vocabulary::{CardId, UserId};
 
 use crate::helpers::sandbox_signature;
 
@@ -139,7 +139,7 @@ fn issue_request(network: CardNetwork) -> IssueRequest {
     IssueRequest {
         idempotency_key: card_id.to_string(),
         card_id,
-        user_id: uuid::Uuid::new_v4().to_string(),
+        user_id: UserId::generate(),
         program_id: "SVC_VIRTUAL_USD".into(),
         network,
         card_type: tern_actors::ports::CardType::Virtual,
@@ -466,8 +466,12 @@ async fn issuer_faults_map_to_port_errors_and_recovery_finds_the_one_card() {
         .expect("the retry issues");
 
     let declined = issue_request(CardNetwork::Visa);
-    sim.arm(&[("user_id", &declined.user_id)], "decline", Some(1))
-        .await;
+    sim.arm(
+        &[("user_id", declined.user_id.as_str())],
+        "decline",
+        Some(1),
+    )
+    .await;
     let err = sim.issuer.issue(&declined).await.expect_err("declined");
     assert!(
         matches!(&err, ProviderError::Permanent { status: 422, code, .. } if code == "issue_declined")

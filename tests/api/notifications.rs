@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tern_actors::adapters::sign_payload;
 use tern_schema::models::PushDeliveryRow;
-use tern_schema::vocabulary::PushStatus;
+use tern_schema::vocabulary::{PushStatus, UserId};
 
 use crate::devices::device;
 use crate::helpers::{assert_problem, RequestExt, TestApp};
@@ -352,7 +352,7 @@ async fn deliveries_left_pending_are_sent_at_the_next_start() {
     let dispatch = tern_schema::models::PushDispatchRow {
         id: format!("psh_{}", uuid::Uuid::now_v7().simple()),
         merchant_id: merchant.merchant_id.clone(),
-        user_id: user.clone(),
+        user_id: UserId::new(user.clone()),
         title: "Left behind".into(),
         body: "b".into(),
         data: None,

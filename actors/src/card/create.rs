@@ -6,7 +6,7 @@ use chrono::NaiveDateTime;
 use tern_schema::models::CardRow;
 use tern_schema::plan::{Plan, RowWrite};
 use tern_schema::store::cluster::SLOTS;
-use tern_schema::vocabulary::{CardId, CardType, MerchantId, WalletStatus};
+use tern_schema::vocabulary::{CardId, CardType, MerchantId, UserId, WalletStatus};
 use tern_schema::{PlanError, StoreError};
 
 use super::ask::Cards;
@@ -20,7 +20,7 @@ use crate::runtime::{cluster, EntityKind, Registry, RuntimeError, Versioned};
 #[derive(Clone, Debug)]
 pub struct NewCard {
     pub merchant_id: MerchantId,
-    pub user_id: String,
+    pub user_id: UserId,
     pub program: &'static Program,
     pub card_type: CardType,
     pub currency: String,

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tern_schema::models::CardRow;
 use tern_schema::store::users;
 use tern_schema::types::MerchantStatus;
-use tern_schema::vocabulary::UserStatus;
+use tern_schema::vocabulary::{UserId, UserStatus};
 use tern_schema::Db;
 
 use super::machine::Decline;
@@ -53,7 +53,7 @@ struct Entry {
 /// both statuses), shared by every card actor of the process.
 #[derive(Default)]
 pub struct StandingCache {
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Mutex<HashMap<UserId, Entry>>,
 }
 
 impl StandingCache {
@@ -76,13 +76,13 @@ impl StandingCache {
         Ok(verdict)
     }
 
-    fn fresh(&self, user_id: &str, now: Instant) -> Option<Verdict> {
+    fn fresh(&self, user_id: &UserId, now: Instant) -> Option<Verdict> {
         let entries = self.entries.lock().ok()?;
         let entry = entries.get(user_id)?;
         (now.saturating_duration_since(entry.fetched_at) < STANDING_TTL).then_some(entry.verdict)
     }
 
-    fn store(&self, user_id: &str, verdict: Verdict, now: Instant) {
+    fn store(&self, user_id: &UserId, verdict: Verdict, now: Instant) {
         let Ok(mut entries) = self.entries.lock() else {
             return;
         };
@@ -94,7 +94,7 @@ impl StandingCache {
             }
         }
         entries.insert(
-            user_id.to_owned(),
+            user_id.clone(),
             Entry {
                 fetched_at: now,
                 verdict,
@@ -140,17 +140,23 @@ mod tests {
     fn an_entry_is_fresh_for_the_ttl_only() {
         let cache = StandingCache::new();
         let start = Instant::now();
-        assert_eq!(cache.fresh("u1", start), None);
-        cache.store("u1", Err(Decline::MerchantInactive), start);
+        assert_eq!(cache.fresh(&UserId::new("u1"), start), None);
+        cache.store(&UserId::new("u1"), Err(Decline::MerchantInactive), start);
         assert_eq!(
-            cache.fresh("u1", start + STANDING_TTL - Duration::from_millis(1)),
+            cache.fresh(
+                &UserId::new("u1"),
+                start + STANDING_TTL - Duration::from_millis(1)
+            ),
             Some(Err(Decline::MerchantInactive))
         );
-        assert_eq!(cache.fresh("u1", start + STANDING_TTL), None);
+        assert_eq!(cache.fresh(&UserId::new("u1"), start + STANDING_TTL), None);
         // A newer read replaces the verdict.
-        cache.store("u1", Ok(()), start + STANDING_TTL);
-        assert_eq!(cache.fresh("u1", start + STANDING_TTL), Some(Ok(())));
-        assert_eq!(cache.fresh("u2", start), None);
+        cache.store(&UserId::new("u1"), Ok(()), start + STANDING_TTL);
+        assert_eq!(
+            cache.fresh(&UserId::new("u1"), start + STANDING_TTL),
+            Some(Ok(()))
+        );
+        assert_eq!(cache.fresh(&UserId::new("u2"), start), None);
     }
 
     #[test]
@@ -158,25 +164,25 @@ mod tests {
         let cache = StandingCache::new();
         let start = Instant::now();
         for n in 0..STANDING_ENTRIES_MAX {
-            cache.store(&format!("stale{n}"), Ok(()), start);
+            cache.store(&UserId::new(format!("stale{n}")), Ok(()), start);
         }
         assert_eq!(cache.len(), STANDING_ENTRIES_MAX);
         // Refreshing a present user at the cap keeps everything.
-        cache.store("stale0", Ok(()), start);
+        cache.store(&UserId::new("stale0"), Ok(()), start);
         assert_eq!(cache.len(), STANDING_ENTRIES_MAX);
         // A new user past the TTL sweeps the stale entries.
         let later = start + STANDING_TTL;
-        cache.store("fresh", Ok(()), later);
+        cache.store(&UserId::new("fresh"), Ok(()), later);
         assert_eq!(cache.len(), 1);
         // All fresh at the cap: everything goes, the newcomer stays.
         for n in 1..STANDING_ENTRIES_MAX {
-            cache.store(&format!("fresh{n}"), Ok(()), later);
+            cache.store(&UserId::new(format!("fresh{n}")), Ok(()), later);
         }
         assert_eq!(cache.len(), STANDING_ENTRIES_MAX);
-        cache.store("newcomer", Err(Decline::UserDisabled), later);
+        cache.store(&UserId::new("newcomer"), Err(Decline::UserDisabled), later);
         assert_eq!(cache.len(), 1);
         assert_eq!(
-            cache.fresh("newcomer", later),
+            cache.fresh(&UserId::new("newcomer"), later),
             Some(Err(Decline::UserDisabled))
         );
     }

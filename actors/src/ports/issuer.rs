@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use chrono::NaiveDateTime;
-use tern_schema::vocabulary::CardId;
+use tern_schema::vocabulary::{CardId, UserId};
 
 use super::ProviderError;
 
@@ -17,7 +17,7 @@ pub struct IssueRequest {
     pub idempotency_key: String,
     /// Tern's card id, sent as metadata; the issuer's webhooks name it.
     pub card_id: CardId,
-    pub user_id: String,
+    pub user_id: UserId,
     pub program_id: String,
     pub network: CardNetwork,
     pub card_type: CardType,

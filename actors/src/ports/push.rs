@@ -3,6 +3,7 @@
 //! retry, so a resend after a timeout or a restart never notifies twice.
 
 use async_trait::async_trait;
+use tern_schema::vocabulary::UserId;
 
 use super::ProviderError;
 
@@ -21,7 +22,7 @@ pub struct PushMessage {
     pub token: String,
     /// The user the device belongs to; providers (and the simulator's
     /// faults) may match on it.
-    pub user_id: String,
+    pub user_id: UserId,
     pub title: String,
     pub body: String,
     /// A JSON object passed to the app, or `None`.

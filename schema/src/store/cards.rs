@@ -15,7 +15,7 @@ use crate::{dispatch, StoreResult, Tx};
 
 use crate::vocabulary::{
     CardId, CardStatus, CardTransactionKind, CardTransactionStatus, CardType, Channel, EventSource,
-    MerchantId, WalletTokenStatus,
+    MerchantId, UserId, WalletTokenStatus,
 };
 
 pub const STATUS_ISSUING: CardStatus = CardStatus::Issuing;
@@ -83,7 +83,7 @@ pub async fn find_in_merchant(
 pub async fn list_for_user(
     tx: &mut Tx<'_>,
     merchant_id: &MerchantId,
-    user_id: &str,
+    user_id: &UserId,
 ) -> StoreResult<Vec<CardRow>> {
     let rows = dispatch!(tx, conn => cards::table
         .filter(cards::merchant_id.eq(merchant_id))
@@ -98,7 +98,7 @@ pub async fn list_for_user(
 }
 
 /// The user's live virtual card (issuing, active or frozen), if any.
-pub async fn live_virtual(tx: &mut Tx<'_>, user_id: &str) -> StoreResult<Option<CardRow>> {
+pub async fn live_virtual(tx: &mut Tx<'_>, user_id: &UserId) -> StoreResult<Option<CardRow>> {
     let row = dispatch!(tx, conn => cards::table
         .filter(cards::user_id.eq(user_id))
         .filter(cards::card_type.eq(CardType::Virtual))

@@ -9,7 +9,7 @@ use diesel_async::RunQueryDsl;
 use crate::dispatch;
 use crate::models::DeviceRow;
 use crate::schema::devices;
-use crate::vocabulary::{DeviceStatus, MerchantId};
+use crate::vocabulary::{DeviceStatus, MerchantId, UserId};
 use crate::{StoreResult, Tx};
 
 /// Most active devices one user may hold; a dispatch targets at most these.
@@ -23,7 +23,7 @@ pub async fn insert(tx: &mut Tx<'_>, row: &DeviceRow) -> StoreResult<()> {
 /// The user's active device with this token digest.
 pub async fn find_active_by_token(
     tx: &mut Tx<'_>,
-    user_id: &str,
+    user_id: &UserId,
     token_sha256: &str,
 ) -> StoreResult<Option<DeviceRow>> {
     let row = dispatch!(tx, conn => devices::table
@@ -37,7 +37,7 @@ pub async fn find_active_by_token(
     Ok(row)
 }
 
-pub async fn count_active_for_user(tx: &mut Tx<'_>, user_id: &str) -> StoreResult<i64> {
+pub async fn count_active_for_user(tx: &mut Tx<'_>, user_id: &UserId) -> StoreResult<i64> {
     let count = dispatch!(tx, conn => devices::table
         .filter(devices::user_id.eq(user_id))
         .filter(devices::status.eq(DeviceStatus::Active))
@@ -83,7 +83,7 @@ pub async fn revoke(tx: &mut Tx<'_>, device_id: &str, at: NaiveDateTime) -> Stor
 pub async fn list_active(
     tx: &mut Tx<'_>,
     merchant_id: &MerchantId,
-    user_id: Option<&str>,
+    user_id: Option<&UserId>,
     limit: i64,
 ) -> StoreResult<Vec<DeviceRow>> {
     let rows = dispatch!(tx, conn => {
@@ -106,7 +106,7 @@ pub async fn list_active(
 
 /// Every active device of the user (at most the per-user maximum), oldest
 /// first: the targets of a dispatch.
-pub async fn active_for_user(tx: &mut Tx<'_>, user_id: &str) -> StoreResult<Vec<DeviceRow>> {
+pub async fn active_for_user(tx: &mut Tx<'_>, user_id: &UserId) -> StoreResult<Vec<DeviceRow>> {
     let rows = dispatch!(tx, conn => devices::table
         .filter(devices::user_id.eq(user_id))
         .filter(devices::status.eq(DeviceStatus::Active))

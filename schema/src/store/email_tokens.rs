@@ -7,7 +7,7 @@ use diesel_async::RunQueryDsl;
 use crate::dispatch;
 use crate::models::EmailTokenRow;
 use crate::schema::email_tokens;
-use crate::vocabulary::Purpose;
+use crate::vocabulary::{Purpose, UserId};
 use crate::{StoreResult, Tx};
 
 pub async fn insert(tx: &mut Tx<'_>, row: &EmailTokenRow) -> StoreResult<()> {
@@ -23,7 +23,7 @@ pub async fn consume(
     token_sha256: &str,
     purpose: Purpose,
     at: NaiveDateTime,
-) -> StoreResult<Option<String>> {
+) -> StoreResult<Option<UserId>> {
     let user_id = dispatch!(tx, conn => diesel::update(email_tokens::table)
         .filter(email_tokens::token_sha256.eq(token_sha256))
         .filter(email_tokens::purpose.eq(purpose))
@@ -31,7 +31,7 @@ pub async fn consume(
         .filter(email_tokens::expires_at.gt(at))
         .set(email_tokens::used_at.eq(Some(at)))
         .returning(email_tokens::user_id)
-        .get_result::<String>(conn)
+        .get_result::<UserId>(conn)
         .await
         .optional())?;
     Ok(user_id)
@@ -61,7 +61,7 @@ pub async fn is_live(
 #[cfg(feature = "testing")]
 pub async fn expire_all_for_user(
     tx: &mut Tx<'_>,
-    user_id: &str,
+    user_id: &UserId,
     at: NaiveDateTime,
 ) -> StoreResult<usize> {
     let changed = dispatch!(tx, conn => diesel::update(email_tokens::table)
@@ -76,7 +76,7 @@ pub async fn expire_all_for_user(
 /// successful reset leaves no second reset link working.
 pub async fn use_up_others(
     tx: &mut Tx<'_>,
-    user_id: &str,
+    user_id: &UserId,
     purpose: Purpose,
     at: NaiveDateTime,
 ) -> StoreResult<usize> {

@@ -8,6 +8,7 @@ use crate::dispatch;
 use crate::models::{SessionRow, UserRow};
 use crate::schema::{merchants, sessions, users};
 use crate::store::cached::Cached;
+use crate::vocabulary::UserId;
 use crate::{StoreResult, Tx};
 
 pub async fn insert(tx: &mut Tx<'_>, row: &SessionRow) -> StoreResult<()> {
@@ -58,7 +59,7 @@ pub async fn revoke_by_token(
 /// Revokes every live session of the user; answers how many.
 pub async fn revoke_all_for_user(
     tx: &mut Tx<'_>,
-    user_id: &str,
+    user_id: &UserId,
     at: NaiveDateTime,
 ) -> StoreResult<usize> {
     let revoked = dispatch!(tx, conn => diesel::update(sessions::table)
@@ -80,7 +81,7 @@ pub const PURGE_BATCH_MAX: i64 = 1_000;
 /// absolute expiry, and seen after `idle_cutoff`.
 pub async fn live_for_user(
     tx: &mut Tx<'_>,
-    user_id: &str,
+    user_id: &UserId,
     now: NaiveDateTime,
     idle_cutoff: NaiveDateTime,
 ) -> StoreResult<Vec<SessionRow>> {
@@ -101,7 +102,7 @@ pub async fn live_for_user(
 /// `None` when the user has no such session (another user's included).
 pub async fn revoke_for_user(
     tx: &mut Tx<'_>,
-    user_id: &str,
+    user_id: &UserId,
     session_id: &str,
     at: NaiveDateTime,
 ) -> StoreResult<Option<SessionRow>> {
@@ -125,7 +126,7 @@ pub async fn revoke_for_user(
 /// Revokes every unrevoked session of the user but `keep`; answers how many.
 pub async fn revoke_others(
     tx: &mut Tx<'_>,
-    user_id: &str,
+    user_id: &UserId,
     keep: &str,
     at: NaiveDateTime,
 ) -> StoreResult<usize> {

@@ -7,7 +7,7 @@ use diesel_async::RunQueryDsl;
 use crate::dispatch;
 use crate::models::UserRow;
 use crate::schema::{merchants, users};
-use crate::vocabulary::{MerchantId, MerchantStatus, UserStatus};
+use crate::vocabulary::{MerchantId, MerchantStatus, UserId, UserStatus};
 use crate::{StoreResult, Tx};
 
 pub async fn insert(tx: &mut Tx<'_>, row: &UserRow) -> StoreResult<()> {
@@ -15,7 +15,7 @@ pub async fn insert(tx: &mut Tx<'_>, row: &UserRow) -> StoreResult<()> {
     Ok(())
 }
 
-pub async fn find(tx: &mut Tx<'_>, user_id: &str) -> StoreResult<Option<UserRow>> {
+pub async fn find(tx: &mut Tx<'_>, user_id: &UserId) -> StoreResult<Option<UserRow>> {
     let row = dispatch!(tx, conn => users::table
         .find(user_id)
         .select(UserRow::as_select())
@@ -30,7 +30,7 @@ pub async fn find(tx: &mut Tx<'_>, user_id: &str) -> StoreResult<Option<UserRow>
 pub async fn find_in_merchant(
     tx: &mut Tx<'_>,
     merchant_id: &MerchantId,
-    user_id: &str,
+    user_id: &UserId,
 ) -> StoreResult<Option<UserRow>> {
     let row = dispatch!(tx, conn => users::table
         .find(user_id)
@@ -47,7 +47,7 @@ pub async fn find_in_merchant(
 /// no such user.
 pub async fn standing(
     tx: &mut Tx<'_>,
-    user_id: &str,
+    user_id: &UserId,
 ) -> StoreResult<Option<(UserStatus, MerchantStatus)>> {
     let row = dispatch!(tx, conn => users::table
         .inner_join(merchants::table)
@@ -72,7 +72,7 @@ pub async fn find_by_email(tx: &mut Tx<'_>, email: &str) -> StoreResult<Option<U
 
 pub async fn set_name(
     tx: &mut Tx<'_>,
-    user_id: &str,
+    user_id: &UserId,
     name: &str,
     at: NaiveDateTime,
 ) -> StoreResult<()> {
@@ -85,7 +85,7 @@ pub async fn set_name(
 
 pub async fn set_password_hash(
     tx: &mut Tx<'_>,
-    user_id: &str,
+    user_id: &UserId,
     password_hash: &str,
     at: NaiveDateTime,
 ) -> StoreResult<()> {
@@ -99,7 +99,7 @@ pub async fn set_password_hash(
 /// Marks the email verified; a second verification keeps the first time.
 pub async fn mark_email_verified(
     tx: &mut Tx<'_>,
-    user_id: &str,
+    user_id: &UserId,
     at: NaiveDateTime,
 ) -> StoreResult<()> {
     dispatch!(tx, conn => diesel::update(users::table.find(user_id))

@@ -14,6 +14,20 @@ impl MerchantId {
 }
 
 crate::text_id! {
+    /// A person with an account at a merchant (console and app sign-in,
+    /// cards, devices): a UUID v4 chosen at registration
+    /// ([`UserId::generate`]).
+    pub struct UserId;
+}
+
+impl UserId {
+    /// A new user's id.
+    pub fn generate() -> UserId {
+        UserId::new(uuid::Uuid::new_v4().to_string())
+    }
+}
+
+crate::text_id! {
     /// A transfer: `tr_` + a UUID v7 ([`TransferId::generate`]), opaque and
     /// sortable by creation time (decisions §1).
     pub struct TransferId = "tr_" + uuid_v7;

@@ -9,7 +9,7 @@ use tern_schema::money::MinorUnits;
 use tern_schema::store::{ledger as store, merchants};
 use tern_schema::testing::TestDatabase;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{AccountId, CardId, MerchantId, UserStatus};
+use tern_schema::vocabulary::{AccountId, CardId, MerchantId, UserId, UserStatus};
 use tern_schema::{migrate, write_tx, Db};
 
 pub async fn setup() -> (TestDatabase, Db) {
@@ -91,7 +91,7 @@ pub fn merchant_row(id: &MerchantId) -> MerchantRow {
 pub fn user_row(id: &str, merchant_id: &MerchantId) -> UserRow {
     let now = utc_now();
     UserRow {
-        id: id.into(),
+        id: UserId::new(id),
         merchant_id: merchant_id.clone(),
         email: "ada@example.com".into(),
         name: "Ada".into(),
@@ -109,7 +109,7 @@ pub fn card_row(id: &str, merchant_id: &MerchantId, user_id: &str) -> CardRow {
     CardRow {
         id: CardId::new(id),
         merchant_id: merchant_id.clone(),
-        user_id: user_id.into(),
+        user_id: UserId::new(user_id),
         program_id: "prog".into(),
         card_type: tern_schema::vocabulary::CardType::Virtual,
         status: tern_schema::vocabulary::CardStatus::Active,

@@ -18,7 +18,7 @@ use tern_schema::models::{CardRow, UserRow};
 use tern_schema::store::cards as store;
 use tern_schema::store::users;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::CardId;
+use tern_schema::vocabulary::{CardId, UserId};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
@@ -128,8 +128,8 @@ async fn acting_user(
     missing: ApiError,
 ) -> Result<UserRow, ApiError> {
     let user_id = match (caller.user_id(), named) {
-        (Some(own), None) => own.to_owned(),
-        (Some(own), Some(named)) if named == own => own.to_owned(),
+        (Some(own), None) => own.clone(),
+        (Some(own), Some(named)) if named == own.as_str() => own.clone(),
         (Some(_), Some(_)) => {
             return Err(ApiError::Forbidden(
                 "a session acts for its own user; omit user_id".into(),
@@ -138,7 +138,7 @@ async fn acting_user(
         (None, None) => return Err(missing),
         (None, Some(named)) => {
             check_user_id(named)?;
-            named.to_owned()
+            UserId::new(named)
         }
     };
     let mut pooled = state.db.get().await?;
@@ -158,7 +158,7 @@ async fn owned_card(
     let mut pooled = state.db.get().await?;
     let row = store::find_in_merchant(&mut pooled.tx(), &caller.merchant_id, card_id).await?;
     match row {
-        Some(row) if caller.user_id().is_none_or(|own| own == row.user_id) => Ok(row),
+        Some(row) if caller.user_id().is_none_or(|own| *own == row.user_id) => Ok(row),
         _ => Err(ApiError::NotFound("no such card".into())),
     }
 }

@@ -161,7 +161,7 @@ async fn step_up(
     let Some(user_id) = caller.user_id() else {
         return Ok(());
     };
-    state.limits.check(STEP_UP_LIMIT, user_id)?;
+    state.limits.check(STEP_UP_LIMIT, user_id.as_str())?;
     let user = {
         let mut pooled = state.db.get().await?;
         let mut tx = pooled.tx();

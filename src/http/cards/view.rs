@@ -13,7 +13,7 @@ use tern_schema::snapshot;
 use tern_schema::store::cards as store;
 use tern_schema::store::ledger as ledger_store;
 use tern_schema::types::as_utc;
-use tern_schema::vocabulary::{AccountKind, CardId, CardTransactionKind};
+use tern_schema::vocabulary::{AccountKind, CardId, CardTransactionKind, UserId};
 use tern_schema::{Db, StoreError, StoreResult, Tx};
 use utoipa::ToSchema;
 
@@ -127,7 +127,8 @@ impl From<LimitsPatch> for tern_actors::card::LimitsPatch {
 pub struct Card {
     #[schema(value_type = String, example = "card_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
     pub id: CardId,
-    pub user_id: String,
+    #[schema(value_type = String)]
+    pub user_id: UserId,
     #[schema(example = "SVC_VIRTUAL_USD")]
     pub program_id: String,
     /// `virtual` or `physical`.

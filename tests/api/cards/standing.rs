@@ -12,7 +12,7 @@ use reqwest::Response;
 use serde_json::{json, Value};
 use tern_schema::store::users;
 use tern_schema::types::{utc_now, MerchantStatus};
-use tern_schema::vocabulary::UserStatus;
+use tern_schema::vocabulary::{UserId, UserStatus};
 use tern_schema::{write_tx, StoreError};
 
 use crate::helpers::cards::{authorize, get_card, json_of, operate, send};
@@ -247,7 +247,7 @@ async fn a_disabled_merchant_may_still_freeze_and_close_its_cards() {
 async fn set_user_status(app: &TestApp, user_id: &str, status: UserStatus) {
     let email = {
         let mut pooled = app.state.db.get().await.expect("connection");
-        let found = users::find(&mut pooled.tx(), user_id).await;
+        let found = users::find(&mut pooled.tx(), &UserId::new(user_id)).await;
         found.expect("read").expect("the user").email
     };
     let changed: Result<_, StoreError> = write_tx!(app.state.db, |tx| {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use reqwest::Response;
 use serde_json::{json, Value};
 use tern_schema::models::UserRow;
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, UserId};
 
 use crate::helpers::{RequestExt, TestApp};
 
@@ -131,7 +131,12 @@ impl TestApp {
         let past = tern_schema::types::utc_now() - chrono::Duration::seconds(1);
         let done: Result<usize, tern_schema::StoreError> =
             tern_schema::write_tx!(self.state.db, |tx| {
-                tern_schema::store::email_tokens::expire_all_for_user(tx, user_id, past).await
+                tern_schema::store::email_tokens::expire_all_for_user(
+                    tx,
+                    &UserId::new(user_id),
+                    past,
+                )
+                .await
             });
         assert!(done.expect("tokens expired") > 0);
     }

@@ -18,7 +18,7 @@ use tern::config::{Config, RateLimits};
 use tern::startup::Application;
 use tern::state::AppState;
 use tern_schema::testing::TestDatabase;
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{MerchantId, UserId};
 
 use self::invariants::Exemptions;
 
@@ -311,7 +311,7 @@ impl TestApp {
         let now = tern_schema::types::utc_now();
         let id = uuid::Uuid::new_v4().to_string();
         let row = tern_schema::models::UserRow {
-            id: id.clone(),
+            id: UserId::new(id.clone()),
             merchant_id: merchant.merchant_id.clone(),
             email: format!("{id}@users.tern.test"),
             name: "Test User".into(),

@@ -68,7 +68,7 @@ impl CardIssuer for HttpCardIssuer {
     async fn issue(&self, request: &IssueRequest) -> Result<IssuedCard, ProviderError> {
         let body = wire::IssueCardRequest {
             card_id: request.card_id.to_string(),
-            user_id: request.user_id.clone(),
+            user_id: request.user_id.to_string(),
             program_id: request.program_id.clone(),
             network: request.network.as_str().to_owned(),
             card_type: request.card_type.as_str().to_owned(),

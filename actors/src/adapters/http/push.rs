@@ -27,7 +27,7 @@ impl PushGateway for HttpPushGateway {
         let body = wire::PushMessageRequest {
             platform: message.platform.as_str().to_owned(),
             token: message.token.clone(),
-            user_id: message.user_id.clone(),
+            user_id: message.user_id.to_string(),
             title: message.title.clone(),
             body: message.body.clone(),
             data: message.data.clone(),
