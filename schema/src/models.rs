@@ -14,10 +14,11 @@ use crate::schema::{
 };
 use crate::vocabulary::{
     AccountId, AccountKind, Asset, CardId, CardNetwork, CardStatus, CardTransactionKind,
-    CardTransactionStatus, CardType, Decline, DeliveryStatus, DeviceStatus, EventSource,
-    LedgerStatus, LegStatus, MerchantId, MerchantStatus, Network, Platform, Purpose, PushStatus,
-    QuoteId, Reversal, SettlementKey, SettlementMethod, SettlementStatus, TransferId,
-    TransferStatus, UserId, UserStatus, Wallet, WalletStatus, WalletTokenStatus,
+    CardTransactionStatus, CardType, Decline, DeliveryStatus, DeviceId, DeviceStatus, DispatchId,
+    EventId, EventSource, LedgerStatus, LegStatus, MerchantId, MerchantStatus, Network, Platform,
+    Purpose, PushStatus, QuoteId, Reversal, SettlementKey, SettlementMethod, SettlementStatus,
+    TransferId, TransferStatus, UserId, UserStatus, Wallet, WalletStatus, WalletTokenId,
+    WalletTokenStatus,
 };
 
 #[derive(Clone, Debug, Queryable, Selectable, Insertable)]
@@ -363,7 +364,7 @@ pub struct WebhookEndpointRow {
 #[diesel(table_name = webhook_events, treat_none_as_default_value = false)]
 pub struct WebhookEventRow {
     /// `evt_` + a UUID v7; the `webhook-id` of every attempt.
-    pub id: String,
+    pub id: EventId,
     pub merchant_id: MerchantId,
     pub transfer_id: TransferId,
     /// Orders the transfer's events: the rank of its status in the saga.
@@ -419,7 +420,7 @@ impl From<&WebhookEventRow> for WebhookDeliveryChange {
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
 #[diesel(table_name = webhook_attempts, treat_none_as_default_value = false)]
 pub struct WebhookAttemptRow {
-    pub event_id: String,
+    pub event_id: EventId,
     pub attempt: i32,
     pub round: i32,
     pub attempted_at: NaiveDateTime,
@@ -477,7 +478,7 @@ pub struct EmailTokenRow {
 #[diesel(table_name = devices, treat_none_as_default_value = false)]
 pub struct DeviceRow {
     /// `dev_` + a UUID v7 (time-sortable).
-    pub id: String,
+    pub id: DeviceId,
     pub merchant_id: MerchantId,
     pub user_id: UserId,
     pub platform: Platform,
@@ -494,7 +495,7 @@ pub struct DeviceRow {
 #[diesel(table_name = push_dispatches, treat_none_as_default_value = false)]
 pub struct PushDispatchRow {
     /// `psh_` + a UUID v7.
-    pub id: String,
+    pub id: DispatchId,
     pub merchant_id: MerchantId,
     pub user_id: UserId,
     pub title: String,
@@ -511,8 +512,8 @@ pub struct PushDispatchRow {
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]
 #[diesel(table_name = push_deliveries, treat_none_as_default_value = false)]
 pub struct PushDeliveryRow {
-    pub dispatch_id: String,
-    pub device_id: String,
+    pub dispatch_id: DispatchId,
+    pub device_id: DeviceId,
     pub status: PushStatus,
     pub attempts: i32,
     pub last_error: Option<String>,
@@ -602,7 +603,7 @@ pub struct CardTransactionRow {
 #[diesel(table_name = card_wallet_tokens, treat_none_as_default_value = false)]
 pub struct CardWalletTokenRow {
     /// `wtk_` + a UUID v7; also the issuer's idempotency key.
-    pub id: String,
+    pub id: WalletTokenId,
     pub card_id: CardId,
     pub merchant_id: MerchantId,
     pub wallet: Wallet,

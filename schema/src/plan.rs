@@ -181,7 +181,7 @@ pub enum RowWrite {
     /// not have is a [`StoreError::Conflict`].
     WalletTokenStatus {
         card_id: CardId,
-        token_id: String,
+        token_id: crate::vocabulary::WalletTokenId,
         status: crate::vocabulary::WalletTokenStatus,
         at: chrono::NaiveDateTime,
     },

@@ -13,7 +13,7 @@ use tern_actors::card::{
 };
 use tern_actors::runtime::RuntimeError;
 use tern_schema::money::MinorUnits;
-use tern_schema::vocabulary::CardId;
+use tern_schema::vocabulary::{CardId, WalletTokenId};
 use utoipa::ToSchema;
 
 use crate::http::cards::cards;
@@ -251,7 +251,11 @@ pub fn wallet_update(data: &serde_json::Value) -> Option<WalletUpdate> {
 /// Tells the card's actor about a new wallet token status.
 pub async fn follow_wallet(state: &AppState, update: WalletUpdate) -> Result<(), ApiError> {
     let answer = cards(state)?
-        .wallet_updated(&update.card_id, update.token_id, update.status)
+        .wallet_updated(
+            &update.card_id,
+            WalletTokenId::new(update.token_id),
+            update.status,
+        )
         .await;
     match answer {
         Ok(Ok(_)) => Ok(()),

@@ -12,7 +12,7 @@ use tern_schema::models::DeviceRow;
 use tern_schema::store::devices::{self as store, ACTIVE_DEVICES_PER_USER_MAX};
 use tern_schema::store::users;
 use tern_schema::types::{as_utc, utc_now};
-use tern_schema::vocabulary::{DeviceStatus, UserId};
+use tern_schema::vocabulary::{DeviceId, DeviceStatus, UserId};
 use tern_schema::{write_tx, StoreError};
 use utoipa::{IntoParams, ToSchema};
 
@@ -22,7 +22,6 @@ use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
 use crate::validate::{self, device as check};
 
-pub const DEVICE_ID_PREFIX: &str = "dev_";
 pub const LIST_LIMIT_DEFAULT: i64 = 50;
 pub const LIST_LIMIT_MAX: i64 = 200;
 
@@ -44,8 +43,8 @@ pub struct DeviceRequest {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Device {
     /// `dev_` + a time-sortable id.
-    #[schema(example = "dev_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
-    pub id: String,
+    #[schema(value_type = String, example = "dev_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
+    pub id: DeviceId,
     #[schema(example = "ios")]
     pub platform: String,
     #[schema(value_type = String)]
@@ -165,7 +164,7 @@ pub async fn register(
     }
     let now = utc_now();
     let row = DeviceRow {
-        id: format!("{DEVICE_ID_PREFIX}{}", uuid::Uuid::now_v7().simple()),
+        id: DeviceId::generate(),
         merchant_id: caller.merchant_id.clone(),
         user_id,
         platform,
@@ -234,7 +233,7 @@ async fn insert_device(
             actor: caller.actor(),
             action: "device.registered",
             resource_type: "device",
-            resource_id: row.id.clone(),
+            resource_id: row.id.to_string(),
             request_id: caller.request_id.clone(),
             // Never the token: it addresses the user's phone.
             data: json!({"user_id": row.user_id, "platform": row.platform}),
@@ -310,10 +309,9 @@ pub async fn revoke(
     state
         .limits
         .check("device_write", caller.merchant_id.as_str())?;
-    let device_id = path.into_inner();
-    if !device_id.starts_with(DEVICE_ID_PREFIX) || device_id.len() > check::DEVICE_ID_CHARS_MAX {
+    let Some(device_id) = DeviceId::from_text(&path.into_inner()) else {
         return Err(ApiError::NotFound("no such device".into()));
-    }
+    };
     let revoked: Result<bool, ApiError> = write_tx!(state.db, |tx| {
         let found = store::find_in_merchant(tx, &caller.merchant_id, &device_id).await?;
         // A session sees only its own user's devices.
@@ -329,7 +327,7 @@ pub async fn revoke(
                 actor: caller.actor(),
                 action: "device.revoked",
                 resource_type: "device",
-                resource_id: device.id.clone(),
+                resource_id: device.id.to_string(),
                 request_id: caller.request_id.clone(),
                 data: json!({"user_id": device.user_id}),
             };

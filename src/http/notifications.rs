@@ -15,7 +15,7 @@ use tern_schema::audit::{self, AuditActor, AuditRecord};
 use tern_schema::models::{PushDeliveryRow, PushDispatchRow};
 use tern_schema::store::{devices, push, users};
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{PushStatus, UserId, UserStatus};
+use tern_schema::vocabulary::{DispatchId, PushStatus, UserId, UserStatus};
 use tern_schema::{write_tx, StoreError};
 use utoipa::ToSchema;
 
@@ -24,8 +24,6 @@ use crate::http::extract::{check_json_headers, parse_json, request_id};
 use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
 use crate::validate::device as check;
-
-pub const DISPATCH_ID_PREFIX: &str = "psh_";
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -45,8 +43,8 @@ pub struct DispatchRequest {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DispatchAccepted {
-    #[schema(example = "psh_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
-    pub dispatch_id: String,
+    #[schema(value_type = String, example = "psh_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
+    pub dispatch_id: DispatchId,
     /// How many active devices were targeted (0 when the user has none).
     pub devices: usize,
 }
@@ -105,7 +103,7 @@ pub async fn dispatch(
     }
 
     let now = utc_now();
-    let dispatch_id = format!("{DISPATCH_ID_PREFIX}{}", uuid::Uuid::now_v7().simple());
+    let dispatch_id = DispatchId::generate();
     let request_id = request_id(&req);
     let targeted: Result<usize, ApiError> = write_tx!(state.db, |tx| {
         let Some(user) = users::find(tx, &dispatch.user_id).await? else {
@@ -155,7 +153,7 @@ pub async fn dispatch(
             actor: AuditActor::System,
             action: "push.dispatched",
             resource_type: "push_dispatch",
-            resource_id: row.id.clone(),
+            resource_id: row.id.to_string(),
             request_id: row.request_id.clone(),
             // Never the title or body: they are the user's messages.
             data: json!({"user_id": row.user_id, "devices": targets.len()}),

@@ -13,7 +13,7 @@ use tern_actors::webhook::{EndpointCommand, EndpointReply, WebhookEndpointKind};
 use tern_schema::models::{WebhookAttemptRow, WebhookEndpointRow, WebhookEventRow};
 use tern_schema::store::{transfers, webhooks as store};
 use tern_schema::types::as_utc;
-use tern_schema::vocabulary::{MerchantId, TransferId};
+use tern_schema::vocabulary::{EventId, MerchantId, TransferId};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
@@ -94,7 +94,8 @@ pub struct DeliveryAttempt {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Delivery {
     /// The event id: `webhook-id` on every attempt.
-    pub event_id: String,
+    #[schema(value_type = String)]
+    pub event_id: EventId,
     /// `transfer.<status>`.
     #[serde(rename = "type")]
     pub event_type: String,

@@ -7,8 +7,6 @@ use tern_actors::ports::Platform;
 pub const TOKEN_CHARS_MAX: usize = 4_096;
 /// Longest user id looked up; longer ones cannot be a user's (a UUID).
 pub const USER_ID_CHARS_MAX: usize = 64;
-/// Longest device id looked up.
-pub const DEVICE_ID_CHARS_MAX: usize = 64;
 /// Longest notification title, in characters.
 pub const TITLE_CHARS_MAX: usize = 256;
 /// Longest notification body, in characters; push services cap a whole

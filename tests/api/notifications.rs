@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tern_actors::adapters::sign_payload;
 use tern_schema::models::PushDeliveryRow;
-use tern_schema::vocabulary::{PushStatus, UserId};
+use tern_schema::vocabulary::{DeviceId, DispatchId, PushStatus, UserId};
 
 use crate::devices::device;
 use crate::helpers::{assert_problem, RequestExt, TestApp};
@@ -75,7 +75,7 @@ async fn await_pushes(app: &TestApp, user_id: &str, count: usize) -> Vec<Value> 
 async fn deliveries(app: &TestApp, dispatch_id: &str) -> Vec<PushDeliveryRow> {
     let mut pooled = app.state.db.get().await.expect("connection");
     let mut tx = pooled.tx();
-    tern_schema::store::push::deliveries(&mut tx, dispatch_id)
+    tern_schema::store::push::deliveries(&mut tx, &DispatchId::new(dispatch_id))
         .await
         .expect("deliveries")
 }
@@ -350,7 +350,7 @@ async fn deliveries_left_pending_are_sent_at_the_next_start() {
     // What a crash between the dispatch's commit and its send leaves.
     let now = tern_schema::types::utc_now();
     let dispatch = tern_schema::models::PushDispatchRow {
-        id: format!("psh_{}", uuid::Uuid::now_v7().simple()),
+        id: DispatchId::generate(),
         merchant_id: merchant.merchant_id.clone(),
         user_id: UserId::new(user.clone()),
         title: "Left behind".into(),
@@ -362,7 +362,7 @@ async fn deliveries_left_pending_are_sent_at_the_next_start() {
     };
     let delivery = PushDeliveryRow {
         dispatch_id: dispatch.id.clone(),
-        device_id,
+        device_id: DeviceId::new(device_id),
         status: PushStatus::Pending,
         attempts: 0,
         last_error: None,
@@ -405,7 +405,7 @@ async fn deliveries_left_pending_are_sent_at_the_next_start() {
     };
     assert_eq!(received.len(), 1, "{received:?}");
     assert_eq!(received[0]["title"], "Left behind");
-    let rows = settled(&app, &dispatch.id).await;
+    let rows = settled(&app, dispatch.id.as_str()).await;
     assert_eq!(rows[0].status, PushStatus::Delivered, "{rows:?}");
     handle.stop(false).await;
 }

@@ -5,7 +5,7 @@
 
 use tern_schema::models::{CardRow, CardWalletTokenRow};
 use tern_schema::money::MinorUnits;
-use tern_schema::vocabulary::CardId;
+use tern_schema::vocabulary::{CardId, WalletTokenId};
 
 use super::holds::Reversal;
 use super::kind::CardKind;
@@ -102,7 +102,7 @@ impl<'a> Cards<'a> {
         card_id: &CardId,
         wallet: Wallet,
         device_id: Option<String>,
-        token_id: String,
+        token_id: WalletTokenId,
         origin: Origin,
     ) -> Answer<CardWalletTokenRow> {
         let asked = Provisioning {
@@ -165,7 +165,7 @@ impl<'a> Cards<'a> {
     pub async fn wallet_updated(
         &self,
         card_id: &CardId,
-        token_id: String,
+        token_id: WalletTokenId,
         status: String,
     ) -> Answer<Recorded> {
         let command = CardCommand::WalletUpdated { token_id, status };

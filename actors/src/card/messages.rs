@@ -4,7 +4,7 @@
 use tern_schema::audit::AuditActor;
 use tern_schema::models::{CardRow, CardWalletTokenRow};
 use tern_schema::money::MinorUnits;
-use tern_schema::vocabulary::CardId;
+use tern_schema::vocabulary::{CardId, WalletTokenId};
 
 use super::holds::Reversal;
 use super::machine::{Channel, Decline, Limits, Operation, Refusal};
@@ -118,7 +118,7 @@ pub enum CardCommand {
     },
     /// The issuer's `wallet_token.updated`.
     WalletUpdated {
-        token_id: String,
+        token_id: WalletTokenId,
         status: String,
     },
     Authorize(AuthorizationRequest),

@@ -9,7 +9,7 @@ use tern_schema::models::CardWalletTokenRow;
 use tern_schema::plan::RowWrite;
 use tern_schema::store::cards as store;
 use tern_schema::store::timers;
-use tern_schema::vocabulary::{CardId, WalletStatus, WalletTokenStatus};
+use tern_schema::vocabulary::{CardId, WalletStatus, WalletTokenId, WalletTokenStatus};
 
 use super::intent::{self, Intent};
 use super::kind::{CardContext, CardKind, CardState};
@@ -46,7 +46,7 @@ const TIMER_FINISH_PROVISIONING: &str = "wallet:";
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Provisioning {
     /// Tern's token id: the issuer's idempotency key.
-    pub token_id: String,
+    pub token_id: WalletTokenId,
     pub wallet: Wallet,
     pub device_id: Option<String>,
 }
@@ -67,7 +67,7 @@ fn provisioning_intent(card_id: &CardId, asked: &Provisioning) -> Result<Intent,
     })
 }
 
-fn intent_timer_id(card_id: &CardId, token_id: &str) -> String {
+fn intent_timer_id(card_id: &CardId, token_id: &WalletTokenId) -> String {
     format!("{card_id}:wallet:{token_id}")
 }
 
@@ -143,7 +143,7 @@ async fn request_token(
                 intent.write(&env.db, delay, firing.as_ref()).await?;
                 step.plan.cancels_timers.push(intent.id.clone());
                 let request = WalletRequest {
-                    idempotency_key: asked.token_id.clone(),
+                    idempotency_key: asked.token_id.to_string(),
                     provider_card_id,
                     card_id: state.row.id.clone(),
                     wallet: asked.wallet,
@@ -211,7 +211,7 @@ async fn request_token(
 pub(super) async fn updated(
     env: &EntityEnv<CardContext>,
     mut state: CardState,
-    token_id: String,
+    token_id: WalletTokenId,
     status: String,
 ) -> Step {
     // Tokens are the card's: its version guards them, as a change to one
@@ -310,7 +310,7 @@ mod tests {
             .and_then(|d| d.and_hms_opt(12, 0, second))
             .unwrap();
         CardWalletTokenRow {
-            id: id.into(),
+            id: WalletTokenId::new(id),
             card_id: CardId::new("card_1"),
             merchant_id: MerchantId::new("m"),
             wallet: Wallet::ApplePay,

@@ -3,14 +3,14 @@
 //! retry, so a resend after a timeout or a restart never notifies twice.
 
 use async_trait::async_trait;
-use tern_schema::vocabulary::UserId;
+use tern_schema::vocabulary::{DeviceId, DispatchId, UserId};
 
 use super::ProviderError;
 
 pub use tern_schema::vocabulary::Platform;
 
 /// The idempotency key of a dispatch's message to one device.
-pub fn message_key(dispatch_id: &str, device_id: &str) -> String {
+pub fn message_key(dispatch_id: &DispatchId, device_id: &DeviceId) -> String {
     format!("push_{dispatch_id}_{device_id}")
 }
 

@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use tern_schema::models::{DeviceRow, PushDeliveryRow, PushDispatchRow};
 use tern_schema::store::push::{self as store, DeliveryOutcome};
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::PushStatus;
+use tern_schema::vocabulary::{DispatchId, PushStatus};
 use tern_schema::{write_tx, Db, StoreResult};
 use tokio::sync::Semaphore;
 
@@ -59,12 +59,12 @@ impl PushDelivery {
 
     /// Delivers the dispatch's pending messages in the background. Call it
     /// after the dispatch committed.
-    pub fn spawn(&self, dispatch_id: String) {
+    pub fn spawn(&self, dispatch_id: DispatchId) {
         let delivery = self.clone();
         actix::spawn(async move {
             if let Err(error) = delivery.deliver(&dispatch_id).await {
                 // The rows stay pending; the next start sends them.
-                tracing::error!(%error, dispatch_id, "push delivery stopped");
+                tracing::error!(%error, %dispatch_id, "push delivery stopped");
             }
         });
     }
@@ -72,18 +72,14 @@ impl PushDelivery {
     /// Starts delivery of every dispatch left with pending deliveries;
     /// answers how many dispatches it picked up.
     pub async fn resume(&self) -> StoreResult<usize> {
-        let mut after: Option<String> = None;
+        let mut after: Option<DispatchId> = None;
         let mut resumed = 0;
         loop {
             let page = {
                 let mut pooled = self.db.get().await?;
                 let mut tx = pooled.tx();
-                store::pending_dispatch_ids(
-                    &mut tx,
-                    after.as_deref(),
-                    store::PENDING_DISPATCHES_PAGE,
-                )
-                .await?
+                store::pending_dispatch_ids(&mut tx, after.as_ref(), store::PENDING_DISPATCHES_PAGE)
+                    .await?
             };
             let Some(last) = page.last().cloned() else {
                 break;
@@ -100,7 +96,7 @@ impl PushDelivery {
         Ok(resumed)
     }
 
-    async fn deliver(&self, dispatch_id: &str) -> StoreResult<()> {
+    async fn deliver(&self, dispatch_id: &DispatchId) -> StoreResult<()> {
         let (dispatch, pending) = {
             let mut pooled = self.db.get().await?;
             let mut tx = pooled.tx();

@@ -142,7 +142,8 @@ impl Deliverer {
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(USER_AGENT, HeaderValue::from_static("Tern-Webhooks/1"));
-        let signature = signing::signature(&key, &event.id, timestamp, event.payload.as_bytes());
+        let signature =
+            signing::signature(&key, event.id.as_str(), timestamp, event.payload.as_bytes());
         for (name, value) in [
             ("webhook-id", event.id.as_str()),
             ("webhook-timestamp", &timestamp.to_string()),

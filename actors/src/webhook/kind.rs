@@ -13,7 +13,7 @@ use tern_schema::audit::{AuditActor, AuditRecord};
 use tern_schema::models::{WebhookAttemptRow, WebhookEndpointRow, WebhookEventRow};
 use tern_schema::store::webhooks as store;
 use tern_schema::types::{as_utc, truncate_micros, utc_now};
-use tern_schema::vocabulary::{MerchantId, TransferId};
+use tern_schema::vocabulary::{EventId, MerchantId, TransferId};
 use tern_schema::{Db, Plan, RowWrite};
 
 use super::deliver::{Attempt, Deliverer};
@@ -45,7 +45,7 @@ pub struct WebhookContext {
 #[derive(Clone, Debug)]
 pub struct EndpointState {
     pub endpoint: Option<WebhookEndpointRow>,
-    in_flight: HashSet<String>,
+    in_flight: HashSet<EventId>,
     busy_since: Option<NaiveDateTime>,
     poll_pending: bool,
 }
@@ -77,7 +77,7 @@ pub enum EndpointCommand {
     Attempted(Vec<(WebhookEventRow, Attempt)>),
     /// A batch's outcomes were written, or `failure` says why not.
     Recorded {
-        ids: Vec<String>,
+        ids: Vec<EventId>,
         failure: Option<String>,
     },
     Timer(TimerFiring),
@@ -287,7 +287,7 @@ async fn attempted(
     results: Vec<(WebhookEventRow, Attempt)>,
 ) -> RuntimeResult<Transition<WebhookEndpointKind>> {
     let now = Utc::now();
-    let ids: Vec<String> = results.iter().map(|(event, _)| event.id.clone()).collect();
+    let ids: Vec<EventId> = results.iter().map(|(event, _)| event.id.clone()).collect();
     let mut writes = Vec::with_capacity(results.len());
     for (event, attempt) in results {
         let before = delivery_of(&event);
@@ -362,7 +362,7 @@ async fn attempted(
 fn recorded(
     endpoint: &str,
     mut state: EndpointState,
-    ids: Vec<String>,
+    ids: Vec<EventId>,
     failure: Option<String>,
 ) -> Transition<WebhookEndpointKind> {
     if let Some(failure) = failure {

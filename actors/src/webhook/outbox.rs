@@ -11,14 +11,11 @@ use serde::Serialize;
 use tern_schema::models::{TransferRow, WebhookEventRow};
 use tern_schema::store::webhooks as store;
 use tern_schema::types::{as_utc, utc_now};
-use tern_schema::vocabulary::MerchantId;
+use tern_schema::vocabulary::{EventId, MerchantId};
 
 use super::kind::{EndpointCommand, WebhookEndpointKind};
 use crate::runtime::Registry;
 use crate::transfer::machine::Status;
-
-/// Prefix of event ids.
-pub const EVENT_ID_PREFIX: &str = "evt_";
 
 /// The transfer as the API shows it (the edge owns that shape).
 pub type RenderTransfer = Arc<dyn Fn(&TransferRow) -> serde_json::Value + Send + Sync>;
@@ -54,10 +51,10 @@ impl Outbox {
             .map(|status| {
                 let mut shown = after.clone();
                 shown.status = *status;
-                let id = format!("{EVENT_ID_PREFIX}{}", uuid::Uuid::now_v7().simple());
+                let id = EventId::generate();
                 let event_type = format!("transfer.{}", status.as_str());
                 let body = Body {
-                    id: &id,
+                    id: id.as_str(),
                     event_type: &event_type,
                     created_at: as_utc(now),
                     data: (self.render)(&shown),

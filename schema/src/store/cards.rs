@@ -15,7 +15,7 @@ use crate::{dispatch, StoreResult, Tx};
 
 use crate::vocabulary::{
     CardId, CardStatus, CardTransactionKind, CardTransactionStatus, CardType, Channel, EventSource,
-    MerchantId, UserId, WalletTokenStatus,
+    MerchantId, UserId, WalletTokenId, WalletTokenStatus,
 };
 
 pub const STATUS_ISSUING: CardStatus = CardStatus::Issuing;
@@ -313,7 +313,7 @@ pub async fn wallet_tokens(
 pub async fn set_wallet_token_status(
     tx: &mut Tx<'_>,
     card_id: &CardId,
-    token_id: &str,
+    token_id: &WalletTokenId,
     status: WalletTokenStatus,
     at: NaiveDateTime,
 ) -> StoreResult<bool> {

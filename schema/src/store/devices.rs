@@ -9,7 +9,7 @@ use diesel_async::RunQueryDsl;
 use crate::dispatch;
 use crate::models::DeviceRow;
 use crate::schema::devices;
-use crate::vocabulary::{DeviceStatus, MerchantId, UserId};
+use crate::vocabulary::{DeviceId, DeviceStatus, MerchantId, UserId};
 use crate::{StoreResult, Tx};
 
 /// Most active devices one user may hold; a dispatch targets at most these.
@@ -52,7 +52,7 @@ pub async fn count_active_for_user(tx: &mut Tx<'_>, user_id: &UserId) -> StoreRe
 pub async fn find_in_merchant(
     tx: &mut Tx<'_>,
     merchant_id: &MerchantId,
-    device_id: &str,
+    device_id: &DeviceId,
 ) -> StoreResult<Option<DeviceRow>> {
     let row = dispatch!(tx, conn => devices::table
         .find(device_id)
@@ -66,7 +66,7 @@ pub async fn find_in_merchant(
 
 /// Revokes an active device; answers whether this call revoked it (false
 /// when it already was), so only the first revocation is audited.
-pub async fn revoke(tx: &mut Tx<'_>, device_id: &str, at: NaiveDateTime) -> StoreResult<bool> {
+pub async fn revoke(tx: &mut Tx<'_>, device_id: &DeviceId, at: NaiveDateTime) -> StoreResult<bool> {
     let changed = dispatch!(tx, conn => diesel::update(devices::table.find(device_id))
         .filter(devices::status.eq(DeviceStatus::Active))
         .set((

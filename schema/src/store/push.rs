@@ -11,7 +11,7 @@ use crate::dispatch;
 use crate::models::{DeviceRow, PushDeliveryRow, PushDispatchRow};
 use crate::schema::{devices, push_deliveries, push_dispatches};
 use crate::store::cached::Cached;
-use crate::vocabulary::PushStatus;
+use crate::vocabulary::{DeviceId, DispatchId, PushStatus};
 use crate::{StoreResult, Tx};
 
 /// Dispatches with pending deliveries picked up per query at start.
@@ -45,7 +45,7 @@ pub async fn insert_deliveries(tx: &mut Tx<'_>, rows: &[PushDeliveryRow]) -> Sto
 
 pub async fn find_dispatch(
     tx: &mut Tx<'_>,
-    dispatch_id: &str,
+    dispatch_id: &DispatchId,
 ) -> StoreResult<Option<PushDispatchRow>> {
     let row = dispatch!(tx, conn => push_dispatches::table
         .find(dispatch_id)
@@ -59,7 +59,7 @@ pub async fn find_dispatch(
 /// The dispatch's deliveries still pending, with their devices.
 pub async fn pending_deliveries(
     tx: &mut Tx<'_>,
-    dispatch_id: &str,
+    dispatch_id: &DispatchId,
 ) -> StoreResult<Vec<(PushDeliveryRow, DeviceRow)>> {
     let rows = dispatch!(tx, conn => push_deliveries::table
         .inner_join(devices::table)
@@ -73,7 +73,10 @@ pub async fn pending_deliveries(
 }
 
 /// Every delivery of the dispatch, in device order.
-pub async fn deliveries(tx: &mut Tx<'_>, dispatch_id: &str) -> StoreResult<Vec<PushDeliveryRow>> {
+pub async fn deliveries(
+    tx: &mut Tx<'_>,
+    dispatch_id: &DispatchId,
+) -> StoreResult<Vec<PushDeliveryRow>> {
     let rows = dispatch!(tx, conn => push_deliveries::table
         .filter(push_deliveries::dispatch_id.eq(dispatch_id))
         .order(push_deliveries::device_id.asc())
@@ -87,10 +90,10 @@ pub async fn deliveries(tx: &mut Tx<'_>, dispatch_id: &str) -> StoreResult<Vec<P
 /// `after` (a dispatch id; ids sort by time) for paging.
 pub async fn pending_dispatch_ids(
     tx: &mut Tx<'_>,
-    after: Option<&str>,
+    after: Option<&DispatchId>,
     limit: i64,
-) -> StoreResult<Vec<String>> {
-    let after = after.unwrap_or("");
+) -> StoreResult<Vec<DispatchId>> {
+    let after = after.map_or("", DispatchId::as_str);
     let ids = dispatch!(tx, conn => push_deliveries::table
         .filter(push_deliveries::status.eq(PushStatus::Pending))
         .filter(push_deliveries::dispatch_id.gt(after))
@@ -98,7 +101,7 @@ pub async fn pending_dispatch_ids(
         .distinct()
         .order(push_deliveries::dispatch_id.asc())
         .limit(limit)
-        .load::<String>(conn)
+        .load::<DispatchId>(conn)
         .await)?;
     Ok(ids)
 }
@@ -118,8 +121,8 @@ pub struct DeliveryOutcome<'a> {
 /// race the original one on another node).
 pub async fn record(
     tx: &mut Tx<'_>,
-    dispatch_id: &str,
-    device_id: &str,
+    dispatch_id: &DispatchId,
+    device_id: &DeviceId,
     outcome: &DeliveryOutcome<'_>,
 ) -> StoreResult<()> {
     let delivered_at = (outcome.status == PushStatus::Delivered).then_some(outcome.at);
@@ -143,8 +146,8 @@ pub async fn record(
 pub async fn find_by_replay(
     tx: &mut Tx<'_>,
     replay_sha256: &str,
-) -> StoreResult<Option<(String, i64)>> {
-    let found: Option<String> = dispatch!(tx, conn => push_dispatches::table
+) -> StoreResult<Option<(DispatchId, i64)>> {
+    let found: Option<DispatchId> = dispatch!(tx, conn => push_dispatches::table
         .filter(push_dispatches::replay_sha256.eq(replay_sha256))
         .select(push_dispatches::id)
         .first(conn)

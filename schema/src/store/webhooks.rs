@@ -15,7 +15,7 @@ use crate::schema::{webhook_attempts, webhook_endpoints, webhook_events};
 use crate::store::cached::Cached;
 use crate::{StoreResult, Tx};
 
-use crate::vocabulary::{DeliveryStatus, MerchantId, TransferId};
+use crate::vocabulary::{DeliveryStatus, EventId, MerchantId, TransferId};
 
 pub const PENDING: DeliveryStatus = DeliveryStatus::Pending;
 pub const DELIVERED: DeliveryStatus = DeliveryStatus::Delivered;
@@ -105,7 +105,7 @@ pub async fn due_heads(
 pub async fn find_events(
     tx: &mut Tx<'_>,
     merchant_id: &MerchantId,
-    ids: &[String],
+    ids: &[EventId],
 ) -> StoreResult<Vec<WebhookEventRow>> {
     let rows = dispatch!(tx, conn => webhook_events::table
         .filter(webhook_events::merchant_id.eq(merchant_id))

@@ -60,3 +60,28 @@ crate::text_id! {
     /// sortable by creation time (decisions §1, §3).
     pub struct QuoteId = "qt_" + uuid_v7;
 }
+
+crate::text_id! {
+    /// A webhook event: `evt_` + a UUID v7 ([`EventId::generate`]), the
+    /// `webhook-id` of every delivery attempt of it.
+    pub struct EventId = "evt_" + uuid_v7;
+}
+
+crate::text_id! {
+    /// A card's wallet token (Apple Pay, Google Pay): `wtk_` + a UUID v7
+    /// ([`WalletTokenId::generate`]), also the issuer's idempotency key for
+    /// its provisioning. The issuer's own id for it stays text.
+    pub struct WalletTokenId = "wtk_" + uuid_v7;
+}
+
+crate::text_id! {
+    /// A user's device registered for push: `dev_` + a UUID v7
+    /// ([`DeviceId::generate`]).
+    pub struct DeviceId = "dev_" + uuid_v7;
+}
+
+crate::text_id! {
+    /// A push notification sent to a user's devices: `psh_` + a UUID v7
+    /// ([`DispatchId::generate`]).
+    pub struct DispatchId = "psh_" + uuid_v7;
+}

@@ -28,7 +28,10 @@ pub use card::{
 };
 pub use chain::{Asset, Network};
 pub use identity::{DeviceStatus, Platform, Purpose, PushStatus, UserStatus};
-pub use ids::{AccountId, CardId, MerchantId, QuoteId, SettlementKey, TransferId, UserId};
+pub use ids::{
+    AccountId, CardId, DeviceId, DispatchId, EventId, MerchantId, QuoteId, SettlementKey,
+    TransferId, UserId, WalletTokenId,
+};
 pub use ledger::{AccountKind, LedgerStatus};
 pub use merchant::MerchantStatus;
 pub use settlement::{Reversal, SettlementMethod, SettlementStatus};

@@ -10,7 +10,7 @@ use tern_actors::ports::Wallet;
 use tern_schema::models::CardWalletTokenRow;
 use tern_schema::store::cards as store;
 use tern_schema::types::as_utc;
-use tern_schema::vocabulary::CardId;
+use tern_schema::vocabulary::{CardId, WalletTokenId};
 use utoipa::ToSchema;
 
 use super::{cards, check_text, origin, owned_card, SCOPE_READ, SCOPE_WRITE};
@@ -19,7 +19,6 @@ use crate::http::extract::OptionalJsonBody;
 use crate::http::problem::{ApiError, FieldErrors, Problem};
 use crate::state::AppState;
 
-pub const TOKEN_ID_PREFIX: &str = "wtk_";
 /// Longest `device_id`: wallet device ids are short opaque strings.
 pub const DEVICE_ID_CHARS_MAX: usize = 128;
 /// Wallet provisionings per merchant (each calls the issuer).
@@ -34,8 +33,8 @@ pub struct WalletProvisionRequest {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct WalletProvisionResponse {
-    #[schema(example = "wtk_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
-    pub token_id: String,
+    #[schema(value_type = String, example = "wtk_0192f0c1e2d37a4b8c9d0e1f2a3b4c5d")]
+    pub token_id: WalletTokenId,
     /// `requested` until the issuer reports the wallet's verdict.
     #[schema(example = "requested")]
     pub status: String,
@@ -47,7 +46,8 @@ pub struct WalletProvisionResponse {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct WalletToken {
-    pub token_id: String,
+    #[schema(value_type = String)]
+    pub token_id: WalletTokenId,
     #[schema(example = "apple_pay")]
     pub wallet: String,
     /// requested, provisioning, active, suspended, removed or failed.
@@ -110,7 +110,7 @@ async fn provision(
             &card.id,
             wallet,
             request.device_id.map(|id| id.trim().to_owned()),
-            format!("{TOKEN_ID_PREFIX}{}", uuid::Uuid::now_v7().simple()),
+            WalletTokenId::generate(),
             origin(&caller, &req),
         )
         .await??;

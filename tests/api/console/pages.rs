@@ -4,7 +4,7 @@
 use reqwest::header::LOCATION;
 use tern_schema::models::WebhookEventRow;
 use tern_schema::types::utc_now;
-use tern_schema::vocabulary::{MerchantId, TransferId};
+use tern_schema::vocabulary::{EventId, MerchantId, TransferId};
 
 use super::{content_type, csrf_of, get, page, post_form, sign_in};
 use crate::helpers::transfers::{self, finished, id};
@@ -32,7 +32,7 @@ async fn stored_text_comes_out_escaped() {
     finished(&app, &merchant, &transfer_id).await;
     let now = utc_now();
     let row = WebhookEventRow {
-        id: format!("evt_{}", uuid::Uuid::now_v7()),
+        id: EventId::generate(),
         merchant_id: merchant.merchant_id.clone(),
         transfer_id: TransferId::new(transfer_id.as_str()),
         seq: 99,
