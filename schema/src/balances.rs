@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 
 use crate::models::LedgerAccountRow;
+use crate::money::MinorUnits;
 use crate::store::ledger::Bucket;
 use crate::vocabulary::AccountId;
 use crate::{StoreError, StoreResult};
@@ -21,10 +22,10 @@ use crate::{StoreError, StoreResult};
 /// room are computed from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Buckets {
-    pub posted_debits_minor: i64,
-    pub posted_credits_minor: i64,
-    pub pending_debits_minor: i64,
-    pub pending_credits_minor: i64,
+    pub posted_debits_minor: MinorUnits,
+    pub posted_credits_minor: MinorUnits,
+    pub pending_debits_minor: MinorUnits,
+    pub pending_credits_minor: MinorUnits,
 }
 
 impl From<&LedgerAccountRow> for Buckets {

@@ -55,24 +55,26 @@ pub struct LedgerAccountRow {
     pub merchant_id: Option<MerchantId>,
     pub kind: AccountKind,
     pub currency: String,
-    pub posted_debits_minor: i64,
-    pub posted_credits_minor: i64,
-    pub pending_debits_minor: i64,
-    pub pending_credits_minor: i64,
+    pub posted_debits_minor: MinorUnits,
+    pub posted_credits_minor: MinorUnits,
+    pub pending_debits_minor: MinorUnits,
+    pub pending_credits_minor: MinorUnits,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
 }
 
 impl LedgerAccountRow {
-    /// Posted credits - posted debits.
-    pub fn balance_minor(&self) -> i64 {
-        self.posted_credits_minor - self.posted_debits_minor
+    /// Posted credits - posted debits (buckets are never negative, so this
+    /// cannot overflow).
+    pub fn balance_minor(&self) -> MinorUnits {
+        self.posted_credits_minor
+            .saturating_sub(self.posted_debits_minor)
     }
 
     /// Balance - pending debits: what may still be held or spent. Never
     /// below zero on a funding account; a system account's may be as low
     /// as two full buckets, which saturates rather than wraps.
-    pub fn available_minor(&self) -> i64 {
+    pub fn available_minor(&self) -> MinorUnits {
         self.balance_minor()
             .saturating_sub(self.pending_debits_minor)
     }

@@ -41,7 +41,10 @@ async fn holds_post_and_void_and_the_books_balance() {
     let voided = hold(2_000).await.expect("hold");
     let funding = account(&db, &usd).await;
     assert_eq!(
-        (funding.balance_minor(), funding.available_minor()),
+        (
+            funding.balance_minor().get(),
+            funding.available_minor().get()
+        ),
         (10_000, 5_000)
     );
 
@@ -54,9 +57,9 @@ async fn holds_post_and_void_and_the_books_balance() {
     let funding = account(&db, &usd).await;
     assert_eq!(
         (
-            funding.balance_minor(),
-            funding.available_minor(),
-            funding.pending_debits_minor
+            funding.balance_minor().get(),
+            funding.available_minor().get(),
+            funding.pending_debits_minor.get()
         ),
         (7_000, 7_000, 0)
     );
@@ -115,7 +118,7 @@ async fn unbalanced_and_mismatched_entries_write_nothing() {
     };
     let attempt = ledger::record(&db, entry, Phase::Posted).await;
     assert!(matches!(attempt, Err(LedgerError::Unbalanced(_))));
-    assert_eq!(account(&db, &usd).await.balance_minor(), 500);
+    assert_eq!(account(&db, &usd).await.balance_minor().get(), 500);
     assert!(check(&db).await.is_ok());
 }
 
@@ -149,7 +152,7 @@ async fn concurrent_holds_never_overdraw_a_funding_account() {
     }
     assert_eq!(succeeded, 10, "exactly the funded amount is held");
     let funding = account(&db, &usd).await;
-    assert_eq!(funding.available_minor(), 0);
+    assert_eq!(funding.available_minor().get(), 0);
     assert!(check(&db).await.is_ok());
 }
 

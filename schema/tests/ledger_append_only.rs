@@ -122,9 +122,9 @@ async fn a_posting_and_a_void_are_new_transactions_and_the_hold_never_changes() 
     let funding = account(&db, &usd).await;
     assert_eq!(
         (
-            funding.balance_minor(),
-            funding.available_minor(),
-            funding.pending_debits_minor
+            funding.balance_minor().get(),
+            funding.available_minor().get(),
+            funding.pending_debits_minor.get()
         ),
         (7_000, 7_000, 0),
         "each amount counted once: a posting of 3,000, a void"
@@ -205,7 +205,10 @@ async fn a_hold_is_resolved_once() {
     let funding = account(&db, &usd).await;
     let expected = if post.is_ok() { 9_400 } else { 9_900 };
     assert_eq!(
-        (funding.balance_minor(), funding.pending_debits_minor),
+        (
+            funding.balance_minor().get(),
+            funding.pending_debits_minor.get()
+        ),
         (expected, 0)
     );
     let report = check(&db).await;
@@ -233,7 +236,7 @@ async fn the_database_refuses_to_edit_or_delete_ledger_rows() {
         let error = refused.expect_err(sql).to_string();
         assert!(error.contains("append-only"), "{sql}: {error}");
     }
-    assert_eq!(account(&db, &usd).await.balance_minor(), 700);
+    assert_eq!(account(&db, &usd).await.balance_minor().get(), 700);
     let report = check(&db).await;
     assert!(report.is_ok(), "{:?}", report.violations);
     assert_eq!(report.entries, 2, "nothing was deleted");
@@ -274,7 +277,10 @@ async fn amounts_that_would_overflow_a_balance_are_refused_and_write_nothing() {
         .expect("fits exactly");
     let funding = account(&db, &usd).await;
     assert_eq!(
-        (funding.balance_minor(), funding.pending_credits_minor),
+        (
+            funding.balance_minor().get(),
+            funding.pending_credits_minor.get()
+        ),
         (i64::MAX, 0)
     );
     let refused = ledger::record(&db, credit(1), Phase::Pending).await;
@@ -297,7 +303,7 @@ async fn amounts_that_would_overflow_a_balance_are_refused_and_write_nothing() {
         "{refused:?}"
     );
     assert_eq!(
-        account(&db, &other).await.posted_credits_minor,
+        account(&db, &other).await.posted_credits_minor.get(),
         0,
         "nothing written"
     );

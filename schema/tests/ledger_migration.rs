@@ -182,7 +182,10 @@ async fn a_ledger_from_before_carries_over_as_it_is_and_back() {
     assert_eq!(status(&db, "ltx_open").await, "pending");
     let funding = account(&db, &AccountId::new("acct_m1_usd")).await;
     assert_eq!(
-        (funding.balance_minor(), funding.pending_debits_minor),
+        (
+            funding.balance_minor().get(),
+            funding.pending_debits_minor.get()
+        ),
         (6_000, 0)
     );
     let report = check(&db).await;

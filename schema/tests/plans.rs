@@ -579,9 +579,9 @@ async fn concurrent_plans_never_take_a_funding_account_below_zero() {
         .await
         .expect("read")
         .expect("account");
-    let available = funding_account.posted_credits_minor
-        - funding_account.posted_debits_minor
-        - funding_account.pending_debits_minor;
+    let available = funding_account.posted_credits_minor.get()
+        - funding_account.posted_debits_minor.get()
+        - funding_account.pending_debits_minor.get();
     assert_eq!(available, 10_000 - spent);
     assert!(available >= 0);
     drop(pooled);

@@ -91,9 +91,9 @@ impl MerchantOwned for LedgerAccountRow {
 
 fn view(row: LedgerAccountRow) -> LedgerAccount {
     LedgerAccount {
-        balance_minor: row.balance_minor(),
-        available_minor: row.available_minor(),
-        pending_minor: row.pending_debits_minor,
+        balance_minor: row.balance_minor().get(),
+        available_minor: row.available_minor().get(),
+        pending_minor: row.pending_debits_minor.get(),
         created_at: as_utc(row.created_at),
         id: row.id,
         kind: row.kind.as_str().to_owned(),

@@ -27,6 +27,7 @@ use crate::models::{
     IdempotencyRow, LedgerAccountRow, LedgerEntryRow, LedgerTransactionRow, SettlementRow,
     TransferRow, WebhookEventRow,
 };
+use crate::money::MinorUnits;
 use crate::store::ledger::Bucket;
 use crate::store::timers::TimerRow;
 use crate::store::webhooks::{PENDING, SKIPPED};
@@ -663,10 +664,10 @@ fn opened(facts: &AccountFacts) -> LedgerAccountRow {
         merchant_id: None,
         kind: facts.kind,
         currency: facts.currency.clone(),
-        posted_debits_minor: 0,
-        posted_credits_minor: 0,
-        pending_debits_minor: 0,
-        pending_credits_minor: 0,
+        posted_debits_minor: MinorUnits::ZERO,
+        posted_credits_minor: MinorUnits::ZERO,
+        pending_debits_minor: MinorUnits::ZERO,
+        pending_credits_minor: MinorUnits::ZERO,
         created_at: now,
         updated_at: now,
     }

@@ -305,13 +305,13 @@ pub async fn balances(tx: &mut Tx<'_>, row: &CardRow) -> StoreResult<CardBalance
     let Some(account) = account else {
         return Ok(CardBalances::default());
     };
-    let hold = store::held(tx, &row.id).await?.get();
-    let balance = account.posted_credits_minor - account.posted_debits_minor;
+    let hold = store::held(tx, &row.id).await?;
+    let pending = account.pending_debits_minor.saturating_sub(hold);
     Ok(CardBalances {
-        balance_minor: balance,
-        available_minor: balance - account.pending_debits_minor,
-        hold_minor: hold,
-        pending_minor: (account.pending_debits_minor - hold).max(0),
+        balance_minor: account.balance_minor().get(),
+        available_minor: account.available_minor().get(),
+        hold_minor: hold.get(),
+        pending_minor: pending.max(MinorUnits::ZERO).get(),
     })
 }
 
