@@ -550,13 +550,8 @@ pub struct CardRow {
     pub expiry_month: Option<i32>,
     pub expiry_year: Option<i32>,
     pub wallet_status: WalletStatus,
-    pub per_transaction_minor: Option<MinorUnits>,
-    pub daily_spend_minor: Option<MinorUnits>,
-    pub monthly_spend_minor: Option<MinorUnits>,
-    pub atm_daily_minor: Option<MinorUnits>,
-    pub online_enabled: bool,
-    pub international_enabled: bool,
-    pub atm_enabled: bool,
+    #[diesel(embed)]
+    pub limits: CardLimits,
     pub replaces_card_id: Option<CardId>,
     pub replaces_status: Option<CardStatus>,
     pub replaced_by_card_id: Option<CardId>,
@@ -568,6 +563,36 @@ pub struct CardRow {
     /// The amount limits the merchant set, by column name, comma-separated;
     /// the others follow the program's defaults (decisions §10).
     pub limits_set: String,
+}
+
+/// A card's controls (decisions §10): amount limits in minor units (`None`
+/// is no limit) and the channels it may be used on. The card's machine
+/// decides with them; the card's row stores them as its own columns.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Queryable, Selectable, Insertable, AsChangeset,
+)]
+#[diesel(table_name = cards, treat_none_as_default_value = false, treat_none_as_null = true)]
+pub struct CardLimits {
+    pub per_transaction_minor: Option<MinorUnits>,
+    pub daily_spend_minor: Option<MinorUnits>,
+    pub monthly_spend_minor: Option<MinorUnits>,
+    pub atm_daily_minor: Option<MinorUnits>,
+    pub online_enabled: bool,
+    pub international_enabled: bool,
+    pub atm_enabled: bool,
+}
+
+impl CardLimits {
+    /// No amount limit, every channel on.
+    pub const OPEN: CardLimits = CardLimits {
+        per_transaction_minor: None,
+        daily_spend_minor: None,
+        monthly_spend_minor: None,
+        atm_daily_minor: None,
+        online_enabled: true,
+        international_enabled: true,
+        atm_enabled: true,
+    };
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Queryable, Selectable, Insertable)]

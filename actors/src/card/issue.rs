@@ -15,7 +15,7 @@ use tern_schema::Db;
 use super::kind::{CardContext, CardKind, CardState};
 use super::machine::{self, Effect, Event, Operation, Status};
 use super::messages::{CardFailure, CardReply, Origin};
-use super::record::{limits_of, record};
+use super::record::record;
 use super::write::{
     answer, commit, commit_step, decided, is_unique_violation, rejected, runtime_error, unexpected,
     Step,
@@ -401,7 +401,7 @@ async fn issue_replacement(
     let new_card = machine::State {
         status: Status::Issuing,
         currency: intent.currency.clone(),
-        limits: limits_of(&intent),
+        limits: intent.limits,
         spend: machine::Spend::empty(intent.created_at),
         replacing: true,
     };

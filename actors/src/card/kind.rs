@@ -20,7 +20,7 @@ use super::issue::{self, TIMER_RESUME_ISSUE};
 use super::lifecycle;
 use super::machine::{self, Spend, Status};
 use super::messages::{CardCommand, CardFailure, CardResult, Origin};
-use super::record::{limits_of, status_of};
+use super::record::status_of;
 use super::spend;
 use super::standing::StandingCache;
 use super::wallet;
@@ -57,7 +57,7 @@ impl CardState {
         machine::State {
             status: status_of(&self.row),
             currency: self.row.currency.clone(),
-            limits: limits_of(&self.row),
+            limits: self.row.limits,
             spend: self.spend,
             replacing: self.row.replaces_card_id.is_some(),
         }

@@ -14,7 +14,7 @@ use super::intent::{self, Intent};
 use super::kind::{CardContext, CardState};
 use super::machine::{Effect, Event, LimitsChange, Operation, Status};
 use super::messages::{CardFailure, CardReply, LimitsPatch, Origin};
-use super::record::{limits_of, record, with_limits};
+use super::record::record;
 use super::write::{answer, commit_step, decided, rejected, runtime_error, unexpected, Step};
 use crate::ports::{IssuerStatus, ProviderError};
 use crate::runtime::{self, EntityEnv, TimerFiring};
@@ -230,9 +230,9 @@ pub(super) async fn update(
     let mut row = state.row.clone();
     let limits = match patched {
         Ok((limits, limits_set)) => {
-            row = with_limits(row, limits);
+            row.limits = limits;
             row.limits_set = limits_set;
-            if limits != limits_of(&state.row) || row.limits_set != state.row.limits_set {
+            if limits != state.row.limits || row.limits_set != state.row.limits_set {
                 LimitsChange::Changed
             } else {
                 LimitsChange::Same
@@ -261,13 +261,13 @@ pub(super) async fn update(
             Effect::Audit(action) => {
                 let data = match action {
                     "card.limits_updated" => json!({
-                        "per_transaction_minor": row.per_transaction_minor,
-                        "daily_spend_minor": row.daily_spend_minor,
-                        "monthly_spend_minor": row.monthly_spend_minor,
-                        "atm_daily_minor": row.atm_daily_minor,
-                        "online_enabled": row.online_enabled,
-                        "international_enabled": row.international_enabled,
-                        "atm_enabled": row.atm_enabled,
+                        "per_transaction_minor": row.limits.per_transaction_minor,
+                        "daily_spend_minor": row.limits.daily_spend_minor,
+                        "monthly_spend_minor": row.limits.monthly_spend_minor,
+                        "atm_daily_minor": row.limits.atm_daily_minor,
+                        "online_enabled": row.limits.online_enabled,
+                        "international_enabled": row.limits.international_enabled,
+                        "atm_enabled": row.limits.atm_enabled,
                     }),
                     _ => json!({"display_name": row.display_name}),
                 };

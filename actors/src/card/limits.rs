@@ -14,7 +14,6 @@ use tern_schema::money::MinorUnits;
 use super::machine::{check_limits, Limits};
 use super::messages::LimitsPatch;
 use super::program;
-use super::record::limits_of;
 
 /// One of a card's amount limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,7 +180,7 @@ pub fn effective(merged: &Limits, set: SetByMerchant, defaults: &Limits) -> Limi
 pub fn patch_row(row: &CardRow, patch: &LimitsPatch) -> Result<(Limits, String), LimitErrors> {
     let defaults = program::default_limits(row.card_type);
     let set = SetByMerchant::parse(&row.limits_set);
-    patched(&limits_of(row), set, patch, &defaults).map(|(limits, set)| (limits, set.column()))
+    patched(&row.limits, set, patch, &defaults).map(|(limits, set)| (limits, set.column()))
 }
 
 #[cfg(test)]

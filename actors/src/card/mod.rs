@@ -43,5 +43,5 @@ pub use messages::{
     AuthorizationRequest, CardCommand, CardFailure, CardReply, CardResult, Decision, LimitsPatch,
     Origin, RefundRequest,
 };
-pub use record::{limits_of, status_of};
+pub use record::status_of;
 pub use wallet::wallet_status_of;

@@ -522,7 +522,7 @@ pub async fn limits(
 ) -> Result<HttpResponse, ApiError> {
     caller.require(SCOPE_READ)?;
     let row = owned_card(&state, &caller, &path).await?;
-    Ok(HttpResponse::Ok().json(Limits::from(tern_actors::card::limits_of(&row))))
+    Ok(HttpResponse::Ok().json(Limits::from(row.limits)))
 }
 
 /// Change limits: fields left out keep their value.

@@ -3,7 +3,6 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize};
-use tern_actors::card::limits_of;
 use tern_actors::card::machine::Limits as CardLimits;
 use tern_actors::card::program;
 use tern_actors::ports::Wallet as WalletKind;
@@ -350,7 +349,7 @@ pub fn render(row: CardRow, balances: CardBalances, tokens: &[CardWalletTokenRow
             apple_pay: channel(tokens, WalletKind::ApplePay),
             google_pay: channel(tokens, WalletKind::GooglePay),
         },
-        limits: limits_of(&row).into(),
+        limits: row.limits.into(),
         balances,
         last_four,
         expiry_month: row.expiry_month.unwrap_or_default(),

@@ -9,30 +9,9 @@ use super::status::Status;
 
 pub use tern_schema::vocabulary::{Channel, Decline};
 
-/// The card's controls (decisions §10). `None` amounts are no limit.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Limits {
-    pub per_transaction_minor: Option<MinorUnits>,
-    pub daily_spend_minor: Option<MinorUnits>,
-    pub monthly_spend_minor: Option<MinorUnits>,
-    pub atm_daily_minor: Option<MinorUnits>,
-    pub online_enabled: bool,
-    pub international_enabled: bool,
-    pub atm_enabled: bool,
-}
-
-impl Limits {
-    /// No amount limit, every channel on.
-    pub const OPEN: Limits = Limits {
-        per_transaction_minor: None,
-        daily_spend_minor: None,
-        monthly_spend_minor: None,
-        atm_daily_minor: None,
-        online_enabled: true,
-        international_enabled: true,
-        atm_enabled: true,
-    };
-}
+/// The card's controls (decisions §10), as its row stores them. `None`
+/// amounts are no limit.
+pub use tern_schema::models::CardLimits as Limits;
 
 /// Largest spend limit accepted (decisions §10).
 pub const LIMIT_MAX_MINOR: MinorUnits = MinorUnits::new(1_000_000_000_000);
