@@ -577,3 +577,34 @@ async fn a_plan_that_loses_a_race_the_judge_did_not_see_fails_alone() {
         .count();
     assert_eq!(recorded, 1 + 3 * 39, "every plan but the one that lost");
 }
+
+/// The spend windows a card reloads when its actor starts saturate as the
+/// actor's in-memory ones do: approvals past int64 in one window (reversed
+/// ones count too) read as a huge amount, not as an overflow error that
+/// would keep the card from loading at all.
+#[tokio::test]
+async fn spend_windows_past_int64_read_as_saturated() {
+    let database = TestDatabase::create().await;
+    let db = migrated(&database).await;
+    open_card(&db, None).await;
+    let huge = 5_000_000_000_000_000_000;
+    let made: Result<(), StoreError> = write_tx!(db, |tx| {
+        for step in 0..2 {
+            let event = format!("evt_huge_{step}");
+            let authorization = format!("auth_huge_{step}");
+            let approved = row(step, &event, &authorization, Kind::Authorization, huge);
+            card_store::insert_transaction(tx, &approved).await?;
+        }
+        Ok(())
+    });
+    made.expect("approvals");
+    let since = utc_now() - chrono::Duration::days(1);
+    let mut pooled = db.get().await.expect("conn");
+    let spent = card_store::approved_since(&mut pooled.tx(), &CardId::new(CARD), since, None)
+        .await
+        .expect("a sum past int64 reads");
+    assert!(
+        spent >= MinorUnits::new(9_000_000_000_000_000_000),
+        "{spent}"
+    );
+}

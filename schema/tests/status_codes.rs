@@ -214,3 +214,72 @@ fn transaction_row(merchant: &MerchantId, id: &str) -> CardTransactionRow {
         event_source: EventSource::Provider,
     }
 }
+
+/// A row written with another text before the checks existed (by hand, say)
+/// does not stop the upgrade: the migration checks new writes only, on
+/// both backends, and the row's own reads are all it costs.
+#[tokio::test]
+async fn a_stray_code_already_stored_does_not_stop_the_migration() {
+    let (database, db) = common::setup().await;
+    let (merchant, account) = common::merchant(&db).await;
+    rows(&db, &merchant, &account).await;
+    step(database.url(), Step::RevertLast).await;
+    assert!(
+        write(&db, &merchant, Column::WalletStatus, Some("Active")).await,
+        "before the checks, any text was taken"
+    );
+    step(database.url(), Step::RunPending).await;
+    assert!(!write(&db, &merchant, Column::ReplacesStatus, Some("bogus")).await);
+    assert!(write(&db, &merchant, Column::WalletStatus, Some("active")).await);
+    assert!(!write(&db, &merchant, Column::WalletStatus, Some("Active")).await);
+}
+
+#[derive(Clone, Copy)]
+enum Step {
+    RevertLast,
+    RunPending,
+}
+
+/// Reverts the newest migration (the checks) or runs what is pending.
+async fn step(url: &str, step: Step) {
+    use diesel::Connection;
+    use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+    use diesel_async::AsyncPgConnection;
+    use diesel_migrations::{EmbeddedMigrations, MigrationHarness};
+    use tern_schema::db::DatabaseUrl;
+    use tern_schema::migrate::{POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
+
+    fn run<DB: diesel::backend::Backend>(
+        conn: &mut impl MigrationHarness<DB>,
+        source: EmbeddedMigrations,
+        step: Step,
+    ) {
+        match step {
+            Step::RevertLast => {
+                conn.revert_last_migration(source).expect("revert");
+            }
+            Step::RunPending => {
+                conn.run_pending_migrations(source).expect("migrate");
+            }
+        }
+    }
+    let url = DatabaseUrl::parse(url).expect("url");
+    tokio::task::spawn_blocking(move || match url {
+        DatabaseUrl::Sqlite(path) => {
+            let mut conn = diesel::SqliteConnection::establish(&path).expect("sqlite");
+            diesel::connection::SimpleConnection::batch_execute(
+                &mut conn,
+                "PRAGMA busy_timeout = 10000",
+            )
+            .expect("busy timeout");
+            run(&mut conn, SQLITE_MIGRATIONS, step);
+        }
+        DatabaseUrl::Postgres(url) => {
+            let mut conn: AsyncConnectionWrapper<AsyncPgConnection> =
+                AsyncConnectionWrapper::establish(&url).expect("postgres");
+            run(&mut conn, POSTGRES_MIGRATIONS, step);
+        }
+    })
+    .await
+    .expect("migration thread");
+}

@@ -174,19 +174,18 @@ fn describe_data_error(path: &str, message: &str, whole: &str) -> (String, Strin
     if let Some(name) = named("missing field `") {
         return (join(path, name), "is required".to_owned());
     }
-    for (marker, problem) in [
-        ("unknown field `", "is not a known field"),
-        ("duplicate field `", "is given more than once"),
-    ] {
-        if let Some(name) = named(marker) {
-            // serde_path_to_error may already include the key in the path.
-            let field = if path.ends_with(&name) {
-                path.to_owned()
-            } else {
-                join(path, name)
-            };
-            return (field, problem.to_owned());
-        }
+    // serde_path_to_error puts an unknown key in the path, but not a
+    // repeated one, whose path is its parent's.
+    if let Some(name) = named("unknown field `") {
+        let field = if path.ends_with(&name) {
+            path.to_owned()
+        } else {
+            join(path, name)
+        };
+        return (field, "is not a known field".to_owned());
+    }
+    if let Some(name) = named("duplicate field `") {
+        return (join(path, name), "is given more than once".to_owned());
     }
     let field = if path.is_empty() || path == "." {
         whole.to_owned()

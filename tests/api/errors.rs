@@ -237,6 +237,19 @@ async fn a_repeated_field_is_422_naming_it() {
         .header("content-type", "application/json");
     let errors = field_errors(request.body(twice).send().await.expect("req")).await;
     assert!(errors["organization_name"].is_string(), "{errors}");
+    // Inside an object, the repeated key is named under its parent.
+    let nested = r#"{"method": "card_push", "amount": {"amount": "1.00", "amount": "2.00", "currency": "USD"}}"#;
+    let response = app
+        .post("/v1/settlements")
+        .bearer_auth(&merchant.api_key)
+        .header("content-type", "application/json")
+        .header("idempotency-key", uuid::Uuid::new_v4().to_string())
+        .body(nested)
+        .send()
+        .await
+        .expect("req");
+    let errors = field_errors(response).await;
+    assert!(errors["amount.amount"].is_string(), "{errors}");
 }
 
 /// The field errors of a 422 validation problem.

@@ -7,6 +7,7 @@ use diesel::prelude::*;
 use diesel::sql_types::BigInt;
 use diesel_async::RunQueryDsl;
 
+use crate::db::Conn;
 use crate::models::{CardRow, CardTransactionRow, CardWalletTokenRow};
 use crate::money::MinorUnits;
 use crate::schema::{card_transactions, card_wallet_tokens, cards};
@@ -255,6 +256,15 @@ pub async fn approved_since(
     since: NaiveDateTime,
     channel: Option<Channel>,
 ) -> StoreResult<MinorUnits> {
+    // Approvals past int64 in a window (reversed ones count) must not keep
+    // the card from loading: the sum saturates, as the actor's in-memory
+    // windows do. PostgreSQL sums a bigint as numeric, exactly; SQLite's
+    // SUM would fail on overflow, so it totals in floating point, exact up
+    // to 2^53 minor units, far past the largest limit a window is held to.
+    let spent_sql = match tx.parts().0 {
+        Conn::Sqlite(_) => "CAST(MIN(TOTAL(amount_minor), 9.2e18) AS INTEGER)",
+        Conn::Pg(_) => "CAST(LEAST(COALESCE(SUM(amount_minor), 0), 9223372036854775807) AS BIGINT)",
+    };
     let spent = dispatch!(tx, conn => {
         let mut query = card_transactions::table
             .filter(card_transactions::card_id.eq(card_id))
@@ -265,9 +275,8 @@ pub async fn approved_since(
         if let Some(channel) = channel {
             query = query.filter(card_transactions::channel.eq(channel));
         }
-        // SUM of a bigint is numeric on PostgreSQL; the cast keeps one type.
         query
-            .select(sql::<BigInt>("CAST(COALESCE(SUM(amount_minor), 0) AS BIGINT)"))
+            .select(sql::<BigInt>(spent_sql))
             .first::<MinorUnits>(conn)
             .await
     })?;
