@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use crate::helpers::cards::{authorization, issue, json_of, provider_event};
 use crate::helpers::settlements::{
-    account, app, charge, create, executions, fault, funded, post_with_key, push, settled,
+    account, app, charge, create, executions, fault, funded, push, settled,
 };
 use crate::helpers::{assert_problem, Merchant, RequestExt, TestApp};
 use tern_schema::money::MinorUnits;
@@ -298,13 +298,14 @@ async fn an_amount_no_balance_can_hold_is_a_422_and_nothing_is_stored() {
     // of the int64 limit.
     let (merchant, usd) = funded(&app, "92233720368547757.07").await;
     let key = Uuid::new_v4().to_string();
-    let response = post_with_key(
-        &app,
-        &merchant.api_key,
-        &key,
-        &charge(&usd, "1.01", "pm_card_visa"),
-    )
-    .await;
+    let response = app
+        .post_with_key(
+            "/v1/settlements",
+            &merchant.api_key,
+            &key,
+            &charge(&usd, "1.01", "pm_card_visa"),
+        )
+        .await;
     let problem = assert_problem(response, 422, "validation-error").await;
     let detail = problem["errors"]["amount"].as_str().unwrap_or_default();
     assert!(
@@ -336,25 +337,27 @@ async fn an_amount_no_balance_can_hold_is_a_422_and_nothing_is_stored() {
         "{funding}"
     );
     let another = Uuid::new_v4().to_string();
-    let response = post_with_key(
-        &app,
-        &merchant.api_key,
-        &another,
-        &charge(&usd, "0.01", "pm_card_visa"),
-    )
-    .await;
+    let response = app
+        .post_with_key(
+            "/v1/settlements",
+            &merchant.api_key,
+            &another,
+            &charge(&usd, "0.01", "pm_card_visa"),
+        )
+        .await;
     assert_problem(response, 422, "validation-error").await;
     // The acquirer's side is full as well: another merchant's charge is
     // refused on the counterparty, before anything is executed.
     let other = app.merchant().await;
     let other_usd = account_id(&app, &other, "USD").await;
-    let response = post_with_key(
-        &app,
-        &other.api_key,
-        &another,
-        &charge(&other_usd, "0.01", "pm_card_visa"),
-    )
-    .await;
+    let response = app
+        .post_with_key(
+            "/v1/settlements",
+            &other.api_key,
+            &another,
+            &charge(&other_usd, "0.01", "pm_card_visa"),
+        )
+        .await;
     assert_problem(response, 422, "validation-error").await;
     assert_eq!(account(&app, &other, &other_usd).await["balance_minor"], 0);
 
@@ -362,13 +365,14 @@ async fn an_amount_no_balance_can_hold_is_a_422_and_nothing_is_stored() {
     // refused at creation, not saturated.
     let payout = json!({"method": "on_chain", "amount": {"amount": "922337203685477.59", "currency": "USD"},
         "source": usd, "destination": "polygon:0x52908400098527886E0F7030069857D2E4169EE7", "recipient_name": "Ada"});
-    let response = post_with_key(
-        &app,
-        &merchant.api_key,
-        &Uuid::new_v4().to_string(),
-        &payout,
-    )
-    .await;
+    let response = app
+        .post_with_key(
+            "/v1/settlements",
+            &merchant.api_key,
+            &Uuid::new_v4().to_string(),
+            &payout,
+        )
+        .await;
     let problem = assert_problem(response, 422, "validation-error").await;
     assert!(problem["errors"]["amount"].is_string(), "{problem}");
 }
@@ -385,7 +389,9 @@ async fn one_settlement_is_capped_so_no_merchant_can_fill_a_shared_account() {
         ("card_push", push(&usd, "10000000000.01", "tok_visa")),
     ] {
         let key = Uuid::new_v4().to_string();
-        let response = post_with_key(&app, &merchant.api_key, &key, &body).await;
+        let response = app
+            .post_with_key("/v1/settlements", &merchant.api_key, &key, &body)
+            .await;
         let problem = assert_problem(response, 422, "validation-error").await;
         assert_eq!(
             problem["errors"]["amount"], "must be at most 10000000000.00 USD",

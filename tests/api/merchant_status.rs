@@ -14,7 +14,7 @@ use tern_schema::types::MerchantStatus;
 use tern_schema::{write_tx, StoreError};
 use uuid::Uuid;
 
-use crate::helpers::settlements::{app, create, funded, post_with_key, push, settled};
+use crate::helpers::settlements::{app, create, funded, push, settled};
 use crate::helpers::webhooks::{configure, PLAIN_SECRET};
 use crate::helpers::{assert_problem, Merchant, TestApp};
 
@@ -60,7 +60,9 @@ async fn submit_answers(
     loop {
         let key = Uuid::new_v4().to_string();
         let body = push(usd, "1.00", "tok_visa");
-        let response = post_with_key(app, &merchant.api_key, &key, &body).await;
+        let response = app
+            .post_with_key("/v1/settlements", &merchant.api_key, &key, &body)
+            .await;
         let got = response.status().as_u16();
         assert!(
             since.elapsed() < TAKES_EFFECT_WITHIN,

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::helpers::settlements::{
     account, app, assert_ledger_balanced, charge, create, executions, fault, funded,
-    funding_account, post_with_key, push, settled, settlement, WAIT_MAX,
+    funding_account, push, settled, settlement, WAIT_MAX,
 };
 use crate::helpers::{assert_problem, Merchant, RequestExt, TestApp};
 
@@ -34,13 +34,14 @@ async fn a_charge_funds_the_merchant_and_a_push_pays_out_once() {
     );
 
     let key = Uuid::new_v4().to_string();
-    let response = post_with_key(
-        &app,
-        &merchant.api_key,
-        &key,
-        &push(&usd, "30.00", "tok_visa_4242"),
-    )
-    .await;
+    let response = app
+        .post_with_key(
+            "/v1/settlements",
+            &merchant.api_key,
+            &key,
+            &push(&usd, "30.00", "tok_visa_4242"),
+        )
+        .await;
     assert_eq!(response.status(), 201);
     assert_eq!(
         response.headers()["location"].to_str().expect("ascii"),
@@ -130,7 +131,9 @@ async fn a_repeated_key_replays_and_a_different_body_is_refused() {
     let (merchant, usd) = funded(&app, "50.00").await;
     let key = Uuid::new_v4().to_string();
     let body = push(&usd, "5.00", "tok_visa");
-    let first = post_with_key(&app, &merchant.api_key, &key, &body).await;
+    let first = app
+        .post_with_key("/v1/settlements", &merchant.api_key, &key, &body)
+        .await;
     assert_eq!(first.status(), 201);
     assert!(first.headers().get("idempotent-replayed").is_none());
     let first: Value = first.json().await.expect("json");
@@ -138,7 +141,14 @@ async fn a_repeated_key_replays_and_a_different_body_is_refused() {
     // Same key, same body (reformatted, with the key in the body too): replay.
     let mut same = body.clone();
     same["idempotency_key"] = json!(key.to_uppercase());
-    let replay = post_with_key(&app, &merchant.api_key, &key.to_uppercase(), &same).await;
+    let replay = app
+        .post_with_key(
+            "/v1/settlements",
+            &merchant.api_key,
+            &key.to_uppercase(),
+            &same,
+        )
+        .await;
     assert_eq!(replay.status(), 201);
     assert_eq!(replay.headers()["idempotent-replayed"], "true");
     let replayed: Value = replay.json().await.expect("json");
@@ -149,7 +159,9 @@ async fn a_repeated_key_replays_and_a_different_body_is_refused() {
 
     // Same key, another amount: 422, nothing changes.
     let other = push(&usd, "6.00", "tok_visa");
-    let refused = post_with_key(&app, &merchant.api_key, &key, &other).await;
+    let refused = app
+        .post_with_key("/v1/settlements", &merchant.api_key, &key, &other)
+        .await;
     let problem = assert_problem(refused, 422, "validation-error").await;
     assert!(
         problem["errors"]["Idempotency-Key"].is_string(),
@@ -166,13 +178,14 @@ async fn a_repeated_key_replays_and_a_different_body_is_refused() {
     // The same key is free for another merchant, and stays apart.
     let other_merchant = app.merchant().await;
     let their_usd = funding_account(&app, &other_merchant, "USD").await;
-    let theirs = post_with_key(
-        &app,
-        &other_merchant.api_key,
-        &key,
-        &charge(&their_usd, "1.00", "pm_card_visa"),
-    )
-    .await;
+    let theirs = app
+        .post_with_key(
+            "/v1/settlements",
+            &other_merchant.api_key,
+            &key,
+            &charge(&their_usd, "1.00", "pm_card_visa"),
+        )
+        .await;
     assert_eq!(theirs.status(), 201);
 }
 
@@ -190,19 +203,22 @@ async fn idempotency_key_header_is_required_and_must_be_a_uuid_v4() {
         .expect("request");
     assert_problem(missing, 400, "invalid-idempotency-key").await;
     for bad in ["not-a-uuid", "", "6ba7b810-9dad-11d1-80b4-00c04fd430c8"] {
-        let response = post_with_key(&app, &merchant.api_key, bad, &body).await;
+        let response = app
+            .post_with_key("/v1/settlements", &merchant.api_key, bad, &body)
+            .await;
         assert_problem(response, 400, "invalid-idempotency-key").await;
     }
     // Header and body disagree.
     let mut mismatched = body.clone();
     mismatched["idempotency_key"] = json!(Uuid::new_v4().to_string());
-    let response = post_with_key(
-        &app,
-        &merchant.api_key,
-        &Uuid::new_v4().to_string(),
-        &mismatched,
-    )
-    .await;
+    let response = app
+        .post_with_key(
+            "/v1/settlements",
+            &merchant.api_key,
+            &Uuid::new_v4().to_string(),
+            &mismatched,
+        )
+        .await;
     let problem = assert_problem(response, 422, "validation-error").await;
     assert!(
         problem["errors"]["idempotency_key"].is_string(),
@@ -221,7 +237,8 @@ async fn fifty_concurrent_posts_with_one_key_make_one_settlement() {
     let (merchant, usd) = funded(&app, "10.00").await;
     let key = Uuid::new_v4().to_string();
     let body = push(&usd, "2.00", "tok_visa");
-    let requests = (0..50).map(|_| post_with_key(&app, &merchant.api_key, &key, &body));
+    let requests =
+        (0..50).map(|_| app.post_with_key("/v1/settlements", &merchant.api_key, &key, &body));
     let responses = futures_util::future::join_all(requests).await;
     let mut created = 0;
     let mut replays = 0;
@@ -265,7 +282,13 @@ async fn concurrent_pushes_never_overdraw_the_funding_account() {
         let body = push(&usd, "1.00", "tok_visa");
         let app = &app;
         let api_key = merchant.api_key.clone();
-        async move { (key.clone(), post_with_key(app, &api_key, &key, &body).await) }
+        async move {
+            (
+                key.clone(),
+                app.post_with_key("/v1/settlements", &api_key, &key, &body)
+                    .await,
+            )
+        }
     });
     let responses = futures_util::future::join_all(requests).await;
     let mut accepted = Vec::new();
@@ -304,7 +327,7 @@ async fn refused_duplicates_hold_no_funds_from_the_requests_beside_them() {
     let requests = keys
         .iter()
         .chain(std::iter::repeat_n(&keys[0], 30))
-        .map(|key| post_with_key(&app, &merchant.api_key, key, &body));
+        .map(|key| app.post_with_key("/v1/settlements", &merchant.api_key, key, &body));
     let responses = futures_util::future::join_all(requests).await;
     let mut created = 0;
     for response in responses {
@@ -567,13 +590,14 @@ async fn reads_and_lists_are_the_merchants_own() {
     }
     // Scopes: a read-only key can read but not create or reverse.
     let reader = app.key_with_scopes(&merchant, &["settlements:read"]).await;
-    let created = post_with_key(
-        &app,
-        &reader,
-        &Uuid::new_v4().to_string(),
-        &push(&usd, "1.00", "tok_visa"),
-    )
-    .await;
+    let created = app
+        .post_with_key(
+            "/v1/settlements",
+            &reader,
+            &Uuid::new_v4().to_string(),
+            &push(&usd, "1.00", "tok_visa"),
+        )
+        .await;
     assert_problem(created, 403, "insufficient-scope").await;
     let reversed = app
         .post(&format!("/v1/settlements/{push_key}/reverse"))
@@ -671,7 +695,9 @@ async fn bad_requests_store_nothing() {
     ];
     let key = Uuid::new_v4().to_string();
     for (body, field) in cases {
-        let response = post_with_key(&app, &merchant.api_key, &key, &body).await;
+        let response = app
+            .post_with_key("/v1/settlements", &merchant.api_key, &key, &body)
+            .await;
         let problem = assert_problem(response, 422, "validation-error").await;
         assert!(problem["errors"][field].is_string(), "{field}: {problem}");
     }
@@ -725,7 +751,9 @@ async fn bad_requests_store_nothing() {
         (Some(1_000), Some(0))
     );
     // The key was never spent.
-    let response = post_with_key(&app, &merchant.api_key, &key, &good).await;
+    let response = app
+        .post_with_key("/v1/settlements", &merchant.api_key, &key, &good)
+        .await;
     assert_eq!(response.status(), 201);
     assert!(response.headers().get("idempotent-replayed").is_none());
 }

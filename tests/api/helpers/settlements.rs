@@ -49,20 +49,12 @@ pub(crate) async fn account(app: &TestApp, merchant: &Merchant, id: &str) -> Val
         .expect("the account")
 }
 
-pub(crate) async fn post_with_key(
-    app: &TestApp,
-    api_key: &str,
-    key: &str,
-    body: &Value,
-) -> reqwest::Response {
-    app.post_with_key("/v1/settlements", api_key, key, body)
-        .await
-}
-
 /// Creates a settlement; answers its key.
 pub(crate) async fn create(app: &TestApp, merchant: &Merchant, body: Value) -> String {
     let key = Uuid::new_v4().to_string();
-    let response = post_with_key(app, &merchant.api_key, &key, &body).await;
+    let response = app
+        .post_with_key("/v1/settlements", &merchant.api_key, &key, &body)
+        .await;
     let status = response.status();
     let text = response.text().await.expect("body");
     assert_eq!(status, 201, "{text}");

@@ -64,19 +64,12 @@ pub(crate) fn body(quote: &Value, card_pm: &str, wallet: &str) -> Value {
     })
 }
 
-pub(crate) async fn post_with_key(
-    app: &TestApp,
-    api_key: &str,
-    key: &str,
-    body: &Value,
-) -> reqwest::Response {
-    app.post_with_key("/v1/transfers", api_key, key, body).await
-}
-
 /// Creates a transfer under a fresh key; answers its 201 body.
 pub(crate) async fn create_with(app: &TestApp, merchant: &Merchant, body: &Value) -> Value {
     let key = Uuid::new_v4().to_string();
-    let response = post_with_key(app, &merchant.api_key, &key, body).await;
+    let response = app
+        .post_with_key("/v1/transfers", &merchant.api_key, &key, body)
+        .await;
     super::json_of(response, 201).await
 }
 

@@ -18,7 +18,7 @@ use tern_schema::vocabulary::{SettlementKey, TransferId};
 use tern_schema::{write_tx, StoreError};
 use uuid::Uuid;
 
-use crate::helpers::settlements::{charge, funding_account, post_with_key, sandbox};
+use crate::helpers::settlements::{charge, funding_account, sandbox};
 use crate::helpers::transfers::{answer_challenge, audited_statuses, challenged, client_secret};
 use crate::helpers::transfers::{
     app, assert_executions, eur_quote, finished, get, id, leg, leg_key, EVM_WALLET,
@@ -35,7 +35,9 @@ async fn own_charge(app: &TestApp, merchant: &Merchant) -> Value {
 /// leg's key, and that nothing was stored under it by that request.
 async fn assert_refused_as_leg_key(app: &TestApp, merchant: &Merchant, key: &str) {
     let body = own_charge(app, merchant).await;
-    let response = post_with_key(app, &merchant.api_key, key, &body).await;
+    let response = app
+        .post_with_key("/v1/transfers", &merchant.api_key, key, &body)
+        .await;
     let problem = assert_problem(response, 409, "conflict").await;
     assert_eq!(problem["code"], "TRANSFER_LEG_KEY", "{problem}");
 }
@@ -85,7 +87,9 @@ async fn a_merchant_cannot_take_a_legs_key_and_the_transfer_still_succeeds() {
     let other = app.merchant().await;
     let body = own_charge(&app, &other).await;
     for key in [leg2.clone(), format!("tr_{}.leg2", Uuid::now_v7().simple())] {
-        let response = post_with_key(&app, &other.api_key, &key, &body).await;
+        let response = app
+            .post_with_key("/v1/transfers", &other.api_key, &key, &body)
+            .await;
         assert_problem(response, 400, "invalid-idempotency-key").await;
     }
 
@@ -168,7 +172,9 @@ async fn a_legacy_leg_2_key_taken_by_the_merchant_refunds_the_payer() {
     let taken = Uuid::new_v4().to_string();
     make_legacy(&app, &transfer_id, None, Some(&taken)).await;
     let body = own_charge(&app, &merchant).await;
-    let response = post_with_key(&app, &merchant.api_key, &taken, &body).await;
+    let response = app
+        .post_with_key("/v1/transfers", &merchant.api_key, &taken, &body)
+        .await;
     assert_eq!(response.status(), 201, "a legacy key is a UUID");
 
     answer_challenge(&app, &client_secret(&open), "approve").await;

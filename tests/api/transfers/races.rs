@@ -4,7 +4,7 @@
 use futures_util::future::join_all;
 use serde_json::Value;
 
-use crate::helpers::transfers::{app, body, eur_quote, post_with_key, EVM_WALLET};
+use crate::helpers::transfers::{app, body, eur_quote, EVM_WALLET};
 
 async fn send_all(
     app: &crate::helpers::TestApp,
@@ -12,7 +12,7 @@ async fn send_all(
     pairs: &[(String, Value)],
 ) -> Vec<(u16, Value)> {
     join_all(pairs.iter().map(|(k, b)| async move {
-        let r = post_with_key(app, key, k, b).await;
+        let r = app.post_with_key("/v1/transfers", key, k, b).await;
         let s = r.status().as_u16();
         (s, r.json::<Value>().await.unwrap_or(Value::Null))
     }))
@@ -55,11 +55,13 @@ async fn transfer_creations_raced_on_one_quote_or_one_key_bind_it_once() {
         "{got:?}"
     );
     // Replays answer the first body.
-    let again = post_with_key(&app, &merchant.api_key, &key, &pairs[0].1)
+    let again = app
+        .post_with_key("/v1/transfers", &merchant.api_key, &key, &pairs[0].1)
         .await
         .status()
         .as_u16();
-    let again2 = post_with_key(&app, &merchant.api_key, &key, &pairs[1].1)
+    let again2 = app
+        .post_with_key("/v1/transfers", &merchant.api_key, &key, &pairs[1].1)
         .await
         .status()
         .as_u16();
@@ -68,20 +70,22 @@ async fn transfer_creations_raced_on_one_quote_or_one_key_bind_it_once() {
 
     // Another merchant's quote: 404, and the quote stays usable by its owner.
     let q3 = eur_quote(&app, &merchant).await;
-    let stolen = post_with_key(
-        &app,
-        &other.api_key,
-        &uuid::Uuid::new_v4().to_string(),
-        &body(&q3, "pm_card_visa", EVM_WALLET),
-    )
-    .await;
+    let stolen = app
+        .post_with_key(
+            "/v1/transfers",
+            &other.api_key,
+            &uuid::Uuid::new_v4().to_string(),
+            &body(&q3, "pm_card_visa", EVM_WALLET),
+        )
+        .await;
     assert_eq!(stolen.status().as_u16(), 404);
-    let own = post_with_key(
-        &app,
-        &merchant.api_key,
-        &uuid::Uuid::new_v4().to_string(),
-        &body(&q3, "pm_card_visa", EVM_WALLET),
-    )
-    .await;
+    let own = app
+        .post_with_key(
+            "/v1/transfers",
+            &merchant.api_key,
+            &uuid::Uuid::new_v4().to_string(),
+            &body(&q3, "pm_card_visa", EVM_WALLET),
+        )
+        .await;
     assert_eq!(own.status().as_u16(), 201);
 }

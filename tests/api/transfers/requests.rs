@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::helpers::settlements::{settlement, settlement_response};
 use crate::helpers::transfers::{
     app, assert_executions, body, create, eur_quote, fast_retries, finished, get, id, leg_key,
-    list, post_with_key, quote, total, EVM_WALLET, TRON_WALLET,
+    list, quote, total, EVM_WALLET, TRON_WALLET,
 };
 use crate::helpers::{assert_problem, TestApp};
 
@@ -58,7 +58,9 @@ async fn refused_requests_store_nothing_and_free_their_key() {
         .expect("request");
     assert_problem(response, 400, "invalid-idempotency-key").await;
     for bad_key in ["not-a-uuid", "", "0192f1c4-7d2a-7c3e-9b1a-3f6e2d1c0b9a"] {
-        let response = post_with_key(&app, api_key, bad_key, &good).await;
+        let response = app
+            .post_with_key("/v1/transfers", api_key, bad_key, &good)
+            .await;
         assert_problem(response, 400, "invalid-idempotency-key").await;
     }
     // Not JSON at all.
@@ -149,26 +151,38 @@ async fn refused_requests_store_nothing_and_free_their_key() {
         ),
     ];
     for (request, field, context) in &cases {
-        let response = post_with_key(&app, api_key, &key, request).await;
+        let response = app
+            .post_with_key("/v1/transfers", api_key, &key, request)
+            .await;
         assert_field_error(response, field, context).await;
     }
 
     // Quotes that cannot be used: unknown, another merchant's.
-    let response = post_with_key(&app, api_key, &key, &with("quote_id", json!("qt_unknown"))).await;
+    let response = app
+        .post_with_key(
+            "/v1/transfers",
+            api_key,
+            &key,
+            &with("quote_id", json!("qt_unknown")),
+        )
+        .await;
     assert_problem(response, 404, "not-found").await;
     let bobs = eur_quote(&app, &bob).await;
-    let response = post_with_key(
-        &app,
-        api_key,
-        &key,
-        &body(&bobs, "pm_card_visa", EVM_WALLET),
-    )
-    .await;
+    let response = app
+        .post_with_key(
+            "/v1/transfers",
+            api_key,
+            &key,
+            &body(&bobs, "pm_card_visa", EVM_WALLET),
+        )
+        .await;
     assert_problem(response, 404, "not-found").await;
     assert_eq!(total(&app, &merchant).await, 0, "nothing stored");
 
     // The same key, corrected, creates the transfer.
-    let response = post_with_key(&app, api_key, &key, &good).await;
+    let response = app
+        .post_with_key("/v1/transfers", api_key, &key, &good)
+        .await;
     let status = response.status();
     let created: Value = response.json().await.expect("json");
     assert_eq!(status, 201, "{created}");
@@ -176,28 +190,32 @@ async fn refused_requests_store_nothing_and_free_their_key() {
 
     // A second transfer on the same quote, whatever the key.
     let other_key = Uuid::new_v4().to_string();
-    let response = post_with_key(&app, api_key, &other_key, &good).await;
+    let response = app
+        .post_with_key("/v1/transfers", api_key, &other_key, &good)
+        .await;
     let problem = assert_problem(response, 409, "conflict").await;
     assert_eq!(problem["code"], "QUOTE_ALREADY_USED", "{problem}");
-    let response = post_with_key(
-        &app,
-        api_key,
-        &Uuid::new_v4().to_string(),
-        &body(&polygon, "pm_card_mastercard", EVM_WALLET),
-    )
-    .await;
+    let response = app
+        .post_with_key(
+            "/v1/transfers",
+            api_key,
+            &Uuid::new_v4().to_string(),
+            &body(&polygon, "pm_card_mastercard", EVM_WALLET),
+        )
+        .await;
     let problem = assert_problem(response, 409, "conflict").await;
     assert_eq!(problem["code"], "QUOTE_ALREADY_USED", "{problem}");
     assert_eq!(total(&app, &merchant).await, 1, "nothing more stored");
     // The refused key was not kept: it still serves another quote.
     let fresh = eur_quote(&app, &merchant).await;
-    let response = post_with_key(
-        &app,
-        api_key,
-        &other_key,
-        &body(&fresh, "pm_card_visa", EVM_WALLET),
-    )
-    .await;
+    let response = app
+        .post_with_key(
+            "/v1/transfers",
+            api_key,
+            &other_key,
+            &body(&fresh, "pm_card_visa", EVM_WALLET),
+        )
+        .await;
     assert_eq!(response.status(), 201);
     assert_eq!(total(&app, &merchant).await, 2);
     assert_eq!(total(&app, &bob).await, 0);
@@ -234,19 +252,22 @@ async fn an_expired_quote_is_410_and_stores_nothing() {
     }
     let key = Uuid::new_v4().to_string();
     let request = body(&quote, "pm_card_visa", EVM_WALLET);
-    let response = post_with_key(&app, &merchant.api_key, &key, &request).await;
+    let response = app
+        .post_with_key("/v1/transfers", &merchant.api_key, &key, &request)
+        .await;
     let problem = assert_problem(response, 410, "gone").await;
     assert_eq!(problem["code"], "QUOTE_EXPIRED", "{problem}");
     assert_eq!(total(&app, &merchant).await, 0);
     // The key is free for a fresh quote (used at once, within its life).
     let fresh = eur_quote(&app, &merchant).await;
-    let response = post_with_key(
-        &app,
-        &merchant.api_key,
-        &key,
-        &body(&fresh, "pm_card_visa", EVM_WALLET),
-    )
-    .await;
+    let response = app
+        .post_with_key(
+            "/v1/transfers",
+            &merchant.api_key,
+            &key,
+            &body(&fresh, "pm_card_visa", EVM_WALLET),
+        )
+        .await;
     assert_eq!(response.status(), 201);
     assert_eq!(total(&app, &merchant).await, 1);
 }
@@ -258,7 +279,9 @@ async fn a_repeated_key_replays_and_another_body_under_it_is_422() {
     let quote = eur_quote(&app, &merchant).await;
     let request = body(&quote, "pm_card_visa", EVM_WALLET);
     let key = Uuid::new_v4().to_string();
-    let first = post_with_key(&app, &merchant.api_key, &key, &request).await;
+    let first = app
+        .post_with_key("/v1/transfers", &merchant.api_key, &key, &request)
+        .await;
     assert_eq!(first.status(), 201);
     assert!(first.headers().get("idempotent-replayed").is_none());
     let location = first.headers()["location"].clone();
@@ -267,7 +290,9 @@ async fn a_repeated_key_replays_and_another_body_under_it_is_422() {
     let done = finished(&app, &merchant, &id(&created)).await;
     assert_eq!(done["status"], "succeeded", "{done}");
 
-    let again = post_with_key(&app, &merchant.api_key, &key, &request).await;
+    let again = app
+        .post_with_key("/v1/transfers", &merchant.api_key, &key, &request)
+        .await;
     assert_eq!(again.status(), 201);
     assert_eq!(again.headers()["idempotent-replayed"], "true");
     assert_eq!(again.headers()["location"], location);
@@ -276,7 +301,9 @@ async fn a_repeated_key_replays_and_another_body_under_it_is_422() {
 
     let mut other = request.clone();
     other["card_pm"] = json!("pm_card_mastercard");
-    let response = post_with_key(&app, &merchant.api_key, &key, &other).await;
+    let response = app
+        .post_with_key("/v1/transfers", &merchant.api_key, &key, &other)
+        .await;
     assert_field_error(response, "Idempotency-Key", "the key with another body").await;
     assert_eq!(total(&app, &merchant).await, 1);
     assert_executions(&app, &leg_key(&done, 1), &[("acquirer", "charge")]).await;
@@ -290,7 +317,8 @@ async fn twenty_concurrent_requests_with_one_key_make_one_transfer() {
     let quote = eur_quote(&app, &merchant).await;
     let request = body(&quote, "pm_card_visa", EVM_WALLET);
     let key = Uuid::new_v4().to_string();
-    let requests = (0..20).map(|_| post_with_key(&app, &merchant.api_key, &key, &request));
+    let requests =
+        (0..20).map(|_| app.post_with_key("/v1/transfers", &merchant.api_key, &key, &request));
     let responses = futures_util::future::join_all(requests).await;
     let mut bodies = Vec::new();
     let mut originals = 0;
@@ -469,8 +497,14 @@ async fn another_merchant_sees_nothing_and_legs_are_not_reversed_directly() {
     for quote_id in [&created["quote_id"], &unused["quote_id"]] {
         let mut request = body(&unused, "pm_card_visa", EVM_WALLET);
         request["quote_id"] = quote_id.clone();
-        let response =
-            post_with_key(&app, &bob.api_key, &Uuid::new_v4().to_string(), &request).await;
+        let response = app
+            .post_with_key(
+                "/v1/transfers",
+                &bob.api_key,
+                &Uuid::new_v4().to_string(),
+                &request,
+            )
+            .await;
         assert_problem(response, 404, "not-found").await;
     }
     for key in [&leg1, &leg2] {
@@ -489,11 +523,15 @@ async fn another_merchant_sees_nothing_and_legs_are_not_reversed_directly() {
     // Keys are per merchant: Alice's key is Bob's to use, and no replay of hers.
     let alices_key = Uuid::new_v4().to_string();
     let request = body(&unused, "pm_card_visa", EVM_WALLET);
-    let response = post_with_key(&app, &alice.api_key, &alices_key, &request).await;
+    let response = app
+        .post_with_key("/v1/transfers", &alice.api_key, &alices_key, &request)
+        .await;
     assert_eq!(response.status(), 201);
     let bobs_quote = eur_quote(&app, &bob).await;
     let request = body(&bobs_quote, "pm_card_visa", EVM_WALLET);
-    let response = post_with_key(&app, &bob.api_key, &alices_key, &request).await;
+    let response = app
+        .post_with_key("/v1/transfers", &bob.api_key, &alices_key, &request)
+        .await;
     assert_eq!(response.status(), 201);
     assert!(response.headers().get("idempotent-replayed").is_none());
     let bobs_transfer: Value = response.json().await.expect("json");
@@ -548,7 +586,14 @@ async fn transfers_need_their_scopes() {
 
     let quote = eur_quote(&app, &merchant).await;
     let request = body(&quote, "pm_card_visa", EVM_WALLET);
-    let response = post_with_key(&app, &read_only, &Uuid::new_v4().to_string(), &request).await;
+    let response = app
+        .post_with_key(
+            "/v1/transfers",
+            &read_only,
+            &Uuid::new_v4().to_string(),
+            &request,
+        )
+        .await;
     let problem = assert_problem(response, 403, "insufficient-scope").await;
     assert!(
         problem["detail"]
@@ -592,7 +637,14 @@ async fn transfers_need_their_scopes() {
         assert_eq!(response.status(), 200, "{path}");
     }
     // The scoped keys work for what they hold.
-    let response = post_with_key(&app, &write_only, &Uuid::new_v4().to_string(), &request).await;
+    let response = app
+        .post_with_key(
+            "/v1/transfers",
+            &write_only,
+            &Uuid::new_v4().to_string(),
+            &request,
+        )
+        .await;
     assert_eq!(response.status(), 201);
     let second: Value = response.json().await.expect("json");
     for transfer in [&created, &second] {

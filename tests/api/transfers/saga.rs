@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 use crate::helpers::settlements::{assert_ledger_balanced, fault, sandbox, settlement};
 use crate::helpers::transfers::{
     answer_challenge, app, assert_executions, audited_statuses, challenged, client_secret, create,
-    create_with, eur_quote, fast_retries, finished, get, id, json_of, leg, leg_key, post_with_key,
-    quote, EVM_WALLET, TRON_WALLET,
+    create_with, eur_quote, fast_retries, finished, get, id, json_of, leg, leg_key, quote,
+    EVM_WALLET, TRON_WALLET,
 };
 use crate::helpers::TestApp;
 
@@ -40,13 +40,14 @@ async fn a_visa_transfer_charges_converts_and_pays_out_once() {
     let merchant = app.merchant().await;
     let quote = eur_quote(&app, &merchant).await;
     let key = uuid::Uuid::new_v4().to_string();
-    let response = post_with_key(
-        &app,
-        &merchant.api_key,
-        &key,
-        &crate::helpers::transfers::body(&quote, "pm_card_visa", EVM_WALLET),
-    )
-    .await;
+    let response = app
+        .post_with_key(
+            "/v1/transfers",
+            &merchant.api_key,
+            &key,
+            &crate::helpers::transfers::body(&quote, "pm_card_visa", EVM_WALLET),
+        )
+        .await;
     assert_eq!(response.status(), 201);
     let location = response.headers()["location"]
         .to_str()
