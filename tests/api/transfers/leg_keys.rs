@@ -36,7 +36,7 @@ async fn own_charge(app: &TestApp, merchant: &Merchant) -> Value {
 async fn assert_refused_as_leg_key(app: &TestApp, merchant: &Merchant, key: &str) {
     let body = own_charge(app, merchant).await;
     let response = app
-        .post_with_key("/v1/transfers", &merchant.api_key, key, &body)
+        .post_with_key("/v1/settlements", &merchant.api_key, key, &body)
         .await;
     let problem = assert_problem(response, 409, "conflict").await;
     assert_eq!(problem["code"], "TRANSFER_LEG_KEY", "{problem}");
@@ -88,7 +88,7 @@ async fn a_merchant_cannot_take_a_legs_key_and_the_transfer_still_succeeds() {
     let body = own_charge(&app, &other).await;
     for key in [leg2.clone(), format!("tr_{}.leg2", Uuid::now_v7().simple())] {
         let response = app
-            .post_with_key("/v1/transfers", &other.api_key, &key, &body)
+            .post_with_key("/v1/settlements", &other.api_key, &key, &body)
             .await;
         assert_problem(response, 400, "invalid-idempotency-key").await;
     }
@@ -173,7 +173,7 @@ async fn a_legacy_leg_2_key_taken_by_the_merchant_refunds_the_payer() {
     make_legacy(&app, &transfer_id, None, Some(&taken)).await;
     let body = own_charge(&app, &merchant).await;
     let response = app
-        .post_with_key("/v1/transfers", &merchant.api_key, &taken, &body)
+        .post_with_key("/v1/settlements", &merchant.api_key, &taken, &body)
         .await;
     assert_eq!(response.status(), 201, "a legacy key is a UUID");
 
